@@ -1,0 +1,129 @@
+//! The one trait every backend implements, and the factory that picks one from a URL.
+//!
+//! The trait's primitives are small: try once to acquire, renew, release, inspect, and
+//! subscribe to release notifications. Waiting, back-off, deadlines and renewal live once,
+//! above it, in [`crate::locker`] and [`crate::lease`].
+
+pub(crate) mod sql;
+pub(crate) mod sqlite;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::{Error, Result};
+use crate::ids::OwnerId;
+use crate::name::LockName;
+use crate::options::LockerOptions;
+use crate::url::{BackendKind, LockerUrl};
+
+/// One attempt to take a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// Taken, with this fencing token.
+    Acquired { token: u64 },
+    /// Somebody else holds it; `expires_in` is the server's remaining ttl where known.
+    Held { expires_in: Option<Duration> },
+}
+
+/// The answer to a renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    Renewed,
+    /// The lock is not ours any more (expired, released by an operator, taken over).
+    NotOurs,
+}
+
+/// What a backend knows about one lock, read without acquiring it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    pub name: String,
+    pub held: bool,
+    /// The last token minted for this lock (the current holder's, while held).
+    pub token: Option<u64>,
+    /// The holder's description (JSON with host, pid, language and the user's text).
+    pub holder: Option<String>,
+    /// Time left on the server's clock (TTL backends, while held).
+    pub time_left: Option<Duration>,
+}
+
+/// Everything a backend needs to take a lock.
+#[derive(Debug, Clone)]
+pub struct AcquireRequest<'a> {
+    pub name: &'a LockName,
+    pub owner: OwnerId,
+    pub ttl: Duration,
+    pub holder: &'a str,
+}
+
+/// A subscription to release notifications for one lock, made *before* the retry that
+/// follows a failed attempt, so a release in between is never missed.
+#[async_trait]
+pub trait ReleaseWatch: Send {
+    /// Returns when the lock may have been released, or after `max` at the latest.
+    async fn wait(&mut self, max: Duration);
+}
+
+/// A watch that only sleeps: backends without notifications poll.
+pub struct PollOnly;
+
+#[async_trait]
+impl ReleaseWatch for PollOnly {
+    async fn wait(&mut self, max: Duration) {
+        tokio::time::sleep(max).await;
+    }
+}
+
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    fn kind(&self) -> BackendKind;
+
+    /// Identifies this backend deployment (the lock table, the Redis deployment, …), so a
+    /// fence can refuse tokens of another lock.
+    fn deployment_id(&self) -> &str;
+
+    /// Clock skew to add to the client deadline's drift margin (Redlock, replicas).
+    fn max_clock_skew(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// One attempt, one round trip where the backend allows it.
+    ///
+    /// # Cancellation safety
+    /// If the future is dropped after the request was sent, the lock may have been taken
+    /// under `req.owner`; the caller then releases by owner id.
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt>;
+
+    /// Sets a new ttl from now if the lock is still ours and has not expired.
+    async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal>;
+
+    /// Releases if ours; `Ok(false)` when it was not ours (nothing was touched).
+    async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool>;
+
+    async fn inspect(&self, name: &LockName) -> Result<LockInfo>;
+
+    /// Subscribes to release notifications for `name`; confirmed when this returns.
+    async fn watch(&self, _name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
+        Ok(Box::new(PollOnly))
+    }
+
+    /// Closes connections; later calls fail with CLOSED or UNAVAILABLE.
+    async fn close(&self);
+}
+
+/// Connects the backend that `url` selects.
+pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Arc<dyn Backend>> {
+    match url.kind {
+        BackendKind::Sqlite => Ok(Arc::new(sqlite::SqliteBackend::connect(url, options).await?)),
+        other => Err(not_built(other)),
+    }
+}
+
+pub(crate) fn not_built(kind: BackendKind) -> Error {
+    Error::invalid(format!(
+        "the {} backend is recognized but not implemented in this version of fencelock yet; \
+         sqlite:// works today",
+        kind.as_str()
+    ))
+}

@@ -1,0 +1,85 @@
+//! Clocks the lock code relies on.
+//!
+//! Client deadlines run on CLOCK_BOOTTIME, which keeps counting while the machine or VM is
+//! suspended: a holder frozen for a minute must wake up knowing a minute passed. The
+//! monotonic clock (and so `std::time::Instant` and tokio's timers) stops during suspend,
+//! which would let a resumed holder believe its lease were still valid.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A point on CLOCK_BOOTTIME.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BootInstant(Duration);
+
+impl BootInstant {
+    pub fn now() -> Self {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes into the timespec we own; CLOCK_BOOTTIME exists on
+        // every Linux since 2.6.39. On failure we fall back to the monotonic clock.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+        if rc != 0 {
+            // SAFETY: as above.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        }
+        BootInstant(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+
+    /// Time from `self` until `later`, zero if `later` is not after `self`.
+    pub fn until(self, later: BootInstant) -> Duration {
+        later.0.saturating_sub(self.0)
+    }
+
+    pub fn elapsed(self) -> Duration {
+        self.until(BootInstant::now())
+    }
+
+    pub fn checked_add(self, d: Duration) -> Option<Self> {
+        self.0.checked_add(d).map(BootInstant)
+    }
+
+    pub fn saturating_sub(self, d: Duration) -> Self {
+        BootInstant(self.0.saturating_sub(d))
+    }
+
+    pub fn has_passed(self) -> bool {
+        BootInstant::now() >= self
+    }
+}
+
+/// Wall-clock microseconds since the Unix epoch (the SQLite backend's "server clock").
+pub fn unix_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// The margin the client deadline keeps below the server's expiry: 1% of the ttl plus 2 ms,
+/// for clock rate drift between client and server, plus any configured maximum skew.
+pub fn drift_margin(ttl: Duration, max_skew: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2) + max_skew
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boottime_advances() {
+        let a = BootInstant::now();
+        std::thread::sleep(Duration::from_millis(5));
+        let b = BootInstant::now();
+        assert!(b > a);
+        assert!(a.until(b) >= Duration::from_millis(5));
+        assert_eq!(b.until(a), Duration::ZERO);
+    }
+
+    #[test]
+    fn margin_is_one_percent_plus_two_ms() {
+        assert_eq!(drift_margin(Duration::from_secs(30), Duration::ZERO), Duration::from_millis(302));
+        assert_eq!(
+            drift_margin(Duration::from_secs(10), Duration::from_millis(500)),
+            Duration::from_millis(602)
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! One error type for every backend and every language.
+//!
+//! The codes are part of the public contract: every binding exposes them under the same
+//! spelling, so they are never renamed once released. Backend errors (sqlx, redis, …) are
+//! converted here and nowhere else, so secrets are stripped in one place.
+
+use std::fmt;
+
+/// The stable code of an [`Error`]. The string form (`code().as_str()`) is what Python,
+/// Node and the JVM expose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// Not acquired before the `wait` deadline.
+    Timeout,
+    /// The lease was lost (expired, session expired, taken over), or used after that.
+    Lost,
+    /// Release or extend after an explicit release.
+    NotHeld,
+    /// The backend is unreachable, or no quorum.
+    Unavailable,
+    /// Bad name, ttl, wait, URL or option.
+    InvalidArgument,
+    /// Authentication or authorization refused.
+    Auth,
+    /// A fence rejected an older token.
+    StaleToken,
+    /// Any other backend error.
+    Backend,
+    /// A non-reentrant acquire of a name the same scope already holds.
+    Deadlock,
+    /// The Locker was closed, or the lease was inherited across `fork()`.
+    Closed,
+    /// A bug in fencelock, including a caught panic.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in documentation order.
+    pub const ALL: [ErrorCode; 11] = [
+        ErrorCode::Timeout,
+        ErrorCode::Lost,
+        ErrorCode::NotHeld,
+        ErrorCode::Unavailable,
+        ErrorCode::InvalidArgument,
+        ErrorCode::Auth,
+        ErrorCode::StaleToken,
+        ErrorCode::Backend,
+        ErrorCode::Deadlock,
+        ErrorCode::Closed,
+        ErrorCode::Internal,
+    ];
+
+    /// The stable spelling shared by every language, e.g. `"NOT_HELD"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::Lost => "LOST",
+            ErrorCode::NotHeld => "NOT_HELD",
+            ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorCode::Auth => "AUTH",
+            ErrorCode::StaleToken => "STALE_TOKEN",
+            ErrorCode::Backend => "BACKEND",
+            ErrorCode::Deadlock => "DEADLOCK",
+            ErrorCode::Closed => "CLOSED",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A fencelock error: a stable [`ErrorCode`] and a short message meant for people.
+///
+/// Messages never contain credentials: URLs are always shown redacted, and backend
+/// messages pass through [`crate::url::redact_secrets`] before they are stored here.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error {
+    code: ErrorCode,
+    message: String,
+    retryable: bool,
+}
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error { code, message: message.into(), retryable: false }
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether retrying the same operation may succeed (a dropped connection, a busy
+    /// database). Renewals retry these until the client deadline.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        self.code == ErrorCode::Timeout
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.code == ErrorCode::Lost
+    }
+
+    pub(crate) fn retryable(mut self) -> Self {
+        self.retryable = true;
+        self
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Timeout, message)
+    }
+    pub fn lost(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Lost, message)
+    }
+    pub fn not_held(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::NotHeld, message)
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Unavailable, message).retryable()
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::InvalidArgument, message)
+    }
+    pub fn auth(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Auth, message)
+    }
+    pub fn stale_token(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::StaleToken, message)
+    }
+    pub fn backend(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Backend, message)
+    }
+    pub fn deadlock(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Deadlock, message)
+    }
+    pub fn closed(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Closed, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Internal, message)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_have_stable_distinct_spellings() {
+        let spelled: std::collections::HashSet<_> =
+            ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(spelled.len(), ErrorCode::ALL.len());
+        assert_eq!(ErrorCode::NotHeld.as_str(), "NOT_HELD");
+        assert_eq!(ErrorCode::InvalidArgument.as_str(), "INVALID_ARGUMENT");
+        assert_eq!(ErrorCode::StaleToken.as_str(), "STALE_TOKEN");
+    }
+
+    #[test]
+    fn display_leads_with_the_code() {
+        let e = Error::lost("lease expired");
+        assert_eq!(e.to_string(), "LOST: lease expired");
+        assert!(e.is_lost());
+        assert!(!e.is_retryable());
+        assert!(Error::unavailable("x").is_retryable());
+    }
+}

@@ -1,0 +1,193 @@
+//! The resource side: a [`Fence`] accepts an operation only if its token is at least the
+//! highest it has accepted for that resource (design §3).
+//!
+//! The guarded write *is* the fence: [`Fence::fenced_execute`] checks the token and runs the
+//! caller's statements in one transaction. [`Fence::check`] exists but is advisory: a check
+//! followed by a separate write protects nothing, because a newer holder can write in
+//! between.
+//!
+//! What a fence promises: the tokens of the writes it accepted never decrease, in the order
+//! it accepted them. It does not promise that two holders never ran at once; it makes the
+//! stale one's writes fail.
+
+mod sqlite;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::clock::BootInstant;
+use crate::error::{Error, Result};
+use crate::lease::Lease;
+use crate::options::LockerOptions;
+use crate::url::{BackendKind, LockerUrl};
+
+/// Which lock a token belongs to: tokens are only ordered per lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockIdentity {
+    pub deployment: String,
+    pub name: String,
+}
+
+impl LockIdentity {
+    pub(crate) fn key(&self) -> String {
+        format!("{}/{}", self.deployment, crate::name::encode(&self.name))
+    }
+}
+
+/// A token as a fence sees it: from a lease (with the lock's identity and the client
+/// deadline) or a bare number (from another process).
+#[derive(Debug, Clone)]
+pub struct FenceToken {
+    pub token: u64,
+    pub lock: Option<LockIdentity>,
+    lease: Option<Lease>,
+    deadline: Option<BootInstant>,
+}
+
+impl FenceToken {
+    pub(crate) fn from_lease(lease: &Lease) -> Self {
+        FenceToken {
+            token: lease.token(),
+            lock: Some(LockIdentity { deployment: lease.deployment_id().to_string(), name: lease.name().to_string() }),
+            lease: Some(lease.clone()),
+            deadline: Some(lease.deadline()),
+        }
+    }
+
+    /// A bare token with the lock it came from, so the fence can check it belongs.
+    pub fn with_lock(token: u64, lock: LockIdentity) -> Self {
+        FenceToken { token, lock: Some(lock), lease: None, deadline: None }
+    }
+
+    /// Refuses, before anything is sent, a token from a lease that is lost, released or
+    /// past its client deadline, and tokens that cannot be stored.
+    pub(crate) fn usable(&self) -> Result<()> {
+        if self.token >= 1 << 63 {
+            return Err(Error::invalid(format!("token {} is not below 2^63", self.token)));
+        }
+        if let Some(lease) = &self.lease {
+            lease.ensure_held()?;
+        }
+        if self.deadline.is_some_and(|d| d.has_passed()) {
+            return Err(Error::lost("the lease's client deadline has passed"));
+        }
+        Ok(())
+    }
+}
+
+impl From<u64> for FenceToken {
+    fn from(token: u64) -> Self {
+        FenceToken { token, lock: None, lease: None, deadline: None }
+    }
+}
+
+impl From<&Lease> for FenceToken {
+    fn from(lease: &Lease) -> Self {
+        FenceToken::from_lease(lease)
+    }
+}
+
+/// A value bound to a statement parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+/// One statement of the caller's, run inside the fence's transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    pub sql: String,
+    pub params: Vec<SqlValue>,
+}
+
+impl Statement {
+    pub fn new(sql: impl Into<String>) -> Self {
+        Statement { sql: sql.into(), params: Vec::new() }
+    }
+    pub fn bind(mut self, value: SqlValue) -> Self {
+        self.params.push(value);
+        self
+    }
+}
+
+#[async_trait]
+pub(crate) trait FenceBackend: Send + Sync {
+    async fn fenced_execute(&self, resource: &str, token: &FenceToken, statements: &[Statement]) -> Result<Vec<u64>>;
+    async fn check(&self, resource: &str, token: &FenceToken) -> Result<()>;
+    async fn highest(&self, resource: &str) -> Result<Option<u64>>;
+    async fn close(&self);
+}
+
+/// A fence on one resource, opened on its own URL (independent of the lock's backend).
+#[derive(Clone)]
+pub struct Fence {
+    url: LockerUrl,
+    resource: String,
+    backend: Arc<dyn FenceBackend>,
+}
+
+impl Fence {
+    /// Opens a fence for `resource` in the database at `url` (its table is created on first
+    /// use; `?table=` names it, default `fencelock_fences`).
+    pub async fn open(url: &str, resource: &str) -> Result<Fence> {
+        Fence::open_with(url, resource, LockerOptions::default()).await
+    }
+
+    pub async fn open_with(url: &str, resource: &str, options: LockerOptions) -> Result<Fence> {
+        options.validate()?;
+        crate::name::LockName::new(resource)
+            .map_err(|e| Error::invalid(format!("fence resource name: {}", e.message())))?;
+        let parsed = LockerUrl::parse(url)?;
+        let backend: Arc<dyn FenceBackend> = match parsed.kind {
+            BackendKind::Sqlite => Arc::new(sqlite::SqliteFence::open(&parsed, &options).await?),
+            other => return Err(crate::backend::not_built(other)),
+        };
+        Ok(Fence { url: parsed, resource: resource.to_string(), backend })
+    }
+
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// Runs `statements` in one transaction if `token` is at least the highest accepted;
+    /// records `token` as the highest. Returns the rows each statement affected.
+    ///
+    /// # Errors
+    /// STALE_TOKEN when an equal-or-newer holder has written before (nothing is written);
+    /// LOST for a lease past its deadline (nothing is sent); INVALID_ARGUMENT for a token of
+    /// another lock; BACKEND when a statement fails (everything is rolled back).
+    pub async fn fenced_execute(&self, token: impl Into<FenceToken>, statements: &[Statement]) -> Result<Vec<u64>> {
+        let token = token.into();
+        token.usable()?;
+        self.backend.fenced_execute(&self.resource, &token, statements).await
+    }
+
+    /// Advisory: `Ok` when `token` would be accepted now. A check followed by a separate write
+    /// protects nothing; use [`Fence::fenced_execute`] for the write itself.
+    pub async fn check(&self, token: impl Into<FenceToken>) -> Result<()> {
+        let token = token.into();
+        token.usable()?;
+        self.backend.check(&self.resource, &token).await
+    }
+
+    /// The highest token accepted so far, if any.
+    pub async fn highest(&self) -> Result<Option<u64>> {
+        self.backend.highest(&self.resource).await
+    }
+
+    pub async fn close(&self) {
+        self.backend.close().await;
+    }
+}
+
+impl fmt::Debug for Fence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fence({}, {:?})", self.url.redacted(), self.resource)
+    }
+}

@@ -1,0 +1,60 @@
+//! Owner ids: 128 random bits from the OS CSPRNG for every acquisition.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// Identifies one acquisition. Release and extend compare it on the server, so nobody
+/// releases or extends a lock they do not hold.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OwnerId([u8; 16]);
+
+impl OwnerId {
+    pub fn random() -> Result<Self> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| Error::internal(format!("the OS random source failed: {e}")))?;
+        Ok(OwnerId(bytes))
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        OwnerId(bytes)
+    }
+
+    /// The UUID spelling (used in ZooKeeper node names, Curator's protected form).
+    pub fn to_uuid_string(&self) -> String {
+        let h: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    }
+}
+
+impl fmt::Debug for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OwnerId({})", self.to_uuid_string())
+    }
+}
+
+impl fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_uuid_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_ids_differ_and_spell_as_uuids() {
+        let a = OwnerId::random().unwrap();
+        let b = OwnerId::random().unwrap();
+        assert_ne!(a, b);
+        let s = a.to_uuid_string();
+        assert_eq!(s.len(), 36);
+        assert_eq!(s.matches('-').count(), 4);
+    }
+}

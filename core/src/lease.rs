@@ -1,0 +1,457 @@
+//! A lease: proof of holding one lock, its client deadline, and its renewal.
+//!
+//! The client deadline (design §2) is the send time of the last confirmed acquire or
+//! renewal, plus the ttl, minus the drift margin, on CLOCK_BOOTTIME. Past it the lease is lost
+//! whatever else happens: [`Lease::is_lost`] computes it on every read, and the watchdog
+//! thread fires the lost signal at that moment even if the renewal task is stuck.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
+
+use tokio::runtime::Handle;
+
+use crate::backend::{Backend, Renewal};
+use crate::clock::{BootInstant, drift_margin};
+use crate::error::{Error, Result};
+use crate::ids::OwnerId;
+use crate::locker::LockerInner;
+use crate::name::LockName;
+use crate::options::validate_ttl;
+use crate::signal::{LossReason, LostSignal, lock};
+use crate::watchdog;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Held,
+    Released,
+    Lost(LossReason),
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// The client deadline.
+    deadline: BootInstant,
+    /// The server's expiry as this client estimates it (wall clock), for display.
+    expires_at: SystemTime,
+    /// The ttl renewals use (changed by `extend(Some(ttl))`).
+    ttl: Duration,
+    /// The last renewal attempt failed and none has succeeded since.
+    renewal_failing: bool,
+}
+
+pub(crate) struct LeaseShared {
+    pub(crate) id: u64,
+    pub(crate) name: LockName,
+    pub(crate) token: u64,
+    pub(crate) owner: OwnerId,
+    backend: Arc<dyn Backend>,
+    runtime: Handle,
+    locker: Weak<LockerInner>,
+    /// The process that acquired: a child made by fork() must not renew or release.
+    pid: u32,
+    acquired_at: BootInstant,
+    max_hold: Option<Duration>,
+    operation_timeout: Duration,
+    state: Mutex<State>,
+    signal: LostSignal,
+    /// Set once a release (explicit or on drop) has been sent, so it is sent only once.
+    release_sent: AtomicBool,
+}
+
+/// What the locker knows when it creates a lease.
+pub(crate) struct NewLease {
+    pub id: u64,
+    pub name: LockName,
+    pub token: u64,
+    pub owner: OwnerId,
+    pub backend: Arc<dyn Backend>,
+    pub runtime: Handle,
+    pub locker: Weak<LockerInner>,
+    pub sent_at: BootInstant,
+    pub sent_wall: SystemTime,
+    pub ttl: Duration,
+    pub auto_renew: bool,
+    pub max_hold: Option<Duration>,
+    pub operation_timeout: Duration,
+}
+
+fn client_deadline(backend: &dyn Backend, sent_at: BootInstant, ttl: Duration) -> BootInstant {
+    let lifetime = ttl.saturating_sub(drift_margin(ttl, backend.max_clock_skew()));
+    sent_at.checked_add(lifetime).unwrap_or(sent_at)
+}
+
+impl LeaseShared {
+    pub(crate) fn start(new: NewLease) -> Arc<LeaseShared> {
+        let deadline = client_deadline(new.backend.as_ref(), new.sent_at, new.ttl);
+        let shared = Arc::new(LeaseShared {
+            id: new.id,
+            name: new.name,
+            token: new.token,
+            owner: new.owner,
+            backend: new.backend,
+            runtime: new.runtime,
+            locker: new.locker,
+            pid: std::process::id(),
+            acquired_at: new.sent_at,
+            max_hold: new.max_hold,
+            operation_timeout: new.operation_timeout,
+            state: Mutex::new(State {
+                phase: Phase::Held,
+                deadline,
+                expires_at: new.sent_wall + new.ttl,
+                ttl: new.ttl,
+                renewal_failing: false,
+            }),
+            signal: LostSignal::default(),
+            release_sent: AtomicBool::new(false),
+        });
+        watchdog::watch(&shared, deadline);
+        if new.auto_renew {
+            let weak = Arc::downgrade(&shared);
+            shared.runtime.spawn(renew_loop(weak));
+        }
+        shared
+    }
+
+    fn inherited_across_fork(&self) -> bool {
+        self.pid != std::process::id()
+    }
+
+    /// Makes the lease lost (once) and fires its signal.
+    pub(crate) fn mark_lost(&self, reason: LossReason) {
+        {
+            let mut state = lock(&self.state);
+            if state.phase != Phase::Held {
+                return;
+            }
+            state.phase = Phase::Lost(reason);
+        }
+        tracing::warn!(lock = %self.name, token = self.token, "fencelock: lease lost: {reason}");
+        self.signal.fire(reason);
+    }
+
+    /// Called by the watchdog when a registered deadline comes due.
+    pub(crate) fn check_deadline(&self) {
+        let passed = {
+            let state = lock(&self.state);
+            state.phase == Phase::Held && state.deadline.has_passed()
+        };
+        if passed {
+            self.mark_lost(LossReason::Expired);
+        }
+    }
+
+    /// The phase as of now, turning a passed deadline into a loss.
+    fn current_phase(&self) -> Phase {
+        let phase = {
+            let state = lock(&self.state);
+            match state.phase {
+                Phase::Held if state.deadline.has_passed() => None,
+                phase => Some(phase),
+            }
+        };
+        match phase {
+            Some(phase) => phase,
+            None => {
+                self.mark_lost(LossReason::Expired);
+                Phase::Lost(LossReason::Expired)
+            }
+        }
+    }
+
+    fn ensure_held(&self) -> Result<()> {
+        if self.inherited_across_fork() {
+            return Err(Error::closed(format!(
+                "lease on {:?} was inherited across fork(); only the process that acquired it may use it",
+                self.name.as_str()
+            )));
+        }
+        match self.current_phase() {
+            Phase::Held => Ok(()),
+            Phase::Released => Err(Error::not_held(format!(
+                "lock {:?} was already released",
+                self.name.as_str()
+            ))),
+            Phase::Lost(reason) => Err(Error::lost(format!("lock {:?} lost: {reason}", self.name.as_str()))),
+        }
+    }
+
+    /// Records a confirmed renewal that was sent at `sent_at`. A confirmation that arrives
+    /// after the old deadline does not revive the lease: it was already lost.
+    fn confirm(self: &Arc<Self>, sent_at: BootInstant, sent_wall: SystemTime, ttl: Duration) {
+        let new_deadline = client_deadline(self.backend.as_ref(), sent_at, ttl);
+        let mut state = lock(&self.state);
+        if state.phase != Phase::Held || state.deadline.has_passed() {
+            return;
+        }
+        // Assigned, not maxed: an extend to a shorter ttl moves the server's expiry closer,
+        // and the client deadline must follow it.
+        state.deadline = new_deadline;
+        state.expires_at = sent_wall + ttl;
+        state.ttl = ttl;
+        state.renewal_failing = false;
+        let deadline = state.deadline;
+        drop(state);
+        watchdog::watch(self, deadline);
+    }
+
+    async fn with_timeout<T>(&self, what: &str, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        match tokio::time::timeout(self.operation_timeout, fut).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::unavailable(format!(
+                "{what} of lock {:?} got no answer within {:?}",
+                self.name.as_str(),
+                self.operation_timeout
+            ))),
+        }
+    }
+
+    fn unregister(&self) {
+        if let Some(locker) = self.locker.upgrade() {
+            locker.forget(self.id);
+        }
+    }
+
+    pub(crate) async fn release(&self) -> Result<()> {
+        if self.inherited_across_fork() {
+            return self.ensure_held();
+        }
+        let phase = {
+            let mut state = lock(&self.state);
+            let phase = match state.phase {
+                Phase::Held if state.deadline.has_passed() => Phase::Lost(LossReason::Expired),
+                phase => phase,
+            };
+            if phase == Phase::Held {
+                state.phase = Phase::Released;
+            }
+            phase
+        };
+        match phase {
+            Phase::Released => return self.ensure_held(),
+            Phase::Lost(LossReason::Expired) => {
+                self.mark_lost(LossReason::Expired);
+                // The row may still name us: clean up so the next holder need not wait for
+                // the server's expiry. The caller still hears LOST.
+                if !self.release_sent.swap(true, Ordering::AcqRel) {
+                    let _ = self.with_timeout("release", self.backend.release(&self.name, self.owner)).await;
+                }
+                self.unregister();
+                return self.ensure_held();
+            }
+            Phase::Lost(_) => {
+                self.unregister();
+                return self.ensure_held();
+            }
+            Phase::Held => {}
+        }
+        self.release_sent.store(true, Ordering::Release);
+        self.unregister();
+        let ours = self.with_timeout("release", self.backend.release(&self.name, self.owner)).await?;
+        if !ours {
+            self.signal.fire(LossReason::TakenOver);
+            return Err(Error::lost(format!(
+                "lock {:?} was no longer ours when released: {}",
+                self.name.as_str(),
+                LossReason::TakenOver
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn extend(self: &Arc<Self>, ttl: Option<Duration>) -> Result<()> {
+        self.ensure_held()?;
+        let ttl = match ttl {
+            Some(ttl) => {
+                validate_ttl(ttl)?;
+                ttl
+            }
+            None => lock(&self.state).ttl,
+        };
+        let sent_at = BootInstant::now();
+        let sent_wall = SystemTime::now();
+        match self.with_timeout("extend", self.backend.renew(&self.name, self.owner, ttl)).await? {
+            Renewal::Renewed => {
+                self.confirm(sent_at, sent_wall, ttl);
+                self.ensure_held()
+            }
+            Renewal::NotOurs => {
+                self.mark_lost(LossReason::TakenOver);
+                self.ensure_held()
+            }
+        }
+    }
+}
+
+impl Drop for LeaseShared {
+    fn drop(&mut self) {
+        let held = lock(&self.state).phase == Phase::Held;
+        if !held || self.inherited_across_fork() || self.release_sent.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Dropped without release: release in the background, best effort. If the runtime is
+        // gone the lock simply expires on the server.
+        let backend = self.backend.clone();
+        let name = self.name.clone();
+        let owner = self.owner;
+        let timeout = self.operation_timeout;
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.runtime.spawn(async move {
+                let _ = tokio::time::timeout(timeout, backend.release(&name, owner)).await;
+            })
+        }));
+        if let Some(locker) = self.locker.upgrade() {
+            locker.forget(self.id);
+        }
+    }
+}
+
+/// Renews every ttl/3 while the lease is held; retries failures until the client deadline
+/// (the watchdog makes the lease lost then, not this task).
+async fn renew_loop(weak: Weak<LeaseShared>) {
+    let mut last_sent = match weak.upgrade() {
+        Some(lease) => lease.acquired_at,
+        None => return,
+    };
+    let mut retry_in: Option<Duration> = None;
+    loop {
+        let wait = match weak.upgrade() {
+            None => return,
+            Some(lease) => {
+                let ttl = lock(&lease.state).ttl;
+                match retry_in {
+                    Some(d) => d,
+                    None => (ttl / 3).saturating_sub(last_sent.elapsed()),
+                }
+            }
+        };
+        tokio::time::sleep(wait).await;
+        let Some(lease) = weak.upgrade() else { return };
+        if lease.current_phase() != Phase::Held {
+            return;
+        }
+        if let Some(max_hold) = lease.max_hold {
+            if lease.acquired_at.elapsed() >= max_hold {
+                tracing::info!(lock = %lease.name, "fencelock: max_hold reached; renewals stop and the lease ends at its deadline");
+                return;
+            }
+        }
+        let ttl = lock(&lease.state).ttl;
+        let sent_at = BootInstant::now();
+        let sent_wall = SystemTime::now();
+        let outcome = lease.with_timeout("renewal", lease.backend.renew(&lease.name, lease.owner, ttl)).await;
+        match outcome {
+            Ok(Renewal::Renewed) => {
+                lease.confirm(sent_at, sent_wall, ttl);
+                last_sent = sent_at;
+                retry_in = None;
+            }
+            Ok(Renewal::NotOurs) => {
+                lease.mark_lost(LossReason::TakenOver);
+                return;
+            }
+            Err(e) => {
+                lock(&lease.state).renewal_failing = true;
+                tracing::warn!(lock = %lease.name, "fencelock: renewal failed, retrying until the client deadline: {e}");
+                retry_in = Some((ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1)));
+            }
+        }
+    }
+}
+
+/// Proof of holding one lock. Clones share the same lease; it is released when
+/// [`Lease::release`] is called, or in the background (best effort) when the last clone is
+/// dropped.
+#[derive(Clone)]
+pub struct Lease {
+    pub(crate) shared: Arc<LeaseShared>,
+}
+
+impl Lease {
+    pub fn name(&self) -> &str {
+        self.shared.name.as_str()
+    }
+
+    /// The fencing token: strictly increasing per lock name, below 2^63.
+    pub fn token(&self) -> u64 {
+        self.shared.token
+    }
+
+    /// When the server will expire the lease unless it is renewed (the client's estimate).
+    pub fn expires_at(&self) -> Option<SystemTime> {
+        Some(lock(&self.shared.state).expires_at)
+    }
+
+    /// The client deadline, on CLOCK_BOOTTIME.
+    pub fn deadline(&self) -> BootInstant {
+        lock(&self.shared.state).deadline
+    }
+
+    /// Whether the lease is lost; computed from the deadline on every call.
+    pub fn is_lost(&self) -> bool {
+        matches!(self.shared.current_phase(), Phase::Lost(_))
+    }
+
+    /// Held: neither released nor lost.
+    pub fn is_held(&self) -> bool {
+        !self.shared.inherited_across_fork() && self.shared.current_phase() == Phase::Held
+    }
+
+    /// Whether the last renewal attempt failed (renewals retry until the deadline).
+    pub fn renewal_failing(&self) -> bool {
+        lock(&self.shared.state).renewal_failing
+    }
+
+    /// The signal set when this lease is lost.
+    pub fn lost_signal(&self) -> LostSignal {
+        // Reading the phase first turns a passed deadline into a fired signal.
+        let _ = self.shared.current_phase();
+        self.shared.signal.clone()
+    }
+
+    /// `Ok` while held; LOST, NOT_HELD or CLOSED otherwise.
+    pub fn ensure_held(&self) -> Result<()> {
+        self.shared.ensure_held()
+    }
+
+    /// Sets a new ttl from now (the current ttl when `None`).
+    ///
+    /// # Errors
+    /// NOT_HELD after release, LOST after a loss (including when the server says the lock is
+    /// no longer ours), CLOSED in a forked child, UNAVAILABLE when the backend does not answer.
+    pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
+        self.shared.extend(ttl).await
+    }
+
+    /// Releases the lock on the server if it is still ours.
+    ///
+    /// # Errors
+    /// NOT_HELD on a second release, LOST when the lease was lost first (the caller's work may
+    /// have run without the lock), UNAVAILABLE when the backend does not answer (the lock
+    /// then expires on its own).
+    pub async fn release(&self) -> Result<()> {
+        self.shared.release().await
+    }
+
+    /// The token with what a fence needs to check it (the lock's identity and deadline).
+    pub fn fence_token(&self) -> crate::fence::FenceToken {
+        crate::fence::FenceToken::from_lease(self)
+    }
+
+    pub(crate) fn deployment_id(&self) -> &str {
+        self.shared.backend.deployment_id()
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("name", &self.shared.name)
+            .field("token", &self.shared.token)
+            .field("held", &self.is_held())
+            .finish()
+    }
+}

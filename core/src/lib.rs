@@ -1,0 +1,36 @@
+//! fencelock: distributed locks with fencing tokens.
+//!
+//! One implementation of the lock algorithms, used from Rust, Python, Node.js, the JVM and
+//! the `fencelock` command. A [`Locker`] is made from a URL that selects the backend; each
+//! acquisition returns a [`Lease`] carrying a fencing token that strictly increases per lock
+//! name, which a [`Fence`] on the protected resource checks so that a holder that paused past
+//! its lease's expiry is rejected.
+//!
+//! This crate knows nothing of FFI: bindings convert arguments, call it, and map its
+//! [`Error`] codes.
+
+pub mod backend;
+pub mod blocking;
+pub mod clock;
+pub mod error;
+pub mod fence;
+pub mod holder;
+pub mod ids;
+pub mod lease;
+pub mod locker;
+pub mod name;
+pub mod options;
+pub mod signal;
+pub mod url;
+mod watchdog;
+
+pub use backend::LockInfo;
+pub use error::{Error, ErrorCode, Result};
+pub use fence::{Fence, FenceToken, LockIdentity, SqlValue, Statement};
+pub use holder::HolderDescription;
+pub use lease::Lease;
+pub use locker::Locker;
+pub use name::LockName;
+pub use options::{LockOptions, LockerOptions};
+pub use signal::{LossReason, LostSignal};
+pub use url::{BackendKind, LockerUrl};

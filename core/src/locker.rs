@@ -1,0 +1,308 @@
+//! The Locker: a client bound to one backend, and the acquire loop every backend shares.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
+
+use rand::Rng;
+use tokio::runtime::Handle;
+
+use crate::backend::{self, AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch};
+use crate::clock::BootInstant;
+use crate::error::{Error, Result};
+use crate::holder::HolderDescription;
+use crate::ids::OwnerId;
+use crate::lease::{Lease, LeaseShared, NewLease};
+use crate::name::LockName;
+use crate::options::{LockOptions, LockerOptions};
+use crate::signal::lock;
+use crate::url::{BackendKind, LockerUrl};
+
+pub(crate) struct LockerInner {
+    url: LockerUrl,
+    backend: Arc<dyn Backend>,
+    options: LockerOptions,
+    runtime: Handle,
+    language: String,
+    closed: AtomicBool,
+    next_lease_id: AtomicU64,
+    leases: Mutex<HashMap<u64, Weak<LeaseShared>>>,
+}
+
+impl LockerInner {
+    pub(crate) fn forget(&self, lease_id: u64) {
+        lock(&self.leases).remove(&lease_id);
+    }
+}
+
+/// A client bound to one backend, made from a URL. Cheap to clone; clones share the
+/// connections and the held leases.
+///
+/// ```no_run
+/// # async fn demo() -> fencelock::Result<()> {
+/// let locker = fencelock::Locker::connect("sqlite:///tmp/locks.db").await?;
+/// let lease = locker.acquire("nightly-report", &Default::default()).await?;
+/// println!("token {}", lease.token());
+/// lease.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Locker {
+    inner: Arc<LockerInner>,
+}
+
+impl Locker {
+    /// Connects with default options. Must be called inside a tokio runtime: the runtime
+    /// that connects also runs renewals.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a bad URL or a backend not built in; UNAVAILABLE or BACKEND when
+    /// the backend cannot be reached or prepared; AUTH when credentials are refused.
+    pub async fn connect(url: &str) -> Result<Locker> {
+        Locker::connect_with(url, LockerOptions::default()).await
+    }
+
+    pub async fn connect_with(url: &str, options: LockerOptions) -> Result<Locker> {
+        options.validate()?;
+        let parsed = LockerUrl::parse(url)?;
+        let runtime = Handle::try_current()
+            .map_err(|_| Error::internal("Locker::connect must run inside a tokio runtime"))?;
+        let timeout = options.operation_timeout;
+        let backend = match tokio::time::timeout(timeout, backend::connect(&parsed, &options)).await {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(Error::unavailable(format!(
+                    "connecting to {parsed} took longer than {timeout:?}"
+                )));
+            }
+        };
+        let language = options.language.clone();
+        Ok(Locker {
+            inner: Arc::new(LockerInner {
+                url: parsed,
+                backend,
+                options,
+                runtime,
+                language,
+                closed: AtomicBool::new(false),
+                next_lease_id: AtomicU64::new(1),
+                leases: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The URL, with any password redacted.
+    pub fn url(&self) -> String {
+        self.inner.url.redacted()
+    }
+
+    pub fn backend_kind(&self) -> BackendKind {
+        self.inner.backend.kind()
+    }
+
+    /// The runtime this Locker was connected on (it runs renewals); bindings block on it.
+    pub fn runtime(&self) -> &Handle {
+        &self.inner.runtime
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("the locker was closed"));
+        }
+        Ok(())
+    }
+
+    /// Acquires `name`, waiting up to `options.wait` (forever when `None`).
+    ///
+    /// # Errors
+    /// TIMEOUT when the wait ends first; INVALID_ARGUMENT for a bad name or option; CLOSED
+    /// after [`Locker::close`]; UNAVAILABLE when the backend keeps failing.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future leaves nothing behind: an attempt in flight is released by its
+    /// owner id in the background.
+    pub async fn acquire(&self, name: &str, options: &LockOptions) -> Result<Lease> {
+        let name = LockName::new(name)?;
+        options.validate()?;
+        self.ensure_open()?;
+        let holder =
+            HolderDescription::of_this_process(&self.inner.language, options.holder.as_deref()).to_json();
+        let wait_deadline = match options.wait {
+            None => None,
+            Some(wait) => Some(BootInstant::now().checked_add(wait).ok_or_else(|| Error::invalid("wait is too long"))?),
+        };
+        let poll = self.inner.options.poll_interval;
+        let mut watch: Option<Box<dyn ReleaseWatch>> = None;
+        let mut failing_since: Option<BootInstant> = None;
+        loop {
+            self.ensure_open()?;
+            let mut expires_in = None;
+            match self.attempt(&name, options, &holder).await {
+                Ok(AttemptOutcome::Acquired(lease)) => return Ok(lease),
+                Ok(AttemptOutcome::Held(left)) => {
+                    failing_since = None;
+                    expires_in = left;
+                }
+                Err(e) if e.is_retryable() => {
+                    let since = *failing_since.get_or_insert_with(BootInstant::now);
+                    if since.elapsed() >= self.inner.options.operation_timeout {
+                        return Err(e);
+                    }
+                    tracing::debug!(lock = %name, "fencelock: acquire attempt failed, retrying: {e}");
+                }
+                Err(e) => return Err(e),
+            }
+            let remaining = match wait_deadline {
+                None => Duration::MAX,
+                Some(deadline) => BootInstant::now().until(deadline),
+            };
+            if remaining.is_zero() {
+                return Err(Error::timeout(format!(
+                    "lock {:?} was not acquired within {:?}",
+                    name.as_str(),
+                    options.wait.unwrap_or_default()
+                )));
+            }
+            match watch.as_mut() {
+                None => {
+                    // Subscribe first, then retry at once: a release between the failed
+                    // attempt and the subscription is caught by that retry.
+                    watch = Some(self.inner.backend.watch(&name).await?);
+                }
+                Some(watch) => {
+                    let mut sleep = jitter(poll).min(remaining);
+                    if let Some(left) = expires_in {
+                        sleep = sleep.min(left + Duration::from_millis(1));
+                    }
+                    watch.wait(sleep).await;
+                }
+            }
+        }
+    }
+
+    /// Tries once: `Ok(None)` when somebody else holds the lock.
+    pub async fn try_acquire(&self, name: &str, options: &LockOptions) -> Result<Option<Lease>> {
+        let options = options.clone().with_wait(Some(Duration::ZERO));
+        match self.acquire(name, &options).await {
+            Ok(lease) => Ok(Some(lease)),
+            Err(e) if e.is_timeout() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn attempt(&self, name: &LockName, options: &LockOptions, holder: &str) -> Result<AttemptOutcome> {
+        let owner = OwnerId::random()?;
+        let request = AcquireRequest { name, owner, ttl: options.ttl, holder };
+        // If this future is dropped, or the answer is lost, after the request went out, the
+        // lock may be ours under `owner`: the guard releases it by owner id.
+        let mut guard = InFlightAcquire { backend: Some(self.inner.backend.clone()), name: name.clone(), owner, runtime: self.inner.runtime.clone() };
+        let sent_at = BootInstant::now();
+        let sent_wall = SystemTime::now();
+        let timeout = self.inner.options.operation_timeout;
+        let attempt = match tokio::time::timeout(timeout, self.inner.backend.try_acquire(&request)).await {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(Error::unavailable(format!(
+                    "acquire of lock {:?} got no answer within {timeout:?}",
+                    name.as_str()
+                )));
+            }
+        };
+        guard.backend = None;
+        match attempt {
+            Attempt::Held { expires_in } => Ok(AttemptOutcome::Held(expires_in)),
+            Attempt::Acquired { token } => {
+                let id = self.inner.next_lease_id.fetch_add(1, Ordering::Relaxed);
+                let shared = LeaseShared::start(NewLease {
+                    id,
+                    name: name.clone(),
+                    token,
+                    owner,
+                    backend: self.inner.backend.clone(),
+                    runtime: self.inner.runtime.clone(),
+                    locker: Arc::downgrade(&self.inner),
+                    sent_at,
+                    sent_wall,
+                    ttl: options.ttl,
+                    auto_renew: options.auto_renew,
+                    max_hold: options.max_hold,
+                    operation_timeout: timeout,
+                });
+                lock(&self.inner.leases).insert(id, Arc::downgrade(&shared));
+                let lease = Lease { shared };
+                if self.inner.closed.load(Ordering::Acquire) {
+                    // Closed while we were acquiring: give it back.
+                    let _ = lease.release().await;
+                    return Err(Error::closed("the locker was closed"));
+                }
+                Ok(AttemptOutcome::Acquired(lease))
+            }
+        }
+    }
+
+    /// Reads who holds `name`, without acquiring it.
+    pub async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let name = LockName::new(name)?;
+        self.ensure_open()?;
+        let timeout = self.inner.options.operation_timeout;
+        tokio::time::timeout(timeout, self.inner.backend.inspect(&name))
+            .await
+            .map_err(|_| Error::unavailable(format!("inspect got no answer within {timeout:?}")))?
+    }
+
+    /// Releases every lease this Locker still holds and closes its connections. Later calls
+    /// fail with CLOSED. Closing twice is harmless.
+    pub async fn close(&self) {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let held: Vec<Arc<LeaseShared>> =
+            lock(&self.inner.leases).drain().filter_map(|(_, weak)| weak.upgrade()).collect();
+        for lease in held {
+            let _ = lease.release().await;
+        }
+        self.inner.backend.close().await;
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+}
+
+impl fmt::Debug for Locker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Locker({})", self.inner.url.redacted())
+    }
+}
+
+enum AttemptOutcome {
+    Acquired(Lease),
+    Held(Option<Duration>),
+}
+
+struct InFlightAcquire {
+    backend: Option<Arc<dyn Backend>>,
+    name: LockName,
+    owner: OwnerId,
+    runtime: Handle,
+}
+
+impl Drop for InFlightAcquire {
+    fn drop(&mut self) {
+        if let Some(backend) = self.backend.take() {
+            let name = self.name.clone();
+            let owner = self.owner;
+            self.runtime.spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(10), backend.release(&name, owner)).await;
+            });
+        }
+    }
+}
+
+/// A poll interval jittered uniformly over ±50%, so waiters do not retry in lockstep.
+fn jitter(base: Duration) -> Duration {
+    let factor: f64 = rand::rng().random_range(0.5..1.5);
+    base.mul_f64(factor)
+}

@@ -1,0 +1,200 @@
+//! Lock options (design §1): one meaning in every language.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The default lease length on TTL backends.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// The shortest ttl accepted: below this the drift margin and one round trip eat the lease.
+pub const MIN_TTL: Duration = Duration::from_millis(100);
+/// The longest ttl accepted. A lock held for longer should renew.
+pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest finite `wait` accepted; longer waits should use `None` (forever).
+pub const MAX_WAIT: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// Options for one acquisition.
+///
+/// ```
+/// use std::time::Duration;
+/// let opts = fencelock::LockOptions::default()
+///     .with_ttl(Duration::from_secs(10))
+///     .with_wait(Some(Duration::ZERO));
+/// assert_eq!(opts.ttl, Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockOptions {
+    /// Lease length on TTL backends (default 30 s). ZooKeeper's liveness is its session.
+    pub ttl: Duration,
+    /// How long acquire may block: `None` waits forever (the default, like Redisson,
+    /// Curator and redis-py); `Some(ZERO)` tries once.
+    pub wait: Option<Duration>,
+    /// Renew every ttl/3 while held (default on).
+    pub auto_renew: bool,
+    /// Stop renewing after this long, so a live but stuck holder cannot keep the lock
+    /// forever; the lease is then lost at its next deadline (default none).
+    pub max_hold: Option<Duration>,
+    /// Re-entry by the same execution scope (default off).
+    pub reentrant: bool,
+    /// Free text stored with the holder's description (host and pid are added).
+    pub holder: Option<String>,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            ttl: DEFAULT_TTL,
+            wait: None,
+            auto_renew: true,
+            max_hold: None,
+            reentrant: false,
+            holder: None,
+        }
+    }
+}
+
+impl LockOptions {
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+    pub fn with_wait(mut self, wait: Option<Duration>) -> Self {
+        self.wait = wait;
+        self
+    }
+    pub fn with_auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = on;
+        self
+    }
+    pub fn with_max_hold(mut self, max_hold: Option<Duration>) -> Self {
+        self.max_hold = max_hold;
+        self
+    }
+    pub fn with_reentrant(mut self, on: bool) -> Self {
+        self.reentrant = on;
+        self
+    }
+    pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(holder.into());
+        self
+    }
+
+    /// Checks every field; the message names the field and the accepted range.
+    pub fn validate(&self) -> Result<()> {
+        validate_ttl(self.ttl)?;
+        if let Some(wait) = self.wait {
+            if wait > MAX_WAIT {
+                return Err(Error::invalid(format!(
+                    "wait of {wait:?} is longer than a year; pass no wait to wait forever"
+                )));
+            }
+        }
+        if let Some(max_hold) = self.max_hold {
+            if max_hold.is_zero() {
+                return Err(Error::invalid("max_hold must be positive"));
+            }
+        }
+        if self.reentrant {
+            return Err(Error::invalid(
+                "reentrant locks are not available yet in this version of fencelock",
+            ));
+        }
+        if let Some(holder) = &self.holder {
+            if holder.len() > 1024 {
+                return Err(Error::invalid("holder text is longer than 1024 bytes"));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn validate_ttl(ttl: Duration) -> Result<()> {
+    if ttl < MIN_TTL {
+        return Err(Error::invalid(format!(
+            "ttl of {ttl:?} is too short: the minimum is {MIN_TTL:?}"
+        )));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::invalid(format!(
+            "ttl of {ttl:?} is too long: the maximum is 7 days; hold longer by renewing"
+        )));
+    }
+    Ok(())
+}
+
+/// Options common to a Locker, whatever the backend. Backend-specific settings (table
+/// name, key prefix, …) come from the URL's query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockerOptions {
+    /// Base interval of the fallback poll while waiting (jittered ±50%). Backends that are
+    /// woken by the server still poll at this rate in case a wake-up is missed.
+    pub poll_interval: Duration,
+    /// How long a single backend operation may take before it is abandoned as UNAVAILABLE.
+    pub operation_timeout: Duration,
+    /// The client's language, recorded in holder descriptions (`rust`, `python`, `cli`, …).
+    pub language: String,
+}
+
+impl Default for LockerOptions {
+    fn default() -> Self {
+        LockerOptions {
+            poll_interval: Duration::from_millis(50),
+            operation_timeout: Duration::from_secs(10),
+            language: "rust".to_string(),
+        }
+    }
+}
+
+impl LockerOptions {
+    pub fn with_poll_interval(mut self, d: Duration) -> Self {
+        self.poll_interval = d;
+        self
+    }
+    pub fn with_operation_timeout(mut self, d: Duration) -> Self {
+        self.operation_timeout = d;
+        self
+    }
+    pub fn with_language(mut self, language: impl Into<String>) -> Self {
+        self.language = language.into();
+        self
+    }
+    pub fn validate(&self) -> Result<()> {
+        if self.poll_interval < Duration::from_millis(1) || self.poll_interval > Duration::from_secs(60) {
+            return Err(Error::invalid("poll_interval must be between 1 ms and 60 s"));
+        }
+        if self.operation_timeout < Duration::from_millis(10)
+            || self.operation_timeout > Duration::from_secs(600)
+        {
+            return Err(Error::invalid("operation_timeout must be between 10 ms and 10 min"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_design() {
+        let o = LockOptions::default();
+        assert_eq!(o.ttl, Duration::from_secs(30));
+        assert_eq!(o.wait, None);
+        assert!(o.auto_renew);
+        assert!(!o.reentrant);
+        o.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let zero = LockOptions::default().with_ttl(Duration::ZERO).validate().unwrap_err();
+        assert!(zero.message().contains("too short"));
+        let huge = LockOptions::default().with_ttl(Duration::from_secs(u64::MAX)).validate();
+        assert!(huge.unwrap_err().message().contains("too long"));
+        let wait = LockOptions::default().with_wait(Some(Duration::from_secs(u64::MAX)));
+        assert!(wait.validate().is_err());
+        assert!(LockOptions::default().with_max_hold(Some(Duration::ZERO)).validate().is_err());
+    }
+}

@@ -1,0 +1,482 @@
+//! fencelock's own URL parser.
+//!
+//! The multi-host forms (`redis+cluster://h1:p1,h2:p2`, `zk://h1,h2/chroot`) do not parse with
+//! a generic URL parser, so the core parses every backend URL here. A parsed URL never prints
+//! its password: `Display` and `Debug` both show the redacted form.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// Which algorithm and server family a URL selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    Redis,
+    RedisCluster,
+    Redlock,
+    ZooKeeper,
+    Postgres,
+    MySql,
+    Sqlite,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Redis => "redis",
+            BackendKind::RedisCluster => "redis-cluster",
+            BackendKind::Redlock => "redlock",
+            BackendKind::ZooKeeper => "zookeeper",
+            BackendKind::Postgres => "postgres",
+            BackendKind::MySql => "mysql",
+            BackendKind::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// One `host:port` of a URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPort {
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]", self.host)?;
+        } else {
+            f.write_str(&self.host)?;
+        }
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A parsed backend URL. The password is kept private and never formatted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LockerUrl {
+    pub kind: BackendKind,
+    /// The scheme as written, lowercased (`rediss`, `postgresql`, …).
+    pub scheme: String,
+    pub tls: bool,
+    pub user: Option<String>,
+    password: Option<String>,
+    pub hosts: Vec<HostPort>,
+    /// The path after the hosts, without its leading `/` (db index, chroot, database name);
+    /// for SQLite, the file path.
+    pub path: String,
+    pub query: BTreeMap<String, String>,
+}
+
+impl LockerUrl {
+    /// Parses `url`, choosing the backend from its scheme.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for an unknown scheme or a malformed URL; the message shows the
+    /// URL redacted.
+    pub fn parse(url: &str) -> Result<Self> {
+        let url = url.trim();
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(Error::invalid(format!(
+                "not a URL (expected scheme://…): {}",
+                redact_secrets(url)
+            )));
+        };
+        let scheme = scheme.to_ascii_lowercase();
+        let (kind, tls) = match scheme.as_str() {
+            "redis" => (BackendKind::Redis, false),
+            "rediss" => (BackendKind::Redis, true),
+            "redis+cluster" => (BackendKind::RedisCluster, false),
+            "rediss+cluster" => (BackendKind::RedisCluster, true),
+            "redlock" => (BackendKind::Redlock, false),
+            "zk" | "zookeeper" => (BackendKind::ZooKeeper, false),
+            "postgres" | "postgresql" => (BackendKind::Postgres, false),
+            "mysql" | "mariadb" => (BackendKind::MySql, false),
+            "sqlite" => (BackendKind::Sqlite, false),
+            other => {
+                return Err(Error::invalid(format!(
+                    "unknown URL scheme {other:?} in {}; expected one of redis, rediss, \
+                     redis+cluster, redlock, zk, postgres, mysql, mariadb, sqlite",
+                    redact_secrets(url)
+                )));
+            }
+        };
+        let (rest, query) = match rest.split_once('?') {
+            Some((rest, query)) => (rest, parse_query(query, url)?),
+            None => (rest, BTreeMap::new()),
+        };
+        if rest.contains('#') {
+            return Err(Error::invalid(format!(
+                "URL fragments (#…) are not supported: {}",
+                redact_secrets(url)
+            )));
+        }
+        let tls = tls || query.get("tls").is_some_and(|v| v == "true" || v == "1");
+
+        if kind == BackendKind::Sqlite {
+            return parse_sqlite(scheme, rest, query, url);
+        }
+
+        let (authority, path) = match rest.find('/') {
+            Some(slash) => (&rest[..slash], &rest[slash + 1..]),
+            None => (rest, ""),
+        };
+        let (userinfo, hostlist) = match authority.rfind('@') {
+            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+            None => (None, authority),
+        };
+        let (user, password) = match userinfo {
+            None => (None, None),
+            Some(info) => {
+                let (user, password) = match info.split_once(':') {
+                    Some((u, p)) => (u, Some(p)),
+                    None => (info, None),
+                };
+                let user = percent_decode(user, url)?;
+                let password = password.map(|p| percent_decode(p, url)).transpose()?;
+                (if user.is_empty() { None } else { Some(user) }, password)
+            }
+        };
+        if hostlist.is_empty() {
+            return Err(Error::invalid(format!("URL names no host: {}", redact_secrets(url))));
+        }
+        let hosts = hostlist
+            .split(',')
+            .map(|h| parse_host_port(h, url))
+            .collect::<Result<Vec<_>>>()?;
+        if hosts.len() > 1 && matches!(kind, BackendKind::Redis | BackendKind::Postgres | BackendKind::MySql) {
+            return Err(Error::invalid(format!(
+                "{scheme}:// takes one host; use redis+cluster:// or redlock:// for several: {}",
+                redact_secrets(url)
+            )));
+        }
+        Ok(LockerUrl {
+            kind,
+            scheme,
+            tls,
+            user,
+            password,
+            hosts,
+            path: percent_decode(path, url)?,
+            query,
+        })
+    }
+
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// The SQLite file path (`None` for other backends).
+    pub fn sqlite_path(&self) -> Option<PathBuf> {
+        (self.kind == BackendKind::Sqlite).then(|| PathBuf::from(&self.path))
+    }
+
+    /// The URL with its password replaced by `***`, safe for messages and logs.
+    pub fn redacted(&self) -> String {
+        let mut s = format!("{}://", self.scheme);
+        if self.kind == BackendKind::Sqlite {
+            s.push_str(&self.path);
+        } else {
+            if self.user.is_some() || self.password.is_some() {
+                s.push_str(self.user.as_deref().unwrap_or(""));
+                if self.password.is_some() {
+                    s.push_str(":***");
+                }
+                s.push('@');
+            }
+            let hosts: Vec<String> = self.hosts.iter().map(|h| h.to_string()).collect();
+            s.push_str(&hosts.join(","));
+            if !self.path.is_empty() {
+                s.push('/');
+                s.push_str(&self.path);
+            }
+        }
+        if !self.query.is_empty() {
+            let pairs: Vec<String> = self
+                .query
+                .iter()
+                .map(|(k, v)| {
+                    if is_secret_key(k) { format!("{k}=***") } else { format!("{k}={v}") }
+                })
+                .collect();
+            s.push('?');
+            s.push_str(&pairs.join("&"));
+        }
+        s
+    }
+}
+
+impl fmt::Display for LockerUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl fmt::Debug for LockerUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LockerUrl({})", self.redacted())
+    }
+}
+
+fn parse_sqlite(
+    scheme: String,
+    rest: &str,
+    query: BTreeMap<String, String>,
+    url: &str,
+) -> Result<LockerUrl> {
+    // sqlite:///abs/path.db keeps the leading slash of an absolute path; sqlite://rel.db
+    // is relative to the working folder. ':memory:' is refused: a lock nobody else can see
+    // protects nothing.
+    let path = percent_decode(rest, url)?;
+    if path.is_empty() {
+        return Err(Error::invalid(
+            "sqlite URL names no file: use sqlite:///absolute/path.db or sqlite://relative/path.db",
+        ));
+    }
+    if path == ":memory:" || query.get("mode").is_some_and(|m| m == "memory") {
+        return Err(Error::invalid(
+            "an in-memory SQLite database is private to one connection and cannot hold locks \
+             for anyone else; name a file",
+        ));
+    }
+    for key in query.keys() {
+        if !matches!(key.as_str(), "mode" | "table" | "create_table" | "busy_timeout_ms") {
+            return Err(Error::invalid(format!(
+                "unknown sqlite URL option {key:?}; known: mode, table, create_table, busy_timeout_ms"
+            )));
+        }
+    }
+    Ok(LockerUrl {
+        kind: BackendKind::Sqlite,
+        scheme,
+        tls: false,
+        user: None,
+        password: None,
+        hosts: Vec::new(),
+        path,
+        query,
+    })
+}
+
+fn parse_host_port(text: &str, url: &str) -> Result<HostPort> {
+    let bad = |why: &str| Error::invalid(format!("{why} in {}", redact_secrets(url)));
+    if text.is_empty() {
+        return Err(bad("empty host"));
+    }
+    let (host, port) = if let Some(inner) = text.strip_prefix('[') {
+        let Some(close) = inner.find(']') else {
+            return Err(bad("unclosed [ in an IPv6 host"));
+        };
+        let host = &inner[..close];
+        let after = &inner[close + 1..];
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if after.is_empty() => None,
+            None => return Err(bad("junk after an IPv6 host")),
+        };
+        (host, port)
+    } else {
+        match text.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (text, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(bad("empty host"));
+    }
+    if host.chars().any(|c| c.is_whitespace() || matches!(c, '/' | '@' | '?' | '#')) {
+        return Err(bad("invalid character in host"));
+    }
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(0) | Err(_) => return Err(bad(&format!("invalid port {p:?} (1-65535)"))),
+            Ok(n) => Some(n),
+        },
+    };
+    Ok(HostPort { host: host.to_string(), port })
+}
+
+fn parse_query(query: &str, url: &str) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = percent_decode(k, url)?;
+        if out.insert(k.clone(), percent_decode(v, url)?).is_some() {
+            return Err(Error::invalid(format!(
+                "URL option {k:?} given twice in {}",
+                redact_secrets(url)
+            )));
+        }
+    }
+    Ok(out)
+}
+
+fn percent_decode(text: &str, url: &str) -> Result<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let byte = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+            match byte {
+                Some(b) => out.push(b),
+                None => {
+                    return Err(Error::invalid(format!(
+                        "bad percent-escape in {}",
+                        redact_secrets(url)
+                    )));
+                }
+            }
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| {
+        Error::invalid(format!("URL decodes to invalid UTF-8: {}", redact_secrets(url)))
+    })
+}
+
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["pass", "secret", "token", "key", "auth"].iter().any(|s| key.contains(s))
+        && key != "ssl_key"
+}
+
+/// Replaces anything that looks like a credential in free text (a URL's `user:password@`,
+/// a `password=` option) with `***`. Used on URLs that failed to parse and on messages that
+/// come back from backends, which sometimes echo the connection string.
+pub fn redact_secrets(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    // user:password@ after each scheme://
+    while let Some(pos) = rest.find("://") {
+        let (head, tail) = rest.split_at(pos + 3);
+        out.push_str(head);
+        let end = tail.find(['/', '?', ' ', '"', '\'']).unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                let info = &authority[..at];
+                match info.split_once(':') {
+                    Some((user, _)) => {
+                        out.push_str(user);
+                        out.push_str(":***");
+                    }
+                    None => out.push_str(info),
+                }
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    redact_key_values(&out)
+}
+
+fn redact_key_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let bytes = text.as_bytes();
+    while i < bytes.len() {
+        if bytes[i] == b'=' {
+            let start = text[..i]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(0, |p| p + 1);
+            let key = &text[start..i];
+            if !key.is_empty() && is_secret_key(key) {
+                out.push_str("=***");
+                let end = text[i + 1..]
+                    .find(['&', ' ', ';', '"', '\'', ','])
+                    .map_or(text.len(), |p| i + 1 + p);
+                i = end;
+                continue;
+            }
+        }
+        let ch = text[i..].chars().next().unwrap_or('\u{fffd}');
+        out.push(ch);
+        i += ch.len_utf8().max(1);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_forms() {
+        let u = LockerUrl::parse("redis://alice:s3cr%40t@127.0.0.1:6379/2").unwrap();
+        assert_eq!(u.kind, BackendKind::Redis);
+        assert_eq!(u.user.as_deref(), Some("alice"));
+        assert_eq!(u.password(), Some("s3cr@t"));
+        assert_eq!(u.hosts, vec![HostPort { host: "127.0.0.1".into(), port: Some(6379) }]);
+        assert_eq!(u.path, "2");
+        assert_eq!(u.to_string(), "redis://alice:***@127.0.0.1:6379/2");
+        assert!(!format!("{u:?}").contains("s3cr"));
+        assert!(LockerUrl::parse("rediss://h:6380").unwrap().tls);
+    }
+
+    #[test]
+    fn multi_host_forms() {
+        let u = LockerUrl::parse("redis+cluster://:pw@h1:7101,h2:7102,[::1]:7103").unwrap();
+        assert_eq!(u.kind, BackendKind::RedisCluster);
+        assert_eq!(u.hosts.len(), 3);
+        assert_eq!(u.hosts[2].host, "::1");
+        assert_eq!(u.to_string(), "redis+cluster://:***@h1:7101,h2:7102,[::1]:7103");
+        let zk = LockerUrl::parse("zk://h1:2181,h2:2181/app/locks").unwrap();
+        assert_eq!(zk.kind, BackendKind::ZooKeeper);
+        assert_eq!(zk.path, "app/locks");
+        let rl = LockerUrl::parse("redlock://a:7001,b:7002,c:7003?tls=true").unwrap();
+        assert!(rl.tls);
+    }
+
+    #[test]
+    fn sqlite_forms() {
+        let abs = LockerUrl::parse("sqlite:///var/lib/app/locks.db").unwrap();
+        assert_eq!(abs.sqlite_path().unwrap(), PathBuf::from("/var/lib/app/locks.db"));
+        let rel = LockerUrl::parse("sqlite://data/locks.db?mode=ro").unwrap();
+        assert_eq!(rel.path, "data/locks.db");
+        assert_eq!(rel.query.get("mode").map(String::as_str), Some("ro"));
+        assert!(LockerUrl::parse("sqlite://").is_err());
+        assert!(LockerUrl::parse("sqlite://:memory:").is_err());
+        assert!(LockerUrl::parse("sqlite:///x.db?bogus=1").is_err());
+    }
+
+    #[test]
+    fn malformed_urls_are_refused_without_secrets() {
+        for bad in [
+            "ftp://u:hunter2@h/x",
+            "redis://u:hunter2@h:99999",
+            "redis://u:hunter2@h:0",
+            "redis://u:hunter2@",
+            "redis://u:hunter2@h1:1,h2:2",
+            "redis://u:hunter2@[::1:6379",
+            "hunter2",
+            "redis://u:hunter2@h:1/%zz",
+        ] {
+            let err = LockerUrl::parse(bad).unwrap_err();
+            assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{bad}");
+            assert!(!err.message().contains("hunter2") || bad == "hunter2", "{err}");
+        }
+    }
+
+    #[test]
+    fn redact_free_text() {
+        assert_eq!(
+            redact_secrets("failed: postgres://bob:pw@db/x?password=pw2&sslmode=require"),
+            "failed: postgres://bob:***@db/x?password=***&sslmode=require"
+        );
+        assert_eq!(redact_secrets("no secrets here"), "no secrets here");
+        let u = LockerUrl::parse("postgres://h/db?password=zzz&sslmode=require").unwrap();
+        assert_eq!(u.to_string(), "postgres://h/db?password=***&sslmode=require");
+    }
+}

@@ -1,0 +1,112 @@
+//! The deadline watchdog: one OS thread per process that makes leases lost at their client
+//! deadline.
+//!
+//! It is deliberately independent of the renewal tasks and of any async runtime: a renewal
+//! task that is stuck, a runtime that is shutting down, or a host thread that never yields
+//! (a Python thread holding the GIL, a busy Node event loop) cannot delay or hide a loss.
+//! The thread sleeps on a condition variable, but never longer than a quarter second at a
+//! time, and compares against CLOCK_BOOTTIME when it wakes, so a suspended machine fires
+//! overdue deadlines right after it resumes.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Duration;
+
+use crate::clock::BootInstant;
+use crate::lease::LeaseShared;
+use crate::signal::lock;
+
+const MAX_SLEEP: Duration = Duration::from_millis(250);
+
+struct Entry {
+    deadline: BootInstant,
+    lease: Weak<LeaseShared>,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.deadline == other.deadline
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.deadline.cmp(&other.deadline)
+    }
+}
+
+struct Watchdog {
+    heap: Mutex<BinaryHeap<Reverse<Entry>>>,
+    wake: Condvar,
+}
+
+/// The watchdog of this process. A child made by `fork()` has no watchdog thread (threads
+/// do not survive fork), so the pid is checked and a new one started there.
+static WATCHDOG: Mutex<Option<(u32, Arc<Watchdog>)>> = Mutex::new(None);
+
+fn watchdog() -> Arc<Watchdog> {
+    let mut slot = lock(&WATCHDOG);
+    let pid = std::process::id();
+    if let Some((owner_pid, dog)) = slot.as_ref() {
+        if *owner_pid == pid {
+            return dog.clone();
+        }
+    }
+    let dog = Arc::new(Watchdog { heap: Mutex::new(BinaryHeap::new()), wake: Condvar::new() });
+    let runner = dog.clone();
+    let spawned = std::thread::Builder::new()
+        .name("fencelock-deadline".into())
+        .spawn(move || runner.run());
+    if let Err(e) = spawned {
+        // Without the thread, is_lost() still computes the deadline on every read; only the
+        // push notification is missing. Say so loudly rather than failing the acquire.
+        tracing::error!("fencelock: cannot start the deadline watchdog thread: {e}");
+    }
+    *slot = Some((pid, dog.clone()));
+    dog
+}
+
+/// Asks the watchdog to check `lease` at `deadline`. Each renewal registers its new
+/// deadline; stale entries are skipped when they come due.
+pub(crate) fn watch(lease: &Arc<LeaseShared>, deadline: BootInstant) {
+    let dog = watchdog();
+    lock(&dog.heap).push(Reverse(Entry { deadline, lease: Arc::downgrade(lease) }));
+    dog.wake.notify_one();
+}
+
+impl Watchdog {
+    fn run(&self) {
+        let mut heap = lock(&self.heap);
+        loop {
+            let now = BootInstant::now();
+            let mut due = Vec::new();
+            while let Some(Reverse(top)) = heap.peek() {
+                if top.deadline > now {
+                    break;
+                }
+                if let Some(Reverse(entry)) = heap.pop() {
+                    due.push(entry.lease);
+                }
+            }
+            if !due.is_empty() {
+                drop(heap);
+                for lease in due.into_iter().filter_map(|w| w.upgrade()) {
+                    lease.check_deadline();
+                }
+                heap = lock(&self.heap);
+                continue;
+            }
+            let sleep = heap
+                .peek()
+                .map(|Reverse(top)| now.until(top.deadline).min(MAX_SLEEP))
+                .unwrap_or(MAX_SLEEP);
+            heap = self.wake.wait_timeout(heap, sleep).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
