@@ -1,1 +1,104 @@
-fn main(){}
+//! `fencelock`: run a program while holding a distributed lock.
+
+mod duration;
+mod exit_code;
+mod guardian;
+mod run;
+mod status;
+mod url;
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fencelock",
+    version,
+    about = "Run a program while holding a distributed lock with a fencing token",
+    long_about = "Run a program while holding a distributed lock with a fencing token.\n\n\
+        Locks live in a backend chosen by URL: SQLite (the default, no server), and in later \
+        versions Redis, Redlock, ZooKeeper, PostgreSQL and MariaDB. Every acquisition gets a \
+        fencing token that strictly increases per lock name; the program receives it as \
+        FENCELOCK_TOKEN so the resource it writes to can refuse a stale holder."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Hold lock NAME while CMD runs, then release it.
+    Run(run::RunArgs),
+    /// Show who holds lock NAME, its token and the time left.
+    Status(status::StatusArgs),
+}
+
+/// `--url`, then `FENCELOCK_URL`, then the per-user SQLite default.
+#[derive(clap::Args, Debug, Clone)]
+pub struct UrlArg {
+    /// Backend URL (sqlite:///path.db, …). Default: $FENCELOCK_URL, else a per-user SQLite file.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+}
+
+fn main() {
+    let code = std::panic::catch_unwind(real_main).unwrap_or_else(|_| {
+        eprintln!("fencelock: internal error (a bug): please report it");
+        exit_code::OWN_ERROR
+    });
+    std::process::exit(code);
+}
+
+fn real_main() -> i32 {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let default_url = url::default_url();
+    let after_help = format!(
+        "Default URL: {}\n  (per user: jobs of several users must share one --url or FENCELOCK_URL)\n\n\
+         Durations: 30s, 500ms, 2m, 1h, or a bare number of seconds.",
+        default_url.as_deref().unwrap_or("none (set $HOME or XDG_STATE_HOME)")
+    );
+    let run_help = format!("{}\n\n{after_help}", run::AFTER_HELP);
+    let command = Cli::command()
+        .after_help(after_help.clone())
+        .mut_subcommand("run", |c| c.after_help(run_help))
+        .mut_subcommand("status", |c| c.after_help(after_help));
+    let matches = match command.try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => {
+            let informational = matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion);
+            let _ = e.print();
+            return if informational { 0 } else { exit_code::OWN_ERROR };
+        }
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return exit_code::OWN_ERROR;
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run::main(args),
+        Command::Status(args) => status::main(args),
+    }
+}
+
+/// The runtime the command's async work runs on, made after the guardian was forked.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
+}
+
+pub fn locker_options() -> fencelock::LockerOptions {
+    fencelock::LockerOptions::default()
+        .with_language("cli")
+        .with_poll_interval(Duration::from_millis(50))
+}
+
+/// Reports fencelock's own error and returns its exit code.
+pub fn fail(message: impl std::fmt::Display) -> i32 {
+    eprintln!("fencelock: {message}");
+    exit_code::OWN_ERROR
+}

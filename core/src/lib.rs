@@ -25,6 +25,7 @@ pub mod url;
 mod watchdog;
 
 pub use backend::LockInfo;
+pub use clock::BootInstant;
 pub use error::{Error, ErrorCode, Result};
 pub use fence::{Fence, FenceToken, LockIdentity, SqlValue, Statement};
 pub use holder::HolderDescription;

@@ -1,0 +1,342 @@
+//! Real OS processes of the built `fencelock` command on one SQLite file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fencelock");
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        Sandbox { dir: tempfile::tempdir().unwrap() }
+    }
+    fn url(&self) -> String {
+        format!("sqlite://{}", self.path("locks.db").display())
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    fn command(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.env("FENCELOCK_URL", self.url()).current_dir(self.dir.path());
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().unwrap()
+    }
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.command().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn wait_for_file(path: &Path, within: Duration) -> String {
+    let started = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.ends_with('\n') {
+                return text;
+            }
+        }
+        assert!(started.elapsed() < within, "{} did not appear within {within:?}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Alive and not a zombie.
+fn is_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next().unwrap_or('?'));
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+    }
+}
+
+fn wait_until_gone(pid: i32, within: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if !is_running(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !is_running(pid)
+}
+
+fn wait_child(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > within {
+            let _ = child.kill();
+            panic!("fencelock did not exit within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn token_of(status_output: &str) -> u64 {
+    status_output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token:").or_else(|| l.trim().strip_prefix("last token:")))
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no token in {status_output:?}"))
+}
+
+#[test]
+fn contenders_never_overlap_and_tokens_increase_in_the_order_sections_ran() {
+    let sandbox = Sandbox::new();
+    let log = sandbox.path("sections.log");
+    let script = format!(
+        "echo \"start $FENCELOCK_TOKEN\" >> {log}; sleep 0.005; echo \"end $FENCELOCK_TOKEN\" >> {log}",
+        log = log.display()
+    );
+    let contenders = 8;
+    let runs = 25;
+    std::thread::scope(|scope| {
+        for _ in 0..contenders {
+            let sandbox = &sandbox;
+            let script = &script;
+            scope.spawn(move || {
+                for _ in 0..runs {
+                    let out = sandbox.run(&["run", "--ttl", "20s", "shared", "--", "sh", "-c", script]);
+                    assert_eq!(code(&out), 0, "{}", stderr(&out));
+                }
+            });
+        }
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2 * contenders * runs);
+    let mut last = 0u64;
+    for pair in lines.chunks(2) {
+        let start = pair[0].strip_prefix("start ").expect("a section must start before the next one");
+        let end = pair[1].strip_prefix("end ").expect("two sections overlapped");
+        assert_eq!(start, end, "two sections overlapped: {pair:?}");
+        let token: u64 = start.parse().unwrap();
+        assert!(token > last, "token {token} ran after {last}");
+        last = token;
+    }
+}
+
+#[test]
+fn kill_9_of_fencelock_kills_cmd_and_its_grandchild_and_the_lock_frees_after_its_ttl() {
+    let sandbox = Sandbox::new();
+    let pids = sandbox.path("pids");
+    let script = format!("sleep 1000 & echo \"$$ $!\" > {}; wait", pids.display());
+    let ttl = Duration::from_secs(3);
+    let mut holder = sandbox.spawn(&["run", "--ttl", "3s", "job", "--", "sh", "-c", &script]);
+    let text = wait_for_file(&pids, Duration::from_secs(20));
+    let (cmd_pid, grandchild_pid) = {
+        let mut it = text.split_whitespace().map(|p| p.parse::<i32>().unwrap());
+        (it.next().unwrap(), it.next().unwrap())
+    };
+    let before = token_of(&String::from_utf8_lossy(&sandbox.run(&["status", "job"]).stdout));
+    // Long enough for several renewals: the lock is kept, not merely not yet expired.
+    std::thread::sleep(Duration::from_secs(11));
+    assert!(is_running(cmd_pid) && is_running(grandchild_pid));
+    let status = sandbox.run(&["status", "job"]);
+    assert!(String::from_utf8_lossy(&status.stdout).contains("held"));
+
+    holder.kill().unwrap(); // SIGKILL
+    let killed_at = Instant::now();
+    holder.wait().unwrap();
+    assert!(wait_until_gone(cmd_pid, Duration::from_secs(5)), "CMD survived kill -9 of fencelock");
+    assert!(wait_until_gone(grandchild_pid, Duration::from_secs(5)), "the grandchild survived");
+
+    let out = sandbox.run(&["run", "--wait", "20s", "job", "--", "sh", "-c", "echo $FENCELOCK_TOKEN"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let waited = killed_at.elapsed();
+    assert!(waited <= ttl + Duration::from_secs(5), "acquired only after {waited:?}");
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(token > before);
+}
+
+#[test]
+fn a_lease_taken_over_by_hand_stops_cmd_and_exits_with_the_lost_code() {
+    let sandbox = Sandbox::new();
+    let pids = sandbox.path("pids");
+    let script = format!("sleep 1000 & echo \"$$ $!\" > {}; wait", pids.display());
+    let ttl = Duration::from_millis(1500);
+    let mut holder = sandbox.spawn(&["run", "--ttl", "1500ms", "job", "--", "sh", "-c", &script]);
+    let text = wait_for_file(&pids, Duration::from_secs(20));
+    let grandchild: i32 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let pool = sqlx::SqlitePool::connect(&sandbox.url()).await.unwrap();
+        sqlx::query("UPDATE fencelock_locks SET owner = x'0000000000000000000000000000000F', token = token + 1 WHERE name = ?1")
+            .bind(&b"job"[..])
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    });
+    let taken = Instant::now();
+    let status = wait_child(&mut holder, ttl + Duration::from_secs(10));
+    let took = taken.elapsed();
+    assert_eq!(status.code(), Some(122));
+    // One renewal interval (ttl/3) plus a generous margin for a slow machine.
+    assert!(took <= ttl / 3 + Duration::from_secs(3), "noticed only after {took:?}");
+    assert!(wait_until_gone(grandchild, Duration::from_secs(5)), "CMD's group outlived the lease");
+    let mut err = String::new();
+    std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("lost"), "{err}");
+}
+
+#[test]
+fn wait_0_on_a_held_lock_exits_at_once_with_the_conflict_code() {
+    let sandbox = Sandbox::new();
+    let ready = sandbox.path("ready");
+    let script = format!("echo > {}; sleep 30", ready.display());
+    let mut holder = sandbox.spawn(&["run", "job", "--", "sh", "-c", &script]);
+    wait_for_file(&ready, Duration::from_secs(20));
+
+    let started = Instant::now();
+    let out = sandbox.run(&["run", "--wait", "0", "job", "--", "true"]);
+    assert_eq!(code(&out), 124, "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(stderr(&out).contains("not acquired"), "{}", stderr(&out));
+    let out = sandbox.run(&["run", "--wait", "0", "--conflict-exit-code", "75", "job", "--", "true"]);
+    assert_eq!(code(&out), 75);
+    let out = sandbox.run(&["run", "--wait", "300ms", "job", "--", "true"]);
+    assert_eq!(code(&out), 124);
+
+    // TERM to fencelock is forwarded to CMD; fencelock exits as CMD did (128 + 15).
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(holder.id() as i32, libc::SIGTERM) };
+    let status = wait_child(&mut holder, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    let out = sandbox.run(&["run", "--wait", "0", "job", "--", "true"]);
+    assert_eq!(code(&out), 0, "the lock should be free again: {}", stderr(&out));
+}
+
+#[test]
+fn failing_renewals_send_sigterm_grace_before_the_deadline() {
+    let sandbox = Sandbox::new();
+    let url = format!("{}?busy_timeout_ms=50", sandbox.url());
+    let marks = sandbox.path("marks");
+    let script = format!(
+        "trap 'echo term >> {m}; exit 3' TERM; echo started >> {m}; while :; do sleep 0.05; done",
+        m = marks.display()
+    );
+    let mut holder = sandbox
+        .command()
+        .args(["run", "--url", &url, "--ttl", "3s", "--grace", "2s", "job", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&marks, Duration::from_secs(20));
+    // Hold SQLite's write lock so every renewal fails with "busy".
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let status = rt.block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect(&sandbox.url()).await.unwrap();
+        sqlx::query("BEGIN EXCLUSIVE").execute(&mut conn).await.unwrap();
+        let status = wait_child(&mut holder, Duration::from_secs(15));
+        sqlx::query("ROLLBACK").execute(&mut conn).await.unwrap();
+        status
+    });
+    let marks = std::fs::read_to_string(&marks).unwrap();
+    assert!(marks.contains("term"), "CMD never got SIGTERM: {marks:?}");
+    // CMD's own code when it ended before the deadline, else the lost code.
+    assert!(matches!(status.code(), Some(3) | Some(122)), "{status:?}");
+}
+
+#[test]
+fn bad_inputs_get_clear_messages_and_documented_exit_codes() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.path("not-executable"), "#!/bin/sh\n").unwrap();
+    let long_name = "x".repeat(256);
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["run", "", "--", "true"], 125, "empty"),
+        (vec!["run", &long_name, "--", "true"], 125, "256 bytes"),
+        (vec!["run", "--ttl", "0", "job", "--", "true"], 125, "too short"),
+        (vec!["run", "--ttl", "-5s", "job", "--", "true"], 125, "negative"),
+        (vec!["run", "--wait", "-1", "job", "--", "true"], 125, "negative"),
+        (vec!["run", "--ttl", "99999999h", "job", "--", "true"], 125, "longer than a year"),
+        (vec!["run", "--ttl", "abc", "job", "--", "true"], 125, "not a duration"),
+        (vec!["run", "--wait", "10 parsecs", "job", "--", "true"], 125, "unknown unit"),
+        (vec!["run", "--grace", "NaN", "job", "--", "true"], 125, "not a duration"),
+        (vec!["run", "--url", "ftp://x/y", "job", "--", "true"], 125, "unknown URL scheme"),
+        (vec!["run", "--url", "redis://", "job", "--", "true"], 125, "no host"),
+        (vec!["run", "--url", "redis://bob:hunter2@h:99999", "job", "--", "true"], 125, "invalid port"),
+        (vec!["run", "--url", "sqlite:///no/such/folder/x.db", "job", "--", "true"], 125, "does not exist"),
+        (vec!["run", "job", "--", "./not-executable"], 126, "not executable"),
+        (vec!["run", "job", "--", "no-such-command-anywhere"], 127, "not found"),
+        (vec!["run", "job"], 125, "CMD"),
+        (vec!["run", "--conflict-exit-code", "300", "job", "--", "true"], 125, "300"),
+        (vec!["status"], 125, "NAME"),
+        (vec!["frobnicate"], 125, "unrecognized subcommand"),
+    ];
+    for (args, expected, words) in &cases {
+        let out = sandbox.run(args);
+        let err = stderr(&out);
+        assert_eq!(code(&out), *expected, "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: {err:?} should mention {words:?}");
+        assert!(!err.contains("hunter2"), "{args:?} leaked a password: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // A NUL cannot be passed through argv; a read-only database can.
+    let out = sandbox.run(&["run", "job", "--", "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let ro = format!("{}?mode=ro", sandbox.url());
+    let out = sandbox.run(&["run", "--url", &ro, "job", "--", "true"]);
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("read-only"), "{}", stderr(&out));
+}
+
+#[test]
+fn status_names_the_holder_and_redacts_the_url() {
+    let sandbox = Sandbox::new();
+    let ready = sandbox.path("ready");
+    let script = format!("echo > {}; sleep 30", ready.display());
+    let mut holder = sandbox.spawn(&["run", "--holder", "nightly batch", "job", "--", "sh", "-c", &script]);
+    wait_for_file(&ready, Duration::from_secs(20));
+    let out = sandbox.run(&["status", "job"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 0);
+    assert!(text.contains("held"), "{text}");
+    assert!(text.contains("nightly batch"), "{text}");
+    assert!(text.contains(&format!("pid {}", holder.id())), "{text}");
+    assert!(text.contains("time left"), "{text}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let out = sandbox.run(&["status", "--url", "postgres://bob:hunter2@127.0.0.1:1/db", "job"]);
+    assert_eq!(code(&out), 125);
+    assert!(!stderr(&out).contains("hunter2"));
+}
+
+#[test]
+fn the_default_url_is_a_per_user_absolute_sqlite_path() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "job", "--", "true"])
+        .env_remove("FENCELOCK_URL")
+        .env_remove("XDG_STATE_HOME")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(home.path().join(".local/state/fencelock/locks.db").exists());
+    let help = Command::new(BIN).args(["run", "--help"]).env("HOME", home.path()).env_remove("XDG_STATE_HOME").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains(&format!("sqlite://{}/.local/state/fencelock/locks.db", home.path().display())), "{help}");
+    assert!(help.contains("122 lease lost"));
+}
