@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test of every language: the README's "run every test" command, and what
+# .ci/run calls. Works on a fresh machine: it installs and starts what the tests need.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+section() { printf '\n=== %s ===\n' "$*"; }
+
+# A test profile with dependencies at a low opt level keeps the 2-core build short.
+export CARGO_TERM_COLOR=never
+
+section "Rust: core and the fencelock command"
+# default-members: the crates that need no Python, Node or JDK.
+cargo test --no-fail-fast
+
+if [ -x python/run-tests.sh ]; then
+  section "Python"
+  python/run-tests.sh
+fi
+
+section "all tests passed"
