@@ -9,6 +9,12 @@ section() { printf '\n=== %s ===\n' "$*"; }
 # A test profile with dependencies at a low opt level keeps the 2-core build short.
 export CARGO_TERM_COLOR=never
 
+section "Test servers (Debian packages, loopback)"
+bash tests/servers.sh start redis
+set -a
+eval "$(bash tests/servers.sh env)"
+set +a
+
 section "Rust: core and the fencelock command"
 # default-members: the crates that need no Python, Node or JDK.
 cargo test --no-fail-fast

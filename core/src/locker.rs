@@ -165,20 +165,29 @@ impl Locker {
                     options.wait.unwrap_or_default()
                 )));
             }
+            self.hook("attempt_failed");
             match watch.as_mut() {
                 None => {
                     // Subscribe first, then retry at once: a release between the failed
                     // attempt and the subscription is caught by that retry.
                     watch = Some(self.inner.backend.watch(&name).await?);
+                    self.hook("subscribed");
                 }
                 Some(watch) => {
                     let mut sleep = jitter(poll).min(remaining);
                     if let Some(left) = expires_in {
                         sleep = sleep.min(left + Duration::from_millis(1));
                     }
+                    self.hook("waiting");
                     watch.wait(sleep).await;
                 }
             }
+        }
+    }
+
+    fn hook(&self, point: &'static str) {
+        if let Some(hook) = &self.inner.options.test_hook {
+            (hook.0)(point);
         }
     }
 

@@ -135,7 +135,30 @@ pub struct LockerOptions {
     pub operation_timeout: Duration,
     /// The client's language, recorded in holder descriptions (`rust`, `python`, `cli`, …).
     pub language: String,
+    /// Test-only: called at named points of the acquire loop, so tests can force
+    /// interleavings (a release between a failed attempt and the subscription, say).
+    #[doc(hidden)]
+    pub test_hook: Option<TestHook>,
 }
+
+/// A callback for [`LockerOptions::test_hook`]; receives the point's name.
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct TestHook(pub std::sync::Arc<dyn Fn(&'static str) + Send + Sync>);
+
+impl std::fmt::Debug for TestHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestHook")
+    }
+}
+
+impl PartialEq for TestHook {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TestHook {}
 
 impl Default for LockerOptions {
     fn default() -> Self {
@@ -143,6 +166,7 @@ impl Default for LockerOptions {
             poll_interval: Duration::from_millis(50),
             operation_timeout: Duration::from_secs(10),
             language: "rust".to_string(),
+            test_hook: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! subscribe to release notifications. Waiting, back-off, deadlines and renewal live once,
 //! above it, in [`crate::locker`] and [`crate::lease`].
 
+pub(crate) mod redis;
 pub(crate) mod sql;
 pub(crate) mod sqlite;
 
@@ -116,6 +117,7 @@ pub trait Backend: Send + Sync + 'static {
 pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Arc<dyn Backend>> {
     match url.kind {
         BackendKind::Sqlite => Ok(Arc::new(sqlite::SqliteBackend::connect(url, options).await?)),
+        BackendKind::Redis => Ok(Arc::new(redis::RedisBackend::connect(url, options).await?)),
         other => Err(not_built(other)),
     }
 }

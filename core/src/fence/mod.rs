@@ -10,6 +10,7 @@
 //! it accepted them. It does not promise that two holders never ran at once; it makes the
 //! stale one's writes fail.
 
+mod redis;
 mod sqlite;
 
 use std::fmt;
@@ -119,6 +120,9 @@ impl Statement {
 #[async_trait]
 pub(crate) trait FenceBackend: Send + Sync {
     async fn fenced_execute(&self, resource: &str, token: &FenceToken, statements: &[Statement]) -> Result<Vec<u64>>;
+    async fn fenced_set(&self, _resource: &str, _token: &FenceToken, _key: &str, _value: &[u8]) -> Result<()> {
+        Err(Error::invalid("fenced_set is for Redis fences; a SQL fence writes with fenced_execute"))
+    }
     async fn check(&self, resource: &str, token: &FenceToken) -> Result<()>;
     async fn highest(&self, resource: &str) -> Result<Option<u64>>;
     async fn close(&self);
@@ -146,6 +150,7 @@ impl Fence {
         let parsed = LockerUrl::parse(url)?;
         let backend: Arc<dyn FenceBackend> = match parsed.kind {
             BackendKind::Sqlite => Arc::new(sqlite::SqliteFence::open(&parsed, &options).await?),
+            BackendKind::Redis => Arc::new(redis::RedisFence::open(&parsed, &options).await?),
             other => return Err(crate::backend::not_built(other)),
         };
         Ok(Fence { url: parsed, resource: resource.to_string(), backend })
@@ -166,6 +171,18 @@ impl Fence {
         let token = token.into();
         token.usable()?;
         self.backend.fenced_execute(&self.resource, &token, statements).await
+    }
+
+    /// Sets `key` to `value` if `token` is at least the highest accepted, in one script
+    /// (Redis fences). On a Redis Cluster `key` must carry the fence's hash tag.
+    ///
+    /// # Errors
+    /// STALE_TOKEN when a newer token was accepted (nothing is written); LOST for a lease past
+    /// its deadline (nothing is sent); INVALID_ARGUMENT for a token of another lock.
+    pub async fn fenced_set(&self, token: impl Into<FenceToken>, key: &str, value: &[u8]) -> Result<()> {
+        let token = token.into();
+        token.usable()?;
+        self.backend.fenced_set(&self.resource, &token, key, value).await
     }
 
     /// Advisory: `Ok` when `token` would be accepted now. A check followed by a separate write

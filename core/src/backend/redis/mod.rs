@@ -1,0 +1,379 @@
+//! The Redis backend, one instance (design §3).
+//!
+//! - acquire is one Lua script, one round trip: if the lock key exists it answers the
+//!   remaining PTTL; otherwise it mints `max(counter + 1, server TIME in µs)`, stores it as the
+//!   counter, and sets the lock hash with PX ttl.
+//! - release compares the owner, deletes and PUBLISHes; extend compares the owner and
+//!   PEXPIREs, never re-creating an expired lock.
+//! - every script is called by SHA, and loaded again when the server's script cache was
+//!   flushed (redis-rs's `invoke_async` does this; the pipelined replica path does it here).
+//! - waiters share the Locker's one RESP3 connection for pub/sub ([`pubsub`]).
+//! - where the master reports replicas, acquires and renewals are followed by `WAIT 1` on a
+//!   connection of their own: WAIT counts the writes of the connection it is sent on, so the
+//!   script and its WAIT are pipelined together there. No acknowledgement fails the operation;
+//!   a failed acquire is released again.
+//! - at connect, `maxmemory-policy` must be `noeviction` (every other policy can evict lock
+//!   keys) unless the URL says `allow_eviction=true`.
+//!
+//! Clock assumptions: expiry runs on the Redis server's clock (PX); the client deadline keeps
+//! a margin of 1% + 2 ms. Tokens are floored by the server's TIME, so a Redis restarted without
+//! persistence still hands out larger tokens, provided its clock did not step backwards.
+
+pub(crate) mod connect;
+pub(crate) mod keys;
+pub(crate) mod pubsub;
+pub(crate) mod scripts;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::Value;
+use redis::aio::ConnectionManager;
+
+use self::connect::{RedisSettings, client, manager_config, map_error};
+use self::keys::keys;
+use self::pubsub::WakeHub;
+use self::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, INSPECT, LAYOUT_VERSION, RELEASE, RENEW};
+use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
+use crate::error::{Error, Result};
+use crate::ids::OwnerId;
+use crate::name::LockName;
+use crate::options::LockerOptions;
+use crate::url::{BackendKind, LockerUrl};
+
+pub struct RedisBackend {
+    conn: ConnectionManager,
+    /// Present when the master reports replicas and replica acknowledgement is on.
+    ack: Option<ConnectionManager>,
+    hub: Arc<WakeHub>,
+    settings: RedisSettings,
+    deployment_id: String,
+    closed: AtomicBool,
+}
+
+fn owner_hex(owner: OwnerId) -> String {
+    owner.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// How long `WAIT` may block: well under a third of the ttl, so a slow replica costs a
+/// renewal its retry, not the lease.
+fn wait_timeout(ttl: Duration) -> u64 {
+    ms((ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1)))
+}
+
+fn as_i64(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn as_string(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn parse_attempt(v: &Value) -> Result<Attempt> {
+    let bad = || Error::internal(format!("unexpected reply to the acquire script: {v:?}"));
+    let Value::Array(items) = v else { return Err(bad()) };
+    match (items.first().and_then(as_i64), items.get(1)) {
+        (Some(1), Some(token)) => {
+            let token = as_i64(token).filter(|t| *t > 0).ok_or_else(bad)?;
+            Ok(Attempt::Acquired { token: token as u64 })
+        }
+        (Some(0), Some(pttl)) => {
+            let pttl = as_i64(pttl).ok_or_else(bad)?;
+            Ok(Attempt::Held { expires_in: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)) })
+        }
+        _ => Err(bad()),
+    }
+}
+
+impl RedisBackend {
+    pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
+        let settings = RedisSettings::from_url(url)?;
+        let host = url.hosts.first().ok_or_else(|| Error::invalid("a Redis URL needs a host"))?;
+        let client = client(url, host)?;
+        let hub = Arc::new(WakeHub::default());
+        let sink = Arc::downgrade(&hub);
+        let config = manager_config(options.operation_timeout)
+            .set_push_sender(move |push| {
+                if let Some(hub) = sink.upgrade() {
+                    hub.on_push(push);
+                }
+                Ok::<(), redis::aio::SendError>(())
+            })
+            .set_automatic_resubscription();
+        let redacted = url.redacted();
+        let mut conn = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|e| map_error(&format!("connecting to {redacted}"), e))?;
+        redis::cmd("PING")
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| map_error(&format!("connecting to {redacted}"), e))?;
+        check_eviction_policy(&mut conn, &settings, &redacted).await?;
+        let replicas = if settings.replica_ack { count_replicas(&mut conn, &settings, &redacted).await? } else { 0 };
+        let ack = if replicas > 0 {
+            let ack = client
+                .get_connection_manager_with_config(manager_config(options.operation_timeout))
+                .await
+                .map_err(|e| map_error(&format!("connecting to {redacted}"), e))?;
+            Some(ack)
+        } else {
+            None
+        };
+        for script in [&*ACQUIRE, &*RENEW, &*RELEASE, &*INSPECT] {
+            script.load_async(&mut conn).await.map_err(|e| map_error("loading the lock scripts", e))?;
+        }
+        let hosts: Vec<String> = url.hosts.iter().map(|h| h.to_string()).collect();
+        let deployment_id = format!("redis:{}/{}/{}", hosts.join(","), url.path, settings.prefix);
+        Ok(RedisBackend { conn, ack, hub, settings, deployment_id, closed: AtomicBool::new(false) })
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("the locker was closed"));
+        }
+        Ok(())
+    }
+
+    /// Runs `script` followed by `WAIT 1 timeout` on the acknowledgement connection and
+    /// returns the script's reply and the number of replicas that acknowledged.
+    async fn with_replica_ack(
+        &self,
+        ack: &ConnectionManager,
+        script: &redis::Script,
+        keys: &[&str],
+        args: &[String],
+        timeout_ms: u64,
+    ) -> Result<(Value, i64)> {
+        let mut conn = ack.clone();
+        for attempt in 0..2 {
+            let mut pipe = redis::pipe();
+            pipe.cmd("EVALSHA").arg(script.get_hash()).arg(keys.len()).arg(keys).arg(args);
+            pipe.cmd("WAIT").arg(1).arg(timeout_ms);
+            match pipe.query_async::<(Value, i64)>(&mut conn).await {
+                Ok(reply) => return Ok(reply),
+                Err(e) if attempt == 0 && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                    script.load_async(&mut conn).await.map_err(|e| map_error("reloading a lock script", e))?;
+                }
+                Err(e) => return Err(map_error("redis write with replica acknowledgement", e)),
+            }
+        }
+        Err(Error::backend("the lock script vanished from the server's cache twice in a row"))
+    }
+}
+
+async fn check_eviction_policy(conn: &mut ConnectionManager, settings: &RedisSettings, url: &str) -> Result<()> {
+    let reply: redis::RedisResult<Value> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(conn).await;
+    match reply {
+        Ok(value) => {
+            // RESP3 answers a map, RESP2 a flat array: the value follows the name either way.
+            let policy = match &value {
+                Value::Map(pairs) => pairs.first().and_then(|(_, v)| as_string(v)),
+                Value::Array(items) => items.get(1).and_then(as_string),
+                _ => None,
+            }
+            .unwrap_or_default();
+            if !policy.is_empty() && policy != "noeviction" && !settings.allow_eviction {
+                return Err(Error::invalid(format!(
+                    "Redis at {url} uses maxmemory-policy {policy}, which can evict lock keys and break \
+                     mutual exclusion; set it to noeviction, or pass allow_eviction=true to accept the risk"
+                )));
+            }
+            Ok(())
+        }
+        Err(e) => connect_check_failed("CONFIG GET maxmemory-policy", e, settings),
+    }
+}
+
+async fn count_replicas(conn: &mut ConnectionManager, settings: &RedisSettings, url: &str) -> Result<u32> {
+    let reply: redis::RedisResult<Value> = redis::cmd("INFO").arg("replication").query_async(conn).await;
+    match reply {
+        Ok(info) => Ok(as_string(&info)
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)),
+        Err(e) => {
+            connect_check_failed(&format!("INFO replication on {url}"), e, settings)?;
+            Ok(0)
+        }
+    }
+}
+
+/// A NOPERM answer to a connect-time check is a warning unless strict checks were asked for.
+fn connect_check_failed(what: &str, e: redis::RedisError, settings: &RedisSettings) -> Result<()> {
+    let err = map_error(what, e);
+    if err.code() == crate::ErrorCode::Auth && !settings.strict_checks {
+        tracing::warn!("fencelock: {err}; the check is skipped (strict_checks=true makes this an error)");
+        return Ok(());
+    }
+    Err(err)
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Redis
+    }
+
+    fn deployment_id(&self) -> &str {
+        &self.deployment_id
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, req.name);
+        let owner = owner_hex(req.owner);
+        let args = [
+            owner.clone(),
+            ms(req.ttl).to_string(),
+            req.holder.to_string(),
+            LAYOUT_VERSION.to_string(),
+            FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
+        ];
+        let Some(ack) = &self.ack else {
+            let reply: Value = ACQUIRE
+                .key(&k.lock)
+                .key(&k.fence)
+                .arg(&args[..])
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| map_error("redis acquire", e))?;
+            return parse_attempt(&reply);
+        };
+        let timeout = wait_timeout(req.ttl);
+        let (reply, acks) = self.with_replica_ack(ack, &ACQUIRE, &[&k.lock, &k.fence], &args, timeout).await?;
+        let attempt = parse_attempt(&reply)?;
+        if matches!(attempt, Attempt::Acquired { .. }) && acks < 1 {
+            // Not safe from a failover: give it back, then report.
+            let _ = self.release(req.name, req.owner).await;
+            return Err(Error::unavailable(format!(
+                "no replica acknowledged lock {:?} within {timeout} ms (replica acknowledgement is on because \
+                 the master reports replicas; replica_ack=false turns it off)",
+                req.name.as_str()
+            )));
+        }
+        Ok(attempt)
+    }
+
+    async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, name);
+        let args = [owner_hex(owner), ms(ttl).to_string()];
+        let (renewed, acks) = match &self.ack {
+            None => {
+                let n: i64 = RENEW
+                    .key(&k.lock)
+                    .arg(&args[..])
+                    .invoke_async(&mut self.conn.clone())
+                    .await
+                    .map_err(|e| map_error("redis renew", e))?;
+                (n, 1)
+            }
+            Some(ack) => {
+                let (reply, acks) = self.with_replica_ack(ack, &RENEW, &[&k.lock], &args, wait_timeout(ttl)).await?;
+                (as_i64(&reply).unwrap_or(0), acks)
+            }
+        };
+        if renewed != 1 {
+            return Ok(Renewal::NotOurs);
+        }
+        if acks < 1 {
+            return Err(Error::unavailable(format!(
+                "no replica acknowledged the renewal of lock {:?}",
+                name.as_str()
+            )));
+        }
+        Ok(Renewal::Renewed)
+    }
+
+    async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, name);
+        let n: i64 = RELEASE
+            .key(&k.lock)
+            .arg(owner_hex(owner))
+            .arg(&k.channel)
+            .arg("PUBLISH")
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| map_error("redis release", e))?;
+        Ok(n == 1)
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, name);
+        let reply: Vec<Value> = INSPECT
+            .key(&k.lock)
+            .key(&k.fence)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| map_error("redis inspect", e))?;
+        let pttl = reply.first().and_then(as_i64).unwrap_or(-2);
+        let held = pttl != -2;
+        let token = reply
+            .get(1)
+            .and_then(as_i64)
+            .or_else(|| reply.get(3).and_then(as_i64))
+            .map(|t| t as u64);
+        Ok(LockInfo {
+            name: name.to_string(),
+            held,
+            token,
+            holder: if held { reply.get(2).and_then(as_string) } else { None },
+            time_left: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
+        })
+    }
+
+    async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, name);
+        Ok(Box::new(self.hub.watch(&self.conn, &k.channel).await?))
+    }
+
+    async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acquire_replies_parse() {
+        let taken = Value::Array(vec![Value::Int(1), Value::BulkString(b"1764000000000001".to_vec())]);
+        assert_eq!(parse_attempt(&taken).unwrap(), Attempt::Acquired { token: 1764000000000001 });
+        let held = Value::Array(vec![Value::Int(0), Value::Int(2500)]);
+        assert_eq!(parse_attempt(&held).unwrap(), Attempt::Held { expires_in: Some(Duration::from_millis(2500)) });
+        let forever = Value::Array(vec![Value::Int(0), Value::Int(-1)]);
+        assert_eq!(parse_attempt(&forever).unwrap(), Attempt::Held { expires_in: None });
+        assert_eq!(parse_attempt(&Value::Nil).unwrap_err().code(), crate::ErrorCode::Internal);
+    }
+
+    #[test]
+    fn wait_timeout_is_well_under_a_third_of_the_ttl() {
+        assert_eq!(wait_timeout(Duration::from_secs(30)), 1000);
+        assert_eq!(wait_timeout(Duration::from_secs(2)), 200);
+        assert_eq!(wait_timeout(Duration::from_millis(100)), 20);
+    }
+}

@@ -1,0 +1,107 @@
+//! The Redis fence: `fenced_set(key, value, token)` checks the token and writes the value in
+//! one script, so no newer holder can write in between.
+
+use async_trait::async_trait;
+use redis::aio::ConnectionManager;
+
+use super::{FenceBackend, FenceToken, Statement};
+use crate::backend::redis::connect::{client, manager_config, map_error};
+use crate::backend::redis::keys::validate_prefix;
+use crate::backend::redis::scripts::{FENCE_CHECK, FENCED_SET};
+use crate::error::{Error, Result};
+use crate::name::encode;
+use crate::options::LockerOptions;
+use crate::url::LockerUrl;
+
+pub(crate) struct RedisFence {
+    conn: ConnectionManager,
+    prefix: String,
+}
+
+impl RedisFence {
+    pub(crate) async fn open(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
+        for key in url.query.keys() {
+            if !matches!(key.as_str(), "prefix" | "ca" | "cert" | "key" | "tls") {
+                return Err(Error::invalid(format!("unknown Redis fence URL option {key:?}")));
+            }
+        }
+        let prefix = url.query.get("prefix").cloned().unwrap_or_else(|| "fencelock-fence".to_string());
+        validate_prefix(&prefix)?;
+        let host = url.hosts.first().ok_or_else(|| Error::invalid("a Redis URL needs a host"))?;
+        let conn = client(url, host)?
+            .get_connection_manager_with_config(manager_config(options.operation_timeout))
+            .await
+            .map_err(|e| map_error(&format!("connecting to {}", url.redacted()), e))?;
+        Ok(RedisFence { conn, prefix })
+    }
+
+    fn record_key(&self, resource: &str) -> String {
+        format!("{}:{{{}}}", self.prefix, encode(resource))
+    }
+}
+
+fn lock_key(token: &FenceToken) -> String {
+    token.lock.as_ref().map(|l| l.key()).unwrap_or_default()
+}
+
+fn verdict(resource: &str, token: &FenceToken, answer: i64) -> Result<()> {
+    match answer {
+        1 => Ok(()),
+        0 => Err(Error::stale_token(format!("fence {resource:?} has accepted a newer token than {}", token.token))),
+        _ => Err(Error::invalid(format!(
+            "this fence guards another lock; a token of lock {:?} is not ordered with its tokens",
+            token.lock.as_ref().map(|l| l.name.as_str()).unwrap_or("")
+        ))),
+    }
+}
+
+#[async_trait]
+impl FenceBackend for RedisFence {
+    async fn fenced_execute(&self, _resource: &str, _token: &FenceToken, _statements: &[Statement]) -> Result<Vec<u64>> {
+        Err(Error::invalid("a Redis fence writes with fenced_set(token, key, value); fenced_execute is for SQL fences"))
+    }
+
+    async fn fenced_set(&self, resource: &str, token: &FenceToken, key: &str, value: &[u8]) -> Result<()> {
+        let answer: i64 = FENCED_SET
+            .key(self.record_key(resource))
+            .key(key)
+            .arg(token.token)
+            .arg(lock_key(token))
+            .arg(value)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| {
+                let err = map_error("fenced set", e);
+                if err.message().contains("CROSSSLOT") {
+                    Error::invalid(format!("on a Redis Cluster the key must carry the fence's hash tag {{{}}}", encode(resource)))
+                } else {
+                    err
+                }
+            })?;
+        verdict(resource, token, answer)
+    }
+
+    async fn check(&self, resource: &str, token: &FenceToken) -> Result<()> {
+        let answer: i64 = FENCE_CHECK
+            .key(self.record_key(resource))
+            .arg(token.token)
+            .arg(lock_key(token))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| map_error("fence check", e))?;
+        verdict(resource, token, answer)
+    }
+
+    async fn highest(&self, resource: &str) -> Result<Option<u64>> {
+        let mut conn = self.conn.clone();
+        let token: Option<u64> = redis::cmd("HGET")
+            .arg(self.record_key(resource))
+            .arg("token")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| map_error("fence read", e))?;
+        Ok(token)
+    }
+
+    async fn close(&self) {}
+}

@@ -1,0 +1,234 @@
+//! The Redis backend against a real redis-server (tests/servers.sh start redis).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fencelock::options::TestHook;
+use fencelock::{ErrorCode, Fence, LockOptions, Locker, LockerOptions, LossReason};
+use support::{raw_redis, redis_url, unique};
+
+fn opts(ttl_ms: u64) -> LockOptions {
+    LockOptions::default().with_ttl(Duration::from_millis(ttl_ms))
+}
+
+#[tokio::test]
+async fn acquire_release_inspect_and_tokens_increase() {
+    let locker = Locker::connect(&redis_url()).await.unwrap();
+    let name = unique("basic");
+    let mut last = 0;
+    for _ in 0..5 {
+        let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+        assert!(lease.token() > last);
+        last = lease.token();
+        let info = locker.inspect(&name).await.unwrap();
+        assert!(info.held);
+        assert_eq!(info.token, Some(lease.token()));
+        assert!(info.time_left.unwrap() > Duration::from_secs(5));
+        assert!(info.holder.unwrap().contains("\"language\":\"rust\""));
+        assert!(locker.try_acquire(&name, &opts(10_000)).await.unwrap().is_none());
+        lease.release().await.unwrap();
+        assert!(!locker.inspect(&name).await.unwrap().held);
+    }
+    assert_eq!(locker.inspect(&name).await.unwrap().token, Some(last));
+}
+
+#[tokio::test]
+async fn a_release_wakes_a_waiter_at_once() {
+    // With a one-minute fallback poll only the pub/sub message can wake the waiter in time.
+    let slow_poll = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
+    let holder = Locker::connect(&redis_url()).await.unwrap();
+    let waiter = Locker::connect_with(&redis_url(), slow_poll).await.unwrap();
+    let name = unique("wake");
+    let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
+    let task = {
+        let name = name.clone();
+        tokio::spawn(async move { waiter.acquire(&name, &opts(30_000)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    lease.release().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap().unwrap();
+    assert!(released.elapsed() < Duration::from_secs(5), "woken only after {:?}", released.elapsed());
+    assert!(next.token() > lease.token());
+}
+
+/// Forces each interleaving of a release with the waiter's failed attempt, its subscription
+/// and its sleep: the waiter must never miss it (the fallback poll is a minute here).
+/// Multi-threaded: the hook blocks one worker while the release runs on the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiter_never_misses_a_release_around_its_subscription() {
+    for point in ["attempt_failed", "subscribed", "waiting"] {
+        let holder = Locker::connect(&redis_url()).await.unwrap();
+        let name = unique(point);
+        let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
+        let fired = Arc::new(AtomicBool::new(false));
+        let hook = {
+            let fired = fired.clone();
+            let lease = std::sync::Mutex::new(Some(lease.clone()));
+            TestHook(Arc::new(move |at: &'static str| {
+                if at == point && !fired.swap(true, Ordering::SeqCst) {
+                    let lease = lease.lock().unwrap().take().unwrap();
+                    // Release synchronously, on another thread, right at this point.
+                    std::thread::spawn(move || {
+                        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                        rt.block_on(lease.release()).unwrap();
+                    })
+                    .join()
+                    .unwrap();
+                }
+            }))
+        };
+        let mut options = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
+        options.test_hook = Some(hook);
+        let waiter = Locker::connect_with(&redis_url(), options).await.unwrap();
+        let got = waiter.acquire(&name, &opts(30_000).with_wait(Some(Duration::from_secs(10)))).await;
+        assert!(fired.load(Ordering::SeqCst), "the hook point {point} was never reached");
+        let got = got.unwrap_or_else(|e| panic!("missed a release at {point}: {e}"));
+        assert!(got.token() > lease.token());
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_key_makes_the_lease_lost_within_one_renewal_interval() {
+    let url = redis_url();
+    let locker = Locker::connect(&url).await.unwrap();
+    let name = unique("deleted");
+    let ttl = Duration::from_millis(1500);
+    let lease = locker.acquire(&name, &LockOptions::default().with_ttl(ttl)).await.unwrap();
+    let mut raw = raw_redis(&url).await;
+    let _: () = redis::cmd("DEL").arg(format!("fencelock:{{{}}}", fencelock::name::encode(&name))).query_async(&mut raw).await.unwrap();
+    let started = Instant::now();
+    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), lease.lost_signal().wait()).await.unwrap();
+    assert_eq!(reason, LossReason::TakenOver);
+    assert!(started.elapsed() <= ttl / 3 + Duration::from_secs(2));
+    assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
+}
+
+#[tokio::test]
+async fn extend_after_expiry_fails_and_never_re_acquires() {
+    let locker = Locker::connect(&redis_url()).await.unwrap();
+    let name = unique("no-resurrect");
+    let lease = locker.acquire(&name, &opts(300).with_auto_renew(false)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(lease.extend(Some(Duration::from_secs(10))).await.unwrap_err().code(), ErrorCode::Lost);
+    assert!(!locker.inspect(&name).await.unwrap().held, "extend re-created an expired lock");
+}
+
+#[tokio::test]
+async fn contention_in_one_process_with_a_redis_fence() {
+    let url = redis_url();
+    let name = unique("contend");
+    let counter_key = format!("fencelock-test:{}", unique("counter"));
+    let fence = Fence::open(&url, &name).await.unwrap();
+    let locker = Locker::connect(&url).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (locker, fence, name, counter_key, url) = (locker.clone(), fence.clone(), name.clone(), counter_key.clone(), url.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut raw = raw_redis(&url).await;
+            for _ in 0..25 {
+                let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+                let n: Option<u64> = redis::cmd("GET").arg(&counter_key).query_async(&mut raw).await.unwrap();
+                let next = n.unwrap_or(0) + 1;
+                fence.fenced_set(&lease, &counter_key, next.to_string().as_bytes()).await.unwrap();
+                lease.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut raw = raw_redis(&url).await;
+    let n: u64 = redis::cmd("GET").arg(&counter_key).query_async(&mut raw).await.unwrap();
+    assert_eq!(n, 200);
+}
+
+#[tokio::test]
+async fn the_redis_fence_rejects_stale_tokens_and_foreign_locks() {
+    let url = redis_url();
+    let locker = Locker::connect(&url).await.unwrap();
+    let resource = unique("resource");
+    let key = format!("fencelock-test:{resource}");
+    let fence = Fence::open(&url, &resource).await.unwrap();
+    let name = unique("fenced");
+    let old = locker.acquire(&name, &opts(10_000)).await.unwrap();
+    let old_token = old.token();
+    fence.fenced_set(&old, &key, b"old").await.unwrap();
+    old.release().await.unwrap();
+    let new = locker.acquire(&name, &opts(10_000)).await.unwrap();
+    fence.fenced_set(&new, &key, b"new").await.unwrap();
+    let err = fence.fenced_set(old_token, &key, b"stale").await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::StaleToken);
+    assert_eq!(fence.check(old_token).await.unwrap_err().code(), ErrorCode::StaleToken);
+    fence.check(&new).await.unwrap();
+    assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
+    let mut raw = raw_redis(&url).await;
+    let value: String = redis::cmd("GET").arg(&key).query_async(&mut raw).await.unwrap();
+    assert_eq!(value, "new");
+    let other = locker.acquire(&unique("other"), &opts(10_000)).await.unwrap();
+    assert_eq!(fence.fenced_set(&other, &key, b"x").await.unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(fence.fenced_execute(&new, &[]).await.unwrap_err().code(), ErrorCode::InvalidArgument);
+}
+
+#[tokio::test]
+async fn names_that_look_like_hash_tags_keep_every_key_in_one_slot() {
+    let locker = Locker::connect(&redis_url()).await.unwrap();
+    for name in ["}start", "mid{dle}", "{}", "a/../b", "zürich"] {
+        let name = format!("{name}{}", unique(""));
+        let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+        assert_eq!(lease.name(), name);
+        lease.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn tls_and_the_least_privilege_acl_user_work() {
+    let tls = support::url("REDIS_TLS", "rediss://127.0.0.1:6380?ca=/tmp/fencelock-servers/redis-tls/ca.crt");
+    let acl = support::url("REDIS_ACL", "redis://fencelock:fencelock-test@127.0.0.1:6381");
+    for url in [tls, acl] {
+        let locker = Locker::connect(&url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        let name = unique("secure");
+        let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+        lease.extend(None).await.unwrap();
+        assert!(locker.inspect(&name).await.unwrap().held);
+        lease.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn auth_errors_never_show_the_password() {
+    let err = Locker::connect("redis://fencelock:wrong-hunter2@127.0.0.1:6381").await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Auth, "{err}");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+    // A prefix outside the user's key pattern: NOPERM on a lock command is AUTH.
+    let acl = support::url("REDIS_ACL", "redis://fencelock:fencelock-test@127.0.0.1:6381");
+    let sep = if acl.contains('?') { '&' } else { '?' };
+    let locker = Locker::connect(&format!("{acl}{sep}prefix=elsewhere")).await.unwrap();
+    let err = locker.acquire(&unique("noperm"), &opts(1000)).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Auth, "{err}");
+    assert!(!err.to_string().contains("fencelock-test"), "{err}");
+}
+
+#[tokio::test]
+async fn bad_redis_inputs_get_typed_errors() {
+    let cases = [
+        ("redis://127.0.0.1:6379/notanumber", ErrorCode::InvalidArgument),
+        ("redis://127.0.0.1:6379/99999", ErrorCode::InvalidArgument),
+        ("redis://127.0.0.1:6379?prefix=a{b}", ErrorCode::InvalidArgument),
+        ("redis://127.0.0.1:6379?bogus=1", ErrorCode::InvalidArgument),
+        ("redis://127.0.0.1:6379?replica_ack=maybe", ErrorCode::InvalidArgument),
+        ("redis://127.0.0.1:6379?ca=/etc/hosts", ErrorCode::InvalidArgument),
+        ("rediss://127.0.0.1:6380?ca=/no/such/ca.pem", ErrorCode::InvalidArgument),
+        ("redis://127.0.0.1:1", ErrorCode::Unavailable),
+    ];
+    for (url, code) in cases {
+        let options = LockerOptions::default().with_operation_timeout(Duration::from_secs(3));
+        let started = Instant::now();
+        let err = Locker::connect_with(url, options).await.unwrap_err();
+        assert_eq!(err.code(), code, "{url}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{url} took {:?}", started.elapsed());
+    }
+}
