@@ -250,7 +250,7 @@ impl LeaseShared {
         }
         self.release_sent.store(true, Ordering::Release);
         self.unregister();
-        let ours = self.with_timeout("release", self.backend.release(&self.name, self.owner)).await?;
+        let ours = self.release_with_retries().await?;
         if !ours {
             self.signal.fire(LossReason::TakenOver);
             return Err(Error::lost(format!(
@@ -260,6 +260,22 @@ impl LeaseShared {
             )));
         }
         Ok(())
+    }
+
+    /// A release that fails fast (a connection being re-established) is tried twice more,
+    /// so a lock is not left to expire for a blip; a backend that hangs costs one timeout.
+    async fn release_with_retries(&self) -> Result<bool> {
+        let mut attempt = 0;
+        loop {
+            let started = BootInstant::now();
+            match self.with_timeout("release", self.backend.release(&self.name, self.owner)).await {
+                Err(e) if e.is_retryable() && attempt < 2 && started.elapsed() < Duration::from_millis(500) => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                }
+                result => return result,
+            }
+        }
     }
 
     pub(crate) async fn extend(self: &Arc<Self>, ttl: Option<Duration>) -> Result<()> {

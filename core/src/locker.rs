@@ -139,6 +139,7 @@ impl Locker {
         loop {
             self.ensure_open()?;
             let mut expires_in = None;
+            let mut last_error = None;
             match self.attempt(&name, options, &holder).await {
                 Ok(AttemptOutcome::Acquired(lease)) => return Ok(lease),
                 Ok(AttemptOutcome::Held(left)) => {
@@ -151,6 +152,7 @@ impl Locker {
                         return Err(e);
                     }
                     tracing::debug!(lock = %name, "fencelock: acquire attempt failed, retrying: {e}");
+                    last_error = Some(e);
                 }
                 Err(e) => return Err(e),
             }
@@ -159,6 +161,10 @@ impl Locker {
                 Some(deadline) => BootInstant::now().until(deadline),
             };
             if remaining.is_zero() {
+                // The backend failing is not "somebody else holds it": say what failed.
+                if let Some(e) = last_error {
+                    return Err(e);
+                }
                 return Err(Error::timeout(format!(
                     "lock {:?} was not acquired within {:?}",
                     name.as_str(),
