@@ -10,7 +10,7 @@ section() { printf '\n=== %s ===\n' "$*"; }
 export CARGO_TERM_COLOR=never
 
 section "Test servers (Debian packages, loopback)"
-bash tests/servers.sh start redis
+bash tests/servers.sh start redis cluster
 set -a
 eval "$(bash tests/servers.sh env)"
 set +a

@@ -1,5 +1,5 @@
-//! The README's Rust example, run by the test suite (`cargo test` builds examples; the
-//! `readme_example_runs` test in core/tests runs it).
+// The README's Rust example, run by the test suite (`cargo test` builds examples; the
+// `readme_example_runs` test in core/tests runs it).
 use std::time::Duration;
 use fencelock::{Fence, LockOptions, Locker, SqlValue, Statement};
 

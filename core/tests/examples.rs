@@ -1,5 +1,13 @@
 //! The README's examples work as written.
 
+mod quickstart {
+    include!("../examples/quickstart.rs");
+
+    pub fn run() -> fencelock::Result<()> {
+        main()
+    }
+}
+
 #[test]
 fn readme_example_runs() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
@@ -7,9 +15,5 @@ fn readme_example_runs() {
     // The README shows the example's body verbatim.
     let body = example.split_once("use std::time::Duration;").unwrap().1;
     assert!(readme.contains(body.trim()), "README's Rust example drifted from examples/quickstart.rs");
-    let status = std::process::Command::new(env!("CARGO"))
-        .args(["run", "-q", "-p", "fencelock", "--example", "quickstart"])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    quickstart::run().unwrap();
 }

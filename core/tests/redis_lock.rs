@@ -232,3 +232,56 @@ async fn bad_redis_inputs_get_typed_errors() {
         assert!(started.elapsed() < Duration::from_secs(10), "{url} took {:?}", started.elapsed());
     }
 }
+
+fn cluster_url() -> String {
+    support::url("REDIS_CLUSTER", "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_locks_names_in_every_slot_and_keeps_each_locks_keys_together() {
+    let url = cluster_url();
+    let locker = Locker::connect(&url).await.unwrap();
+    let seed = url.trim_start_matches("redis+cluster://").split(',').next().unwrap().to_string();
+    let mut raw = raw_redis(&format!("redis://{seed}")).await;
+    let mut slots = std::collections::HashSet::new();
+    let names: Vec<String> = ["}start", "a{b", "mid{dle}", "{}", "plain"]
+        .iter()
+        .map(|n| n.to_string())
+        .chain((0..20).map(|i| format!("job-{i}")))
+        .map(|n| format!("{n}{}", unique("")))
+        .collect();
+    for name in &names {
+        let lease = locker.acquire(name, &opts(10_000)).await.unwrap();
+        let encoded = fencelock::name::encode(name);
+        let mut key_slots = Vec::new();
+        for key in [format!("fencelock:{{{encoded}}}"), format!("fencelock:{{{encoded}}}:fence"), format!("fencelock:{{{encoded}}}:released")] {
+            let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(&key).query_async(&mut raw).await.unwrap();
+            key_slots.push(slot);
+        }
+        assert!(key_slots.windows(2).all(|w| w[0] == w[1]), "{name:?}: keys in slots {key_slots:?}");
+        slots.insert(key_slots[0]);
+        assert!(locker.inspect(name).await.unwrap().held);
+        lease.extend(None).await.unwrap();
+        lease.release().await.unwrap();
+    }
+    assert!(slots.len() > 5, "names should spread over slots: {slots:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_waiters_are_woken_by_sharded_pubsub() {
+    let url = cluster_url();
+    let holder = Locker::connect(&url).await.unwrap();
+    let waiter = Locker::connect_with(&url, LockerOptions::default().with_poll_interval(Duration::from_secs(60))).await.unwrap();
+    for name in [unique("wake-a"), unique("wake-b"), unique("wake-c")] {
+        let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
+        let task = {
+            let (waiter, name) = (waiter.clone(), name.clone());
+            tokio::spawn(async move { waiter.acquire(&name, &opts(30_000).with_wait(Some(Duration::from_secs(10)))).await })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        lease.release().await.unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(15), task).await.unwrap().unwrap().unwrap();
+        assert!(next.token() > lease.token());
+        next.release().await.unwrap();
+    }
+}

@@ -117,7 +117,9 @@ pub trait Backend: Send + Sync + 'static {
 pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Arc<dyn Backend>> {
     match url.kind {
         BackendKind::Sqlite => Ok(Arc::new(sqlite::SqliteBackend::connect(url, options).await?)),
-        BackendKind::Redis => Ok(Arc::new(redis::RedisBackend::connect(url, options).await?)),
+        BackendKind::Redis | BackendKind::RedisCluster => {
+            Ok(Arc::new(redis::RedisBackend::connect(url, options).await?))
+        }
         other => Err(not_built(other)),
     }
 }

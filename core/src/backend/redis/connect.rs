@@ -124,6 +124,44 @@ fn install_crypto_provider() {
     }
 }
 
+/// A Cluster client over every seed host of `url` (RESP3, sharded pub/sub), with `sink`
+/// receiving push messages.
+pub fn cluster_client(
+    url: &LockerUrl,
+    timeout: Duration,
+    sink: impl redis::aio::AsyncPushSender,
+) -> Result<redis::cluster::ClusterClient> {
+    let mut seeds = Vec::new();
+    for host in &url.hosts {
+        seeds.push(connection_info(url, host)?);
+    }
+    if database(url)? != 0 {
+        return Err(Error::invalid("a Redis Cluster has only database 0"));
+    }
+    let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
+        .use_protocol(ProtocolVersion::RESP3)
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
+        .retries(2)
+        .push_sender(sink);
+    if let Some(user) = &url.user {
+        builder = builder.username(user);
+    }
+    if let Some(password) = url.password() {
+        builder = builder.password(password);
+    }
+    if url.tls {
+        install_crypto_provider();
+        let client_tls = match (read_pem(url, "cert")?, read_pem(url, "key")?) {
+            (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig { client_cert, client_key }),
+            (None, None) => None,
+            _ => return Err(Error::invalid("a TLS client certificate needs both cert= and key=")),
+        };
+        builder = builder.certs(redis::TlsCertificates { client_tls, root_cert: read_pem(url, "ca")? });
+    }
+    builder.build().map_err(|e| map_error("redis cluster client", e))
+}
+
 pub fn manager_config(timeout: Duration) -> redis::aio::ConnectionManagerConfig {
     redis::aio::ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))

@@ -19,6 +19,7 @@
 //! a margin of 1% + 2 ms. Tokens are floored by the server's TIME, so a Redis restarted without
 //! persistence still hands out larger tokens, provided its clock did not step backwards.
 
+pub(crate) mod conn;
 pub(crate) mod connect;
 pub(crate) mod keys;
 pub(crate) mod pubsub;
@@ -32,7 +33,8 @@ use async_trait::async_trait;
 use redis::Value;
 use redis::aio::ConnectionManager;
 
-use self::connect::{RedisSettings, client, manager_config, map_error};
+use self::conn::Conn;
+use self::connect::{RedisSettings, client, cluster_client, manager_config, map_error};
 use self::keys::keys;
 use self::pubsub::WakeHub;
 use self::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, INSPECT, LAYOUT_VERSION, RELEASE, RENEW};
@@ -44,7 +46,8 @@ use crate::options::LockerOptions;
 use crate::url::{BackendKind, LockerUrl};
 
 pub struct RedisBackend {
-    conn: ConnectionManager,
+    kind: BackendKind,
+    conn: Conn,
     /// Present when the master reports replicas and replica acknowledgement is on.
     ack: Option<ConnectionManager>,
     hub: Arc<WakeHub>,
@@ -106,43 +109,48 @@ impl RedisBackend {
     pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
         let settings = RedisSettings::from_url(url)?;
         let host = url.hosts.first().ok_or_else(|| Error::invalid("a Redis URL needs a host"))?;
-        let client = client(url, host)?;
         let hub = Arc::new(WakeHub::default());
-        let sink = Arc::downgrade(&hub);
-        let config = manager_config(options.operation_timeout)
-            .set_push_sender(move |push| {
-                if let Some(hub) = sink.upgrade() {
+        let sink = {
+            let hub = Arc::downgrade(&hub);
+            move |push| {
+                if let Some(hub) = hub.upgrade() {
                     hub.on_push(push);
                 }
                 Ok::<(), redis::aio::SendError>(())
-            })
-            .set_automatic_resubscription();
-        let redacted = url.redacted();
-        let mut conn = client
-            .get_connection_manager_with_config(config)
-            .await
-            .map_err(|e| map_error(&format!("connecting to {redacted}"), e))?;
-        redis::cmd("PING")
-            .query_async::<()>(&mut conn)
-            .await
-            .map_err(|e| map_error(&format!("connecting to {redacted}"), e))?;
-        check_eviction_policy(&mut conn, &settings, &redacted).await?;
-        let replicas = if settings.replica_ack { count_replicas(&mut conn, &settings, &redacted).await? } else { 0 };
-        let ack = if replicas > 0 {
-            let ack = client
-                .get_connection_manager_with_config(manager_config(options.operation_timeout))
-                .await
-                .map_err(|e| map_error(&format!("connecting to {redacted}"), e))?;
-            Some(ack)
-        } else {
-            None
+            }
         };
-        for script in [&*ACQUIRE, &*RENEW, &*RELEASE, &*INSPECT] {
-            script.load_async(&mut conn).await.map_err(|e| map_error("loading the lock scripts", e))?;
+        let redacted = url.redacted();
+        let connect_error = |e| map_error(&format!("connecting to {redacted}"), e);
+        let (mut conn, single_client) = if url.kind == BackendKind::RedisCluster {
+            let cluster = cluster_client(url, options.operation_timeout, sink)?;
+            (Conn::Cluster(cluster.get_async_connection().await.map_err(connect_error)?), None)
+        } else {
+            let client = client(url, host)?;
+            let config = manager_config(options.operation_timeout).set_push_sender(sink).set_automatic_resubscription();
+            let manager = client.get_connection_manager_with_config(config).await.map_err(connect_error)?;
+            (Conn::Single(manager), Some(client))
+        };
+        redis::cmd("PING").query_async::<Value>(&mut conn).await.map_err(connect_error)?;
+        check_eviction_policy(&mut conn, &settings, &redacted).await?;
+        // Replica acknowledgement: on one instance with replicas. On a Cluster, replicas are
+        // per shard and not checked yet (docs/redis.md says so).
+        let ack = match &single_client {
+            Some(client) if settings.replica_ack && count_replicas(&mut conn, &settings, &redacted).await? > 0 => Some(
+                client
+                    .get_connection_manager_with_config(manager_config(options.operation_timeout))
+                    .await
+                    .map_err(connect_error)?,
+            ),
+            _ => None,
+        };
+        if let Conn::Single(_) = conn {
+            for script in [&*ACQUIRE, &*RENEW, &*RELEASE, &*INSPECT] {
+                script.load_async(&mut conn).await.map_err(|e| map_error("loading the lock scripts", e))?;
+            }
         }
         let hosts: Vec<String> = url.hosts.iter().map(|h| h.to_string()).collect();
-        let deployment_id = format!("redis:{}/{}/{}", hosts.join(","), url.path, settings.prefix);
-        Ok(RedisBackend { conn, ack, hub, settings, deployment_id, closed: AtomicBool::new(false) })
+        let deployment_id = format!("{}:{}/{}/{}", url.kind.as_str(), hosts.join(","), url.path, settings.prefix);
+        Ok(RedisBackend { kind: url.kind, conn, ack, hub, settings, deployment_id, closed: AtomicBool::new(false) })
     }
 
     fn ensure_open(&self) -> Result<()> {
@@ -179,18 +187,16 @@ impl RedisBackend {
     }
 }
 
-async fn check_eviction_policy(conn: &mut ConnectionManager, settings: &RedisSettings, url: &str) -> Result<()> {
+async fn check_eviction_policy(conn: &mut Conn, settings: &RedisSettings, url: &str) -> Result<()> {
     let reply: redis::RedisResult<Value> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(conn).await;
     match reply {
         Ok(value) => {
             // RESP3 answers a map, RESP2 a flat array: the value follows the name either way.
-            let policy = match &value {
-                Value::Map(pairs) => pairs.first().and_then(|(_, v)| as_string(v)),
-                Value::Array(items) => items.get(1).and_then(as_string),
-                _ => None,
-            }
-            .unwrap_or_default();
-            if !policy.is_empty() && policy != "noeviction" && !settings.allow_eviction {
+            // A Cluster answers per node; every node must be safe.
+            let mut policies = Vec::new();
+            collect_policies(&value, &mut policies);
+            let unsafe_policy = policies.into_iter().find(|p| p != "noeviction");
+            if let Some(policy) = unsafe_policy.filter(|_| !settings.allow_eviction) {
                 return Err(Error::invalid(format!(
                     "Redis at {url} uses maxmemory-policy {policy}, which can evict lock keys and break \
                      mutual exclusion; set it to noeviction, or pass allow_eviction=true to accept the risk"
@@ -202,7 +208,32 @@ async fn check_eviction_policy(conn: &mut ConnectionManager, settings: &RedisSet
     }
 }
 
-async fn count_replicas(conn: &mut ConnectionManager, settings: &RedisSettings, url: &str) -> Result<u32> {
+fn collect_policies(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Map(pairs) => {
+            for (k, v) in pairs {
+                if as_string(k).as_deref() == Some("maxmemory-policy") {
+                    out.extend(as_string(v));
+                } else {
+                    collect_policies(v, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let mut it = items.iter();
+            while let Some(item) = it.next() {
+                if as_string(item).as_deref() == Some("maxmemory-policy") {
+                    out.extend(it.next().and_then(as_string));
+                } else {
+                    collect_policies(item, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+async fn count_replicas(conn: &mut Conn, settings: &RedisSettings, url: &str) -> Result<u32> {
     let reply: redis::RedisResult<Value> = redis::cmd("INFO").arg("replication").query_async(conn).await;
     match reply {
         Ok(info) => Ok(as_string(&info)
@@ -231,7 +262,7 @@ fn connect_check_failed(what: &str, e: redis::RedisError, settings: &RedisSettin
 #[async_trait]
 impl Backend for RedisBackend {
     fn kind(&self) -> BackendKind {
-        BackendKind::Redis
+        self.kind
     }
 
     fn deployment_id(&self) -> &str {
@@ -312,7 +343,7 @@ impl Backend for RedisBackend {
             .key(&k.lock)
             .arg(owner_hex(owner))
             .arg(&k.channel)
-            .arg("PUBLISH")
+            .arg(self.conn.publish_command())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| map_error("redis release", e))?;

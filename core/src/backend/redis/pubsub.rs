@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::Notify;
 
@@ -21,6 +20,7 @@ use crate::backend::ReleaseWatch;
 use crate::error::Result;
 use crate::signal::lock;
 
+use super::conn::Conn;
 use super::connect::map_error;
 
 #[derive(Default)]
@@ -70,7 +70,7 @@ impl WakeHub {
     }
 
     /// Subscribes to `channel` (confirmed when this returns) for one waiter.
-    pub async fn watch(self: &Arc<Self>, conn: &ConnectionManager, channel: &str) -> Result<HubWatch> {
+    pub async fn watch(self: &Arc<Self>, conn: &Conn, channel: &str) -> Result<HubWatch> {
         let _changes = self.changes.lock().await;
         let state = {
             let mut channels = lock(&self.channels);
@@ -79,7 +79,6 @@ impl WakeHub {
             state
         };
         if !state.subscribed.load(Ordering::Acquire) {
-            let mut conn = conn.clone();
             if let Err(e) = conn.subscribe(channel).await {
                 self.release_waiter(channel, &state);
                 return Err(map_error("redis subscribe", e));
@@ -103,7 +102,7 @@ impl WakeHub {
 
 pub struct HubWatch {
     hub: Weak<WakeHub>,
-    conn: ConnectionManager,
+    conn: Conn,
     channel: String,
     state: Arc<Channel>,
     seen: u64,
@@ -130,7 +129,7 @@ impl Drop for HubWatch {
             return;
         }
         let channel = self.channel.clone();
-        let mut conn = self.conn.clone();
+        let conn = self.conn.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         runtime.spawn(async move {
             let _changes = hub.changes.lock().await;
