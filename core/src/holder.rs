@@ -19,7 +19,7 @@ pub struct HolderDescription {
 impl HolderDescription {
     pub fn of_this_process(language: &str, text: Option<&str>) -> Self {
         HolderDescription {
-            host: hostname(),
+            host: hostname().clone(),
             pid: Some(std::process::id()),
             language: Some(language.to_string()),
             text: text.map(str::to_string),
@@ -37,7 +37,13 @@ impl HolderDescription {
     }
 }
 
-fn hostname() -> Option<String> {
+/// Read once: a holder description is made for every acquisition.
+fn hostname() -> &'static Option<String> {
+    static HOSTNAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    HOSTNAME.get_or_init(read_hostname)
+}
+
+fn read_hostname() -> Option<String> {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

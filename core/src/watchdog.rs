@@ -76,8 +76,16 @@ fn watchdog() -> Arc<Watchdog> {
 /// deadline; stale entries are skipped when they come due.
 pub(crate) fn watch(lease: &Arc<LeaseShared>, deadline: BootInstant) {
     let dog = watchdog();
-    lock(&dog.heap).push(Reverse(Entry { deadline, lease: Arc::downgrade(lease) }));
-    dog.wake.notify_one();
+    let earliest = {
+        let mut heap = lock(&dog.heap);
+        let earliest = heap.peek().is_none_or(|Reverse(top)| deadline < top.deadline);
+        heap.push(Reverse(Entry { deadline, lease: Arc::downgrade(lease) }));
+        earliest
+    };
+    // The thread already wakes in time for anything later than its current first deadline.
+    if earliest {
+        dog.wake.notify_one();
+    }
 }
 
 impl Watchdog {
