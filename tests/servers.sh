@@ -266,7 +266,7 @@ wait_until() {
 pkgs_for() {
   case $1 in
     redis | redlock | cluster) echo redis-server redis-tools openssl ;;
-    zookeeper | zk-ensemble) echo zookeeper libslf4j-java ;;
+    zookeeper | zk-ensemble) echo zookeeper libslf4j-java libcurator-recipes-java ;;
     postgres) echo postgresql-15 ;;
     mariadb) echo mariadb-server mariadb-client ;;
   esac

@@ -40,6 +40,8 @@ struct State {
     ttl: Duration,
     /// The last renewal attempt failed and none has succeeded since.
     renewal_failing: bool,
+    /// The backend reports the connection this lease depends on as down (ZooKeeper).
+    suspended: bool,
 }
 
 pub(crate) struct LeaseShared {
@@ -104,6 +106,7 @@ impl LeaseShared {
                 expires_at: new.sent_wall + new.ttl,
                 ttl: new.ttl,
                 renewal_failing: false,
+                suspended: false,
             }),
             signal: LostSignal::default(),
             release_sent: AtomicBool::new(false),
@@ -283,7 +286,8 @@ impl LeaseShared {
         let ttl = match ttl {
             Some(ttl) => {
                 validate_ttl(ttl)?;
-                ttl
+                // A backend whose liveness is its session (ZooKeeper) keeps its own length.
+                self.backend.lease_ttl(ttl)
             }
             None => lock(&self.state).ttl,
         };
@@ -378,6 +382,53 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
     }
 }
 
+/// A backend's handle on one lease, given to [`Backend::track`] when the lease starts, so a
+/// backend that learns of a loss by itself (a ZooKeeper watch or session event) reports it at
+/// once, and reports its connection going down and coming back. It holds the lease weakly.
+#[derive(Clone)]
+pub struct LeaseEvents {
+    lease: Weak<LeaseShared>,
+}
+
+impl LeaseEvents {
+    pub(crate) fn new(lease: &Arc<LeaseShared>) -> Self {
+        LeaseEvents { lease: Arc::downgrade(lease) }
+    }
+
+    /// Makes the lease lost (if it is still held) and fires its signal.
+    pub fn lost(&self, reason: LossReason) {
+        if let Some(lease) = self.lease.upgrade() {
+            lease.mark_lost(reason);
+        }
+    }
+
+    /// Marks the lease suspended (connection down) or not.
+    pub fn set_suspended(&self, suspended: bool) {
+        if let Some(lease) = self.lease.upgrade() {
+            lock(&lease.state).suspended = suspended;
+        }
+    }
+
+    /// Whether the lease still exists and is held (not released, lost or past its deadline).
+    pub fn is_held(&self) -> bool {
+        self.lease.upgrade().is_some_and(|lease| lease.current_phase() == Phase::Held)
+    }
+
+    /// Runs `callback` once when the lease is lost (on the thread that notices it, which may
+    /// be the deadline watchdog's: it must be quick). Nothing runs if the lease is gone.
+    pub fn on_lost(&self, callback: impl FnOnce(LossReason) + Send + 'static) {
+        if let Some(lease) = self.lease.upgrade() {
+            lease.signal.on_lost(callback);
+        }
+    }
+}
+
+impl fmt::Debug for LeaseEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LeaseEvents")
+    }
+}
+
 /// Proof of holding one lock. Clones share the same lease; it is released when
 /// [`Lease::release`] is called, or in the background (best effort) when the last clone is
 /// dropped.
@@ -397,7 +448,12 @@ impl Lease {
     }
 
     /// When the server will expire the lease unless it is renewed (the client's estimate).
+    /// `None` where the lease has no server-side expiry time: on ZooKeeper it lives as long
+    /// as its session and node (see [`Lease::deadline`] for the client's own limit).
     pub fn expires_at(&self) -> Option<SystemTime> {
+        if !self.shared.backend.server_expiry() {
+            return None;
+        }
         Some(lock(&self.shared.state).expires_at)
     }
 
@@ -419,6 +475,17 @@ impl Lease {
     /// Whether the last renewal attempt failed (renewals retry until the deadline).
     pub fn renewal_failing(&self) -> bool {
         lock(&self.shared.state).renewal_failing
+    }
+
+    /// Held, but its standing is in doubt: the backend connection it depends on is down
+    /// (ZooKeeper's "suspended"), or the last renewal failed. Stop writing until it clears;
+    /// the lease is lost at its client deadline if it does not.
+    pub fn is_suspended(&self) -> bool {
+        if !self.is_held() {
+            return false;
+        }
+        let state = lock(&self.shared.state);
+        state.suspended || state.renewal_failing
     }
 
     /// The signal set when this lease is lost.

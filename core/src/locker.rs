@@ -14,7 +14,7 @@ use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 use crate::holder::HolderDescription;
 use crate::ids::OwnerId;
-use crate::lease::{Lease, LeaseShared, NewLease};
+use crate::lease::{Lease, LeaseEvents, LeaseShared, NewLease};
 use crate::name::LockName;
 use crate::options::{LockOptions, LockerOptions};
 use crate::signal::lock;
@@ -27,6 +27,8 @@ pub(crate) struct LockerInner {
     runtime: Handle,
     language: String,
     closed: AtomicBool,
+    /// The process that connected: after fork() the child has none of its threads.
+    pid: u32,
     next_lease_id: AtomicU64,
     leases: Mutex<HashMap<u64, Weak<LeaseShared>>>,
 }
@@ -87,6 +89,7 @@ impl Locker {
                 runtime,
                 language,
                 closed: AtomicBool::new(false),
+                pid: std::process::id(),
                 next_lease_id: AtomicU64::new(1),
                 leases: Mutex::new(HashMap::new()),
             }),
@@ -111,6 +114,12 @@ impl Locker {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::closed("the locker was closed"));
         }
+        if self.inner.pid != std::process::id() {
+            return Err(Error::closed(format!(
+                "this locker was connected in process {} before fork(); connect a new one in this process",
+                self.inner.pid
+            )));
+        }
         Ok(())
     }
 
@@ -122,7 +131,7 @@ impl Locker {
     ///
     /// # Cancellation safety
     /// Dropping the future leaves nothing behind: an attempt in flight is released by its
-    /// owner id in the background.
+    /// owner id in the background, and so is a waiter's place in a queue (ZooKeeper).
     pub async fn acquire(&self, name: &str, options: &LockOptions) -> Result<Lease> {
         let name = LockName::new(name)?;
         options.validate()?;
@@ -133,20 +142,56 @@ impl Locker {
             None => None,
             Some(wait) => Some(BootInstant::now().checked_add(wait).ok_or_else(|| Error::invalid("wait is too long"))?),
         };
+        let mut waiting = WaitingGuard {
+            backend: self.inner.backend.clone(),
+            name: name.clone(),
+            owner: None,
+            runtime: self.inner.runtime.clone(),
+        };
+        let result = self.acquire_loop(&name, options, &holder, wait_deadline, &mut waiting).await;
+        if result.is_ok() {
+            waiting.owner = None;
+        } else if let Some(owner) = waiting.owner.take() {
+            // Gave up waiting: leave no place in a queue behind (a no-op on TTL backends).
+            let timeout = self.inner.options.operation_timeout;
+            let _ = tokio::time::timeout(timeout, self.inner.backend.abandon(&name, owner)).await;
+        }
+        result
+    }
+
+    async fn acquire_loop(
+        &self,
+        name: &LockName,
+        options: &LockOptions,
+        holder: &str,
+        wait_deadline: Option<BootInstant>,
+        waiting: &mut WaitingGuard,
+    ) -> Result<Lease> {
         let poll = self.inner.options.poll_interval;
         let mut watch: Option<Box<dyn ReleaseWatch>> = None;
         let mut failing_since: Option<BootInstant> = None;
+        // One owner id serves every attempt that follows a `Held` answer: such an answer left
+        // nothing under it on TTL backends, and a backend whose waiters queue (ZooKeeper) keeps
+        // the waiter's place under it. After a failed attempt (outcome unknown; the in-flight
+        // guard releases it by owner id) a fresh one is drawn, so no acquisition ever shares
+        // an owner id with another.
+        let mut owner = OwnerId::random()?;
         loop {
             self.ensure_open()?;
             let mut expires_in = None;
             let mut last_error = None;
-            match self.attempt(&name, options, &holder).await {
+            match self.attempt(name, owner, options, holder).await {
                 Ok(AttemptOutcome::Acquired(lease)) => return Ok(lease),
                 Ok(AttemptOutcome::Held(left)) => {
+                    waiting.owner = Some(owner);
                     failing_since = None;
                     expires_in = left;
                 }
                 Err(e) if e.is_retryable() => {
+                    waiting.owner = None;
+                    owner = OwnerId::random()?;
+                    // A watch made for the old owner may follow its place in a queue.
+                    watch = None;
                     let since = *failing_since.get_or_insert_with(BootInstant::now);
                     if since.elapsed() >= self.inner.options.operation_timeout {
                         return Err(e);
@@ -176,7 +221,7 @@ impl Locker {
                 None => {
                     // Subscribe first, then retry at once: a release between the failed
                     // attempt and the subscription is caught by that retry.
-                    watch = Some(self.inner.backend.watch(&name).await?);
+                    watch = Some(self.inner.backend.watch_for(name, owner).await?);
                     self.hook("subscribed");
                 }
                 Some(watch) => {
@@ -207,8 +252,7 @@ impl Locker {
         }
     }
 
-    async fn attempt(&self, name: &LockName, options: &LockOptions, holder: &str) -> Result<AttemptOutcome> {
-        let owner = OwnerId::random()?;
+    async fn attempt(&self, name: &LockName, owner: OwnerId, options: &LockOptions, holder: &str) -> Result<AttemptOutcome> {
         let request = AcquireRequest { name, owner, ttl: options.ttl, holder };
         // If this future is dropped, or the answer is lost, after the request went out, the
         // lock may be ours under `owner`: the guard releases it by owner id.
@@ -240,12 +284,13 @@ impl Locker {
                     locker: Arc::downgrade(&self.inner),
                     sent_at,
                     sent_wall,
-                    ttl: options.ttl,
+                    ttl: self.inner.backend.lease_ttl(options.ttl),
                     auto_renew: options.auto_renew,
                     max_hold: options.max_hold,
                     operation_timeout: timeout,
                 });
                 lock(&self.inner.leases).insert(id, Arc::downgrade(&shared));
+                self.inner.backend.track(name, owner, LeaseEvents::new(&shared));
                 let lease = Lease { shared };
                 if self.inner.closed.load(Ordering::Acquire) {
                     // Closed while we were acquiring: give it back.
@@ -302,6 +347,27 @@ struct InFlightAcquire {
     name: LockName,
     owner: OwnerId,
     runtime: Handle,
+}
+
+/// The owner id under which an acquire is waiting (its last attempt answered `Held`): if the
+/// acquire future is dropped, the waiter's place is abandoned in the background.
+struct WaitingGuard {
+    backend: Arc<dyn Backend>,
+    name: LockName,
+    owner: Option<OwnerId>,
+    runtime: Handle,
+}
+
+impl Drop for WaitingGuard {
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner.take() {
+            let backend = self.backend.clone();
+            let name = self.name.clone();
+            self.runtime.spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(10), backend.abandon(&name, owner)).await;
+            });
+        }
+    }
 }
 
 impl Drop for InFlightAcquire {

@@ -6,7 +6,7 @@
 
 pub(crate) mod redis;
 pub(crate) mod sql;
-pub(crate) mod sqlite;
+pub(crate) mod zookeeper;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +15,7 @@ use async_trait::async_trait;
 
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
+pub use crate::lease::LeaseEvents;
 use crate::name::LockName;
 use crate::options::LockerOptions;
 use crate::url::{BackendKind, LockerUrl};
@@ -89,6 +90,24 @@ pub trait Backend: Send + Sync + 'static {
         Duration::ZERO
     }
 
+    /// The lease length this backend really uses for a requested ttl: the client deadline
+    /// and the renewal interval (a third of it) follow it. TTL backends use the request;
+    /// ZooKeeper, whose liveness is the session, answers the negotiated session timeout.
+    fn lease_ttl(&self, requested: Duration) -> Duration {
+        requested
+    }
+
+    /// Whether the server expires a lease at a time set by its ttl. `false` (ZooKeeper: the
+    /// lease lives as long as its session and node) makes `Lease::expires_at` `None`.
+    fn server_expiry(&self) -> bool {
+        true
+    }
+
+    /// Called once when a lease starts, with a handle through which a backend that learns of
+    /// losses by itself (ZooKeeper watches and session events) reports them at once, and
+    /// reports its connection as suspended. TTL backends learn nothing by themselves.
+    fn track(&self, _name: &LockName, _owner: OwnerId, _events: LeaseEvents) {}
+
     /// One attempt, one round trip where the backend allows it.
     ///
     /// # Cancellation safety
@@ -109,6 +128,20 @@ pub trait Backend: Send + Sync + 'static {
         Ok(Box::new(PollOnly))
     }
 
+    /// Subscribes on behalf of the waiter whose last attempt, under `owner`, answered `Held`.
+    /// A backend whose waiters queue (ZooKeeper) watches that waiter's predecessor only;
+    /// others subscribe to the lock as [`Backend::watch`] does.
+    async fn watch_for(&self, name: &LockName, _owner: OwnerId) -> Result<Box<dyn ReleaseWatch>> {
+        self.watch(name).await
+    }
+
+    /// The acquire loop stops waiting under `owner` (its wait ran out, it failed, or it was
+    /// cancelled) after an attempt under it answered `Held`. A backend whose waiters queue
+    /// (ZooKeeper) removes the waiter's entry; elsewhere a `Held` answer left nothing behind.
+    async fn abandon(&self, _name: &LockName, _owner: OwnerId) -> Result<()> {
+        Ok(())
+    }
+
     /// Closes connections; later calls fail with CLOSED or UNAVAILABLE.
     async fn close(&self);
 }
@@ -116,10 +149,11 @@ pub trait Backend: Send + Sync + 'static {
 /// Connects the backend that `url` selects.
 pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Arc<dyn Backend>> {
     match url.kind {
-        BackendKind::Sqlite => Ok(Arc::new(sqlite::SqliteBackend::connect(url, options).await?)),
+        BackendKind::Sqlite | BackendKind::Postgres | BackendKind::MySql => Ok(Arc::new(sql::SqlBackend::connect(url, options).await?)),
         BackendKind::Redis | BackendKind::RedisCluster => {
             Ok(Arc::new(redis::RedisBackend::connect(url, options).await?))
         }
+        BackendKind::ZooKeeper => Ok(Arc::new(zookeeper::ZkBackend::connect(url, options).await?)),
         other => Err(not_built(other)),
     }
 }

@@ -11,7 +11,7 @@
 //! stale one's writes fail.
 
 mod redis;
-mod sqlite;
+mod sql;
 
 use std::fmt;
 use std::sync::Arc;
@@ -149,7 +149,7 @@ impl Fence {
             .map_err(|e| Error::invalid(format!("fence resource name: {}", e.message())))?;
         let parsed = LockerUrl::parse(url)?;
         let backend: Arc<dyn FenceBackend> = match parsed.kind {
-            BackendKind::Sqlite => Arc::new(sqlite::SqliteFence::open(&parsed, &options).await?),
+            BackendKind::Sqlite | BackendKind::Postgres | BackendKind::MySql => Arc::new(sql::SqlFence::open(&parsed, &options).await?),
             BackendKind::Redis => Arc::new(redis::RedisFence::open(&parsed, &options).await?),
             other => return Err(crate::backend::not_built(other)),
         };

@@ -1,0 +1,594 @@
+//! Every difference between SQLite, PostgreSQL and MySQL/MariaDB that fencelock's SQL code
+//! meets, in one place. The algorithm (`table.rs`, `fence/sql.rs`) never spells SQL itself:
+//! it runs the statements built here.
+//!
+//! | | SQLite | PostgreSQL | MySQL / MariaDB |
+//! |---|---|---|---|
+//! | name column | `BLOB` | `BYTEA` | `VARBINARY(255)` (binary: case- and space-sensitive) |
+//! | expiry column | `INTEGER` µs since the epoch | `TIMESTAMPTZ` | `DATETIME(6)`, UTC |
+//! | clock | this machine's, read inside `BEGIN IMMEDIATE` | `clock_timestamp()` | `UTC_TIMESTAMP(6)` |
+//! | acquire | one upsert `RETURNING` | one upsert `RETURNING` (+ time left, same statement) | transaction with `SELECT … FOR UPDATE` |
+//! | missing row | inserted by the upsert | inserted by the upsert | `INSERT IGNORE`, autocommit, before the transaction |
+//! | writes | in `BEGIN IMMEDIATE` | single statements | single statements |
+//! | release | `UPDATE` | `UPDATE` + `pg_notify` in one statement | `UPDATE` |
+//! | concurrent table creation | `BEGIN IMMEDIATE` | `pg_advisory_xact_lock` | `GET_LOCK` |
+//!
+//! Statements are written with named parameters (`:name`, `:ttl`, …) and compiled per
+//! database into its placeholders (`?1`, `$1`, `?`) and the order to bind them in.
+//!
+//! MySQL/MariaDB takes the row in a short transaction because it has no `RETURNING` on an
+//! upsert. The row must exist before `SELECT … FOR UPDATE` (on a missing row that statement
+//! takes a gap lock, and two sessions that then insert deadlock), so a missing row is first
+//! inserted with `INSERT IGNORE` in its own autocommit statement: inside the transaction, the
+//! shared lock `INSERT IGNORE` takes on an existing row would deadlock with the other
+//! session's `FOR UPDATE`. The token is minted by the `UPDATE`, whose `UTC_TIMESTAMP(6)` is
+//! read after the row lock is held, so the time floor is later than every token minted on a
+//! previous, deleted incarnation of the row.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::fnv1a64;
+use super::session::Col;
+use crate::error::{Error, Result};
+use crate::fence::SqlValue;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+/// The named parameters statements may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum P {
+    Name,
+    Owner,
+    Ttl,
+    Holder,
+    Now,
+    Channel,
+    Table,
+    Meta,
+    Version,
+    Deployment,
+    Guard,
+    GuardTimeout,
+    Resource,
+    Token,
+    LockKey,
+}
+
+const P_COUNT: usize = 15;
+
+impl P {
+    fn from_name(name: &str) -> Option<P> {
+        Some(match name {
+            "name" => P::Name,
+            "owner" => P::Owner,
+            "ttl" => P::Ttl,
+            "holder" => P::Holder,
+            "now" => P::Now,
+            "channel" => P::Channel,
+            "table" => P::Table,
+            "meta" => P::Meta,
+            "version" => P::Version,
+            "deployment" => P::Deployment,
+            "guard" => P::Guard,
+            "guard_timeout" => P::GuardTimeout,
+            "resource" => P::Resource,
+            "token" => P::Token,
+            "lock_key" => P::LockKey,
+            _ => return None,
+        })
+    }
+}
+
+/// The values of one operation's named parameters.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Args([Option<SqlValue>; P_COUNT]);
+
+impl Args {
+    pub fn new() -> Self {
+        Args::default()
+    }
+
+    pub fn with(mut self, p: P, value: SqlValue) -> Self {
+        self.0[p as usize] = Some(value);
+        self
+    }
+
+    pub fn set(&mut self, p: P, value: SqlValue) {
+        self.0[p as usize] = Some(value);
+    }
+}
+
+/// One statement compiled for one database.
+#[derive(Debug, Clone)]
+pub(crate) struct Stmt {
+    pub sql: Arc<str>,
+    params: Vec<P>,
+    /// What its result columns are read as.
+    pub cols: Vec<Col>,
+}
+
+impl Stmt {
+    /// The parameter values in the order this database binds them.
+    pub fn bind(&self, args: &Args) -> Result<Vec<SqlValue>, sqlx::Error> {
+        self.params
+            .iter()
+            .map(|p| {
+                args.0[*p as usize]
+                    .clone()
+                    .ok_or_else(|| sqlx::Error::Protocol(format!("fencelock bug: no value for parameter {p:?}")))
+            })
+            .collect()
+    }
+}
+
+/// Compiles `template`'s `:name` parameters into `flavor`'s placeholders. A `:` followed by a
+/// lowercase letter and not preceded by `:` starts a parameter (so `$1::bigint` casts and
+/// `'00:00:00'` literals are left alone).
+fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<Stmt> {
+    let bytes = template.as_bytes();
+    let mut sql = String::with_capacity(template.len());
+    let mut params: Vec<P> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts_param = bytes[i] == b':'
+            && (i == 0 || bytes[i - 1] != b':')
+            && bytes.get(i + 1).is_some_and(|c| c.is_ascii_lowercase());
+        if !starts_param {
+            let ch = template[i..].chars().next().unwrap_or(' ');
+            sql.push(ch);
+            i += ch.len_utf8();
+            continue;
+        }
+        let end = template[i + 1..]
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .map_or(template.len(), |n| i + 1 + n);
+        let name = &template[i + 1..end];
+        let p = P::from_name(name).ok_or_else(|| Error::internal(format!("unknown SQL parameter :{name}")))?;
+        match flavor {
+            Flavor::MySql => {
+                sql.push('?');
+                params.push(p);
+            }
+            Flavor::Sqlite | Flavor::Postgres => {
+                let n = match params.iter().position(|q| *q == p) {
+                    Some(at) => at + 1,
+                    None => {
+                        params.push(p);
+                        params.len()
+                    }
+                };
+                sql.push(if flavor == Flavor::Postgres { '$' } else { '?' });
+                sql.push_str(&n.to_string());
+            }
+        }
+        i = end;
+    }
+    Ok(Stmt { sql: sql.into(), params, cols: cols.to_vec() })
+}
+
+/// The pieces of SQL text that differ by database.
+struct Words {
+    /// The database clock, as a value comparable with `expires_at`.
+    now: &'static str,
+    /// The database clock in microseconds since the epoch (the token's time floor).
+    now_us: &'static str,
+    /// The expiry of a lease taken or renewed now: now + :ttl (µs).
+    expiry: &'static str,
+    /// Microseconds from now until `expires_at`.
+    left_us: &'static str,
+    for_update: &'static str,
+    /// An `INSERT` that does nothing when the key exists is `{insert_ignore} t (…) VALUES (…){on_conflict_nothing}`.
+    insert_ignore: &'static str,
+    on_conflict_nothing: &'static str,
+    /// The meta table's key column (a reserved word in MySQL).
+    key: &'static str,
+    bin_name: &'static str,
+    bin_owner: &'static str,
+    int: &'static str,
+    time: &'static str,
+    text: &'static str,
+    short_text: &'static str,
+    table_options: &'static str,
+}
+
+fn words(flavor: Flavor) -> Words {
+    match flavor {
+        Flavor::Sqlite => Words {
+            now: ":now",
+            now_us: ":now",
+            expiry: ":now + :ttl",
+            left_us: "expires_at - :now",
+            for_update: "",
+            insert_ignore: "INSERT INTO",
+            on_conflict_nothing: " ON CONFLICT DO NOTHING",
+            key: "key",
+            bin_name: "BLOB",
+            bin_owner: "BLOB",
+            int: "INTEGER",
+            time: "INTEGER",
+            text: "TEXT",
+            short_text: "TEXT",
+            table_options: " WITHOUT ROWID",
+        },
+        Flavor::Postgres => Words {
+            now: "clock_timestamp()",
+            now_us: "(extract(epoch from clock_timestamp()) * 1000000)::bigint",
+            expiry: "clock_timestamp() + :ttl::bigint * interval '1 microsecond'",
+            left_us: "(extract(epoch from (expires_at - clock_timestamp())) * 1000000)::bigint",
+            for_update: " FOR UPDATE",
+            insert_ignore: "INSERT INTO",
+            on_conflict_nothing: " ON CONFLICT DO NOTHING",
+            key: "key",
+            bin_name: "BYTEA",
+            bin_owner: "BYTEA",
+            int: "BIGINT",
+            time: "TIMESTAMPTZ",
+            text: "TEXT",
+            short_text: "TEXT",
+            table_options: "",
+        },
+        Flavor::MySql => Words {
+            now: "UTC_TIMESTAMP(6)",
+            now_us: "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+            expiry: "TIMESTAMPADD(MICROSECOND, :ttl, UTC_TIMESTAMP(6))",
+            left_us: "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)",
+            for_update: " FOR UPDATE",
+            insert_ignore: "INSERT IGNORE INTO",
+            on_conflict_nothing: "",
+            key: "`key`",
+            bin_name: "VARBINARY(255)",
+            bin_owner: "VARBINARY(16)",
+            int: "BIGINT",
+            time: "DATETIME(6)",
+            text: "TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            short_text: "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            table_options: " ENGINE=InnoDB",
+        },
+    }
+}
+
+/// Creating tables safely when several processes start at once.
+#[derive(Debug)]
+pub(crate) struct SchemaSql {
+    /// The tables, for messages.
+    pub tables: Vec<String>,
+    /// How many of `tables` exist (one row, one column).
+    pub exists: Stmt,
+    /// Run the creation in one transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: with the
+    /// advisory lock). MySQL commits each DDL statement by itself.
+    pub in_tx: bool,
+    /// Serializes creators: `pg_advisory_xact_lock`, or MySQL's `GET_LOCK`.
+    pub guard: Option<Stmt>,
+    pub unguard: Option<Stmt>,
+    pub guard_key: SqlValue,
+    pub guard_timeout: i64,
+    /// DDL, then the rows a new table starts with.
+    pub create: Vec<Stmt>,
+}
+
+fn schema(flavor: Flavor, tables: Vec<String>, create: Vec<Stmt>, timeout: Duration) -> Result<SchemaSql> {
+    let first = tables.first().cloned().unwrap_or_default();
+    let slots = if tables.len() == 2 { vec![":table", ":meta"] } else { vec![":table"] };
+    let exists = match flavor {
+        Flavor::Sqlite => format!(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND lower(name) IN ({})",
+            slots.iter().map(|s| format!("lower({s})")).collect::<Vec<_>>().join(", ")
+        ),
+        Flavor::Postgres => format!(
+            "SELECT count(*) FROM (VALUES {}) AS v(n) WHERE to_regclass(v.n) IS NOT NULL",
+            slots.iter().map(|s| format!("({s}::text)")).collect::<Vec<_>>().join(", ")
+        ),
+        Flavor::MySql => format!(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ({})",
+            slots.join(", ")
+        ),
+    };
+    let (guard, unguard, guard_key) = match flavor {
+        Flavor::Sqlite => (None, None, SqlValue::Null),
+        Flavor::Postgres => (
+            Some(compile(flavor, "SELECT pg_advisory_xact_lock(:guard)", &[])?),
+            None,
+            SqlValue::Int(fnv1a64(&[b"fencelock-create", first.to_ascii_lowercase().as_bytes()]) as i64),
+        ),
+        Flavor::MySql => (
+            Some(compile(flavor, "SELECT GET_LOCK(:guard, :guard_timeout)", &[Col::Int])?),
+            Some(compile(flavor, "SELECT RELEASE_LOCK(:guard)", &[Col::Int])?),
+            SqlValue::Text(format!("fencelock:{first}")),
+        ),
+    };
+    Ok(SchemaSql {
+        tables,
+        exists: compile(flavor, &exists, &[Col::Int])?,
+        in_tx: flavor != Flavor::MySql,
+        guard,
+        unguard,
+        guard_key,
+        guard_timeout: timeout.as_secs().max(1) as i64,
+        create,
+    })
+}
+
+/// How a lock is taken.
+#[derive(Debug)]
+pub(crate) enum AcquireSql {
+    /// One upsert that takes a free or expired row and returns its new token; when it takes
+    /// nothing, the time left comes from its second column (PostgreSQL) or from `left`.
+    Upsert { upsert: Stmt, left: Option<Stmt> },
+    /// A transaction: `seed` (autocommit) makes sure the row exists, `lock` locks it and says
+    /// whether it is held and for how long, `take` mints the token, `token` reads it back.
+    LockRow { seed: Stmt, lock: Stmt, take: Stmt, token: Stmt },
+}
+
+/// The lease table's statements for one database and table name.
+#[derive(Debug)]
+pub(crate) struct LockSql {
+    pub flavor: Flavor,
+    pub table: String,
+    pub acquire: AcquireSql,
+    pub renew: Stmt,
+    pub release: Stmt,
+    pub inspect: Stmt,
+    /// Every write runs in a write transaction, with the clock read inside it (SQLite).
+    pub writes_in_tx: bool,
+    pub schema: SchemaSql,
+    pub read_meta: Stmt,
+    /// Writes the meta table's rows unless they are there (also the last statement of
+    /// `schema.create`).
+    pub seed_meta: Stmt,
+}
+
+impl LockSql {
+    pub fn new(flavor: Flavor, t: &str, timeout: Duration) -> Result<Self> {
+        let w = words(flavor);
+        let c = |sql: &str, cols: &[Col]| compile(flavor, sql, cols);
+        let (now, now_us, expiry, left_us) = (w.now, w.now_us, w.expiry, w.left_us);
+        let held = format!("CASE WHEN owner IS NOT NULL AND expires_at >= {now} THEN 1 ELSE 0 END");
+        let acquire = match flavor {
+            Flavor::Sqlite => AcquireSql::Upsert {
+                upsert: c(
+                    &format!(
+                        "INSERT INTO {t} (name, owner, token, expires_at, holder) \
+                         VALUES (:name, :owner, :now, {expiry}, :holder) \
+                         ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
+                           token = MAX({t}.token + 1, :now), expires_at = excluded.expires_at, \
+                           holder = excluded.holder \
+                         WHERE {t}.owner IS NULL OR {t}.expires_at < :now \
+                         RETURNING token"
+                    ),
+                    &[Col::Int],
+                )?,
+                left: Some(c(&format!("SELECT {left_us} FROM {t} WHERE name = :name"), &[Col::Int])?),
+            },
+            Flavor::Postgres => AcquireSql::Upsert {
+                // The token's floor and the expiry are read again in DO UPDATE, after the row
+                // lock is held; the outer SELECT sees the row as it was before the statement
+                // (the holder's time left, when nothing was taken).
+                upsert: c(
+                    &format!(
+                        "WITH taken AS ( \
+                           INSERT INTO {t} AS l (name, owner, token, expires_at, holder) \
+                           VALUES (:name, :owner, {now_us}, {expiry}, :holder) \
+                           ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
+                             token = GREATEST(l.token + 1, {now_us}), expires_at = {expiry}, \
+                             holder = excluded.holder \
+                           WHERE l.owner IS NULL OR l.expires_at < {now} \
+                           RETURNING l.token) \
+                         SELECT (SELECT token FROM taken), (SELECT {left_us} FROM {t} WHERE name = :name)"
+                    ),
+                    &[Col::Int, Col::Int],
+                )?,
+                left: None,
+            },
+            Flavor::MySql => AcquireSql::LockRow {
+                seed: c(
+                    &format!(
+                        "INSERT IGNORE INTO {t} (name, owner, token, expires_at, holder) \
+                         VALUES (:name, NULL, 0, NULL, NULL)"
+                    ),
+                    &[],
+                )?,
+                lock: c(&format!("SELECT {held}, {left_us} FROM {t} WHERE name = :name FOR UPDATE"), &[Col::Int, Col::Int])?,
+                take: c(
+                    &format!(
+                        "UPDATE {t} SET owner = :owner, token = GREATEST(token + 1, {now_us}), \
+                         expires_at = {expiry}, holder = :holder WHERE name = :name"
+                    ),
+                    &[],
+                )?,
+                token: c(&format!("SELECT token FROM {t} WHERE name = :name"), &[Col::Int])?,
+            },
+        };
+        let free_row = format!(
+            "UPDATE {t} SET owner = NULL, expires_at = NULL, holder = NULL WHERE name = :name AND owner = :owner"
+        );
+        let release = match flavor {
+            // The NOTIFY is sent only when a row was released, and delivered at its commit.
+            Flavor::Postgres => format!("WITH released AS ({free_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"),
+            _ => free_row,
+        };
+        let meta = format!("{t}_meta");
+        let key = w.key;
+        let mut create = vec![
+            c(
+                &format!(
+                    "CREATE TABLE IF NOT EXISTS {t} (name {} NOT NULL PRIMARY KEY, owner {}, \
+                     token {} NOT NULL, expires_at {}, holder {}){}",
+                    w.bin_name, w.bin_owner, w.int, w.time, w.text, w.table_options
+                ),
+                &[],
+            )?,
+            c(
+                &format!(
+                    "CREATE TABLE IF NOT EXISTS {meta} ({key} {} NOT NULL PRIMARY KEY, value {} NOT NULL){}",
+                    if flavor == Flavor::MySql { "VARCHAR(64) CHARACTER SET ascii" } else { w.short_text },
+                    w.short_text,
+                    if flavor == Flavor::Sqlite { "" } else { w.table_options }
+                ),
+                &[],
+            )?,
+        ];
+        let seed_meta = c(
+            &format!(
+                "{} {meta} ({key}, value) VALUES ('schema_version', :version), ('deployment_id', :deployment){}",
+                w.insert_ignore, w.on_conflict_nothing
+            ),
+            &[],
+        )?;
+        create.push(seed_meta.clone());
+        Ok(LockSql {
+            flavor,
+            table: t.to_string(),
+            acquire,
+            renew: c(
+                &format!("UPDATE {t} SET expires_at = {expiry} WHERE name = :name AND owner = :owner AND expires_at >= {now}"),
+                &[],
+            )?,
+            release: c(&release, &[])?,
+            inspect: c(
+                &format!("SELECT {held}, token, holder, {left_us} FROM {t} WHERE name = :name"),
+                &[Col::Int, Col::Int, Col::Text, Col::Int],
+            )?,
+            writes_in_tx: flavor == Flavor::Sqlite,
+            schema: schema(flavor, vec![t.to_string(), meta.clone()], create, timeout)?,
+            read_meta: c(
+                &format!(
+                    "SELECT (SELECT value FROM {meta} WHERE {key} = 'schema_version'), \
+                            (SELECT value FROM {meta} WHERE {key} = 'deployment_id')"
+                ),
+                &[Col::Text, Col::Text],
+            )?,
+            seed_meta,
+        })
+    }
+
+    /// The PostgreSQL channel that releases of `name` are announced on: NOTIFY channels are
+    /// identifiers of at most 63 bytes, so the table and name are hashed (a collision wakes
+    /// a waiter for nothing, once).
+    pub fn channel(&self, name: &str) -> Option<String> {
+        (self.flavor == Flavor::Postgres).then(|| {
+            let hash = fnv1a64(&[self.table.to_ascii_lowercase().as_bytes(), name.as_bytes()]);
+            format!("fencelock_{hash:016x}")
+        })
+    }
+}
+
+/// The fence table's statements for one database and table name.
+#[derive(Debug)]
+pub(crate) struct FenceSql {
+    pub schema: SchemaSql,
+    /// Reads the resource's row, locking it for the transaction.
+    pub lock: Stmt,
+    /// Reads the resource's row without locking it.
+    pub read: Stmt,
+    /// Creates the resource's row (autocommit) when it is missing.
+    pub seed: Stmt,
+    pub set_lock: Stmt,
+    pub advance: Stmt,
+}
+
+impl FenceSql {
+    pub fn new(flavor: Flavor, t: &str, timeout: Duration) -> Result<Self> {
+        let w = words(flavor);
+        let c = |sql: &str, cols: &[Col]| compile(flavor, sql, cols);
+        let create = vec![c(
+            &format!(
+                "CREATE TABLE IF NOT EXISTS {t} (resource {} NOT NULL PRIMARY KEY, token {} NOT NULL, lock_key {}){}",
+                w.bin_name, w.int, w.text, w.table_options
+            ),
+            &[],
+        )?];
+        Ok(FenceSql {
+            schema: schema(flavor, vec![t.to_string()], create, timeout)?,
+            lock: c(
+                &format!("SELECT token, lock_key FROM {t} WHERE resource = :resource{}", w.for_update),
+                &[Col::Int, Col::Text],
+            )?,
+            read: c(&format!("SELECT token, lock_key FROM {t} WHERE resource = :resource"), &[Col::Int, Col::Text])?,
+            seed: c(
+                &format!(
+                    "{} {t} (resource, token, lock_key) VALUES (:resource, -1, NULL){}",
+                    w.insert_ignore, w.on_conflict_nothing
+                ),
+                &[],
+            )?,
+            set_lock: c(&format!("UPDATE {t} SET lock_key = :lock_key WHERE resource = :resource"), &[])?,
+            advance: c(
+                &format!("UPDATE {t} SET token = :token WHERE resource = :resource AND token <= :token"),
+                &[],
+            )?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_parameters_compile_to_each_databases_placeholders() {
+        let t = "UPDATE t SET a = :ttl::bigint, b = '00:00:00' WHERE name = :name AND c = :ttl";
+        let pg = compile(Flavor::Postgres, t, &[]).unwrap();
+        assert_eq!(&*pg.sql, "UPDATE t SET a = $1::bigint, b = '00:00:00' WHERE name = $2 AND c = $1");
+        assert_eq!(pg.params, vec![P::Ttl, P::Name]);
+        let lite = compile(Flavor::Sqlite, t, &[]).unwrap();
+        assert_eq!(&*lite.sql, "UPDATE t SET a = ?1::bigint, b = '00:00:00' WHERE name = ?2 AND c = ?1");
+        let my = compile(Flavor::MySql, t, &[]).unwrap();
+        assert_eq!(&*my.sql, "UPDATE t SET a = ?::bigint, b = '00:00:00' WHERE name = ? AND c = ?");
+        assert_eq!(my.params, vec![P::Ttl, P::Name, P::Ttl]);
+        assert!(compile(Flavor::MySql, "SELECT :nope", &[]).is_err());
+    }
+
+    #[test]
+    fn sqlite_keeps_its_original_acquire_statement() {
+        let sql = LockSql::new(Flavor::Sqlite, "fencelock_locks", Duration::from_secs(10)).unwrap();
+        let AcquireSql::Upsert { upsert, .. } = &sql.acquire else { panic!("sqlite upserts") };
+        assert!(upsert.sql.contains("VALUES (?1, ?2, ?3, ?3 + ?4, ?5)"), "{}", upsert.sql);
+        assert_eq!(upsert.params, vec![P::Name, P::Owner, P::Now, P::Ttl, P::Holder]);
+    }
+
+    #[test]
+    fn every_statement_gets_all_its_parameters() {
+        let all = Args::new()
+            .with(P::Name, SqlValue::Bytes(b"n".to_vec()))
+            .with(P::Owner, SqlValue::Bytes(vec![0; 16]))
+            .with(P::Ttl, SqlValue::Int(1))
+            .with(P::Holder, SqlValue::Text("h".into()))
+            .with(P::Now, SqlValue::Int(1))
+            .with(P::Channel, SqlValue::Text("c".into()))
+            .with(P::Table, SqlValue::Text("t".into()))
+            .with(P::Meta, SqlValue::Text("t_meta".into()))
+            .with(P::Version, SqlValue::Text("1".into()))
+            .with(P::Deployment, SqlValue::Text("d".into()))
+            .with(P::Guard, SqlValue::Int(1))
+            .with(P::GuardTimeout, SqlValue::Int(1))
+            .with(P::Resource, SqlValue::Bytes(b"r".to_vec()))
+            .with(P::Token, SqlValue::Int(1))
+            .with(P::LockKey, SqlValue::Text("k".into()));
+        for flavor in [Flavor::Sqlite, Flavor::Postgres, Flavor::MySql] {
+            let lock = LockSql::new(flavor, "t", Duration::from_secs(10)).unwrap();
+            let fence = FenceSql::new(flavor, "f", Duration::from_secs(10)).unwrap();
+            let placeholders = |s: &Stmt| match flavor {
+                Flavor::MySql => s.sql.matches('?').count(),
+                _ => s.params.len(),
+            };
+            let mut stmts = vec![&lock.renew, &lock.release, &lock.inspect, &lock.read_meta, &lock.seed_meta, &lock.schema.exists];
+            stmts.extend(lock.schema.create.iter());
+            stmts.extend([&fence.lock, &fence.read, &fence.seed, &fence.set_lock, &fence.advance, &fence.schema.exists]);
+            for s in stmts {
+                let bound = s.bind(&all).unwrap();
+                assert_eq!(bound.len(), placeholders(s), "{flavor:?}: {}", s.sql);
+            }
+        }
+        let pg = LockSql::new(Flavor::Postgres, "Locks", Duration::from_secs(10)).unwrap();
+        let channel = pg.channel("job").unwrap();
+        assert!(channel.len() <= 63 && channel.starts_with("fencelock_"));
+        assert_eq!(LockSql::new(Flavor::Postgres, "locks", Duration::from_secs(1)).unwrap().channel("job"), Some(channel));
+        assert_eq!(LockSql::new(Flavor::MySql, "t", Duration::from_secs(1)).unwrap().channel("job"), None);
+    }
+}

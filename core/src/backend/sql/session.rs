@@ -1,0 +1,226 @@
+//! One small interface over the three sqlx drivers: a pool hands out plain connections
+//! (autocommit) and transactions, and both run statements with [`SqlValue`] parameters and
+//! return rows of [`SqlValue`]s. The lease table and the fence are written once against it.
+//!
+//! The impls are stamped out per driver by a macro because sqlx's types differ per driver
+//! (argument buffers, rows); nothing in them is specific to one database except how a
+//! typeless NULL is bound.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sqlx::{AssertSqlSafe, Arguments, Row as _};
+
+use crate::fence::SqlValue;
+
+/// What a statement's result column is read as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Col {
+    /// Any integer (or boolean, as 0/1), or NULL.
+    Int,
+    /// Text (or bytes, read as UTF-8), or NULL.
+    Text,
+}
+
+pub(crate) type Row = Vec<SqlValue>;
+
+pub(crate) fn int(row: &Row, i: usize) -> Option<i64> {
+    match row.get(i) {
+        Some(SqlValue::Int(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+pub(crate) fn text(row: &Row, i: usize) -> Option<String> {
+    match row.get(i) {
+        Some(SqlValue::Text(v)) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+/// A pooled connection (each statement commits by itself) or a transaction.
+#[async_trait]
+pub(crate) trait Session: Send {
+    /// Runs a statement; the rows it affected (or returned, for a PostgreSQL `SELECT`).
+    async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error>;
+    /// Runs a statement and reads its first row as `cols`.
+    async fn fetch_optional(
+        &mut self,
+        sql: &Arc<str>,
+        params: Vec<SqlValue>,
+        cols: &[Col],
+    ) -> Result<Option<Row>, sqlx::Error>;
+    /// Commits a transaction (nothing to do for a plain connection).
+    async fn commit(self: Box<Self>) -> Result<(), sqlx::Error>;
+    /// Rolls a transaction back (nothing to do for a plain connection).
+    async fn rollback(self: Box<Self>) -> Result<(), sqlx::Error>;
+}
+
+#[async_trait]
+pub(crate) trait SqlPool: Send + Sync {
+    /// A connection whose statements commit one by one.
+    async fn connection(&self) -> Result<Box<dyn Session>, sqlx::Error>;
+    /// A write transaction (`BEGIN IMMEDIATE` on SQLite, so the write lock is taken first).
+    async fn begin(&self) -> Result<Box<dyn Session>, sqlx::Error>;
+    async fn close(&self);
+}
+
+/// A sqlx pool of one driver, and how its write transactions begin.
+pub(crate) struct Pooled<DB: sqlx::Database> {
+    pub pool: sqlx::Pool<DB>,
+    pub begin_sql: Option<&'static str>,
+}
+
+pub(crate) struct Conn<DB: sqlx::Database>(sqlx::pool::PoolConnection<DB>);
+pub(crate) struct Tx<DB: sqlx::Database>(sqlx::Transaction<'static, DB>);
+
+/// PostgreSQL types every parameter; a NULL with no type lets the server infer it from the
+/// statement, as it does for a literal NULL (sqlx would otherwise send whatever type the
+/// Rust `None` had, and `INSERT … VALUES ($1)` into a text column would fail).
+struct UntypedNull;
+
+impl sqlx::Type<sqlx::Postgres> for UntypedNull {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        sqlx::postgres::PgTypeInfo::with_oid(sqlx::postgres::types::Oid(0))
+    }
+}
+
+impl sqlx::Encode<'_, sqlx::Postgres> for UntypedNull {
+    fn encode_by_ref(
+        &self,
+        _buf: &mut sqlx::postgres::PgArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        Ok(sqlx::encode::IsNull::Yes)
+    }
+}
+
+macro_rules! driver {
+    ($db:ty, $args:ty, $null:expr) => {
+        impl Pooled<$db> {
+            fn bind(params: Vec<SqlValue>) -> Result<$args, sqlx::Error> {
+                let mut args = <$args>::default();
+                for value in params {
+                    let added = match value {
+                        SqlValue::Null => args.add($null),
+                        SqlValue::Int(v) => args.add(v),
+                        SqlValue::Float(v) => args.add(v),
+                        SqlValue::Text(v) => args.add(v),
+                        SqlValue::Bytes(v) => args.add(v),
+                    };
+                    added.map_err(sqlx::Error::Encode)?;
+                }
+                Ok(args)
+            }
+
+            fn decode(row: &<$db as sqlx::Database>::Row, cols: &[Col]) -> Result<Row, sqlx::Error> {
+                let mut out = Vec::with_capacity(cols.len());
+                for (i, col) in cols.iter().enumerate() {
+                    let value = match col {
+                        Col::Int => {
+                            if let Ok(v) = row.try_get::<Option<i64>, _>(i) {
+                                v.map(SqlValue::Int)
+                            } else if let Ok(v) = row.try_get::<Option<i32>, _>(i) {
+                                v.map(|v| SqlValue::Int(v.into()))
+                            } else if let Ok(v) = row.try_get::<Option<i16>, _>(i) {
+                                v.map(|v| SqlValue::Int(v.into()))
+                            } else if let Ok(v) = row.try_get::<Option<bool>, _>(i) {
+                                v.map(|v| SqlValue::Int(v.into()))
+                            } else {
+                                row.try_get::<Option<i64>, _>(i)?.map(SqlValue::Int)
+                            }
+                        }
+                        Col::Text => {
+                            if let Ok(v) = row.try_get::<Option<String>, _>(i) {
+                                v.map(SqlValue::Text)
+                            } else {
+                                row.try_get::<Option<Vec<u8>>, _>(i)?
+                                    .map(|b| SqlValue::Text(String::from_utf8_lossy(&b).into_owned()))
+                            }
+                        }
+                    };
+                    out.push(value.unwrap_or(SqlValue::Null));
+                }
+                Ok(out)
+            }
+        }
+
+        #[async_trait]
+        impl Session for Conn<$db> {
+            async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args).execute(&mut *self.0).await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn fetch_optional(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+                cols: &[Col],
+            ) -> Result<Option<Row>, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args).fetch_optional(&mut *self.0).await?;
+                row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
+            }
+
+            async fn commit(self: Box<Self>) -> Result<(), sqlx::Error> {
+                Ok(())
+            }
+
+            async fn rollback(self: Box<Self>) -> Result<(), sqlx::Error> {
+                Ok(())
+            }
+        }
+
+        #[async_trait]
+        impl Session for Tx<$db> {
+            async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args).execute(&mut *self.0).await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn fetch_optional(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+                cols: &[Col],
+            ) -> Result<Option<Row>, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args).fetch_optional(&mut *self.0).await?;
+                row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
+            }
+
+            async fn commit(self: Box<Self>) -> Result<(), sqlx::Error> {
+                self.0.commit().await
+            }
+
+            async fn rollback(self: Box<Self>) -> Result<(), sqlx::Error> {
+                self.0.rollback().await
+            }
+        }
+
+        #[async_trait]
+        impl SqlPool for Pooled<$db> {
+            async fn connection(&self) -> Result<Box<dyn Session>, sqlx::Error> {
+                Ok(Box::new(Conn(self.pool.acquire().await?)))
+            }
+
+            async fn begin(&self) -> Result<Box<dyn Session>, sqlx::Error> {
+                let tx = match self.begin_sql {
+                    Some(sql) => self.pool.begin_with(sql).await?,
+                    None => self.pool.begin().await?,
+                };
+                Ok(Box::new(Tx(tx)))
+            }
+
+            async fn close(&self) {
+                self.pool.close().await;
+            }
+        }
+    };
+}
+
+driver!(sqlx::Sqlite, sqlx::sqlite::SqliteArguments, Option::<i64>::None);
+driver!(sqlx::Postgres, sqlx::postgres::PgArguments, UntypedNull);
+driver!(sqlx::MySql, sqlx::mysql::MySqlArguments, Option::<i64>::None);

@@ -1,0 +1,440 @@
+//! The lease table algorithm (design §3), written once for SQLite, PostgreSQL and
+//! MySQL/MariaDB; the statements it runs come from [`super::dialect`].
+//!
+//! - acquire takes the row only if `owner IS NULL OR expires_at < now` (the database's
+//!   clock), sets the owner, mints `token = max(counter + 1, now in µs)`, sets the expiry;
+//! - renew sets `expires_at = now + ttl` where name and owner match and the lease has not
+//!   expired, so an expired lease is never revived;
+//! - release sets `owner = NULL` where name and owner match; the row stays, and so does its
+//!   counter (a row deleted by hand is covered by the time floor);
+//! - waiting is woken by PostgreSQL's NOTIFY (one listening connection per Locker) and
+//!   polls elsewhere.
+//!
+//! A deadlock or serialization failure rolls the whole transaction back, so those are run
+//! again at once (a few times) before anything is reported.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::dialect::{AcquireSql, Args, Flavor, LockSql, P, SchemaSql};
+use super::session::{SqlPool, int, text};
+use super::{SqlSettings, conflict_pause, is_conflict, is_duplicate_create, is_missing_table, map_sqlx_error};
+use crate::backend::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
+use crate::clock::unix_micros;
+use crate::error::{Error, Result};
+use crate::fence::SqlValue;
+use crate::ids::OwnerId;
+use crate::name::LockName;
+use crate::options::LockerOptions;
+use crate::url::{BackendKind, LockerUrl};
+
+/// A failure inside one SQL operation: a driver error (mapped, or retried when it is a
+/// conflict) or fencelock's own verdict.
+pub(crate) enum OpError {
+    Sql(sqlx::Error),
+    Fail(Error),
+}
+
+impl From<sqlx::Error> for OpError {
+    fn from(e: sqlx::Error) -> Self {
+        OpError::Sql(e)
+    }
+}
+
+impl From<Error> for OpError {
+    fn from(e: Error) -> Self {
+        OpError::Fail(e)
+    }
+}
+
+/// Runs `op`, again after a deadlock or serialization failure (the database rolled it back),
+/// and maps what finally fails. A missing `table` (dropped while in use) is named.
+pub(crate) async fn with_conflict_retries<T, F, Fut>(context: &str, table: &str, op: F) -> Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = std::result::Result<T, OpError>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Ok(value) => return Ok(value),
+            Err(OpError::Sql(e)) if is_conflict(&e) && attempt < 5 => {
+                attempt += 1;
+                tracing::debug!("fencelock: {context}: conflict with a concurrent transaction, retrying");
+                conflict_pause(attempt).await;
+            }
+            Err(OpError::Sql(e)) if is_missing_table(&e) => {
+                let err = map_sqlx_error(context, e);
+                return Err(Error::backend(format!(
+                    "{}; fencelock's table {table} is missing: create it (docs/sql.md) or let fencelock \
+                     create it (create_table=true)",
+                    err.message()
+                )));
+            }
+            Err(OpError::Sql(e)) => return Err(map_sqlx_error(context, e)),
+            Err(OpError::Fail(e)) => return Err(e),
+        }
+    }
+}
+
+/// The database flavor and the URL options it knows besides the shared ones.
+pub(crate) fn flavor_of(url: &LockerUrl) -> Result<(Flavor, &'static [&'static str])> {
+    match url.kind {
+        BackendKind::Sqlite => Ok((Flavor::Sqlite, super::sqlite::OPTIONS)),
+        BackendKind::Postgres => Ok((Flavor::Postgres, super::postgres::OPTIONS)),
+        BackendKind::MySql => Ok((Flavor::MySql, super::mysql::OPTIONS)),
+        other => Err(Error::internal(format!("{} is not a SQL backend", other.as_str()))),
+    }
+}
+
+/// Creates the tables of `schema` unless they exist (or checks that they exist, when the
+/// user turned creation off). Safe when several processes start at once: creators are
+/// serialized by the database (`BEGIN IMMEDIATE`, `pg_advisory_xact_lock`, `GET_LOCK`), and a
+/// creator that still meets a half-made duplicate (another tool's, or an older fencelock's)
+/// tries again.
+pub(crate) async fn ensure_tables(
+    pool: &dyn SqlPool,
+    schema: &SchemaSql,
+    create: bool,
+    args: Args,
+    what: &str,
+) -> Result<()> {
+    let mut args = args
+        .with(P::Table, SqlValue::Text(schema.tables.first().cloned().unwrap_or_default()))
+        .with(P::Guard, schema.guard_key.clone())
+        .with(P::GuardTimeout, SqlValue::Int(schema.guard_timeout));
+    if let Some(meta) = schema.tables.get(1) {
+        args.set(P::Meta, SqlValue::Text(meta.clone()));
+    }
+    let names = match schema.tables.as_slice() {
+        [table, meta] => format!("{table} (with {meta})"),
+        tables => tables.join(", "),
+    };
+    let context = format!("creating the {what} {names}");
+    let mut attempt = 0;
+    loop {
+        let existing = count_existing(pool, schema, &args).await.map_err(|e| map_sqlx_error(&context, e))?;
+        if existing >= schema.tables.len() as i64 {
+            return Ok(());
+        }
+        if !create {
+            return Err(Error::backend(format!(
+                "the {what} {names} does not exist and create_table=false; create it (docs/sql.md \
+                 has the statements) or let fencelock create it"
+            )));
+        }
+        match create_once(pool, schema, &args).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_duplicate_create(&e) && attempt < 5 => {
+                attempt += 1;
+                tracing::debug!("fencelock: {context}: another process created it at the same moment; checking again");
+                conflict_pause(attempt).await;
+            }
+            Err(e) => {
+                let err = map_sqlx_error(&context, e);
+                if err.code() == crate::ErrorCode::Auth {
+                    return Err(Error::auth(format!(
+                        "{}; a role that may not create tables needs them made first by their owner \
+                         (docs/sql.md), and create_table=false",
+                        err.message()
+                    )));
+                }
+                return Err(err);
+            }
+        }
+    }
+}
+
+async fn count_existing(pool: &dyn SqlPool, schema: &SchemaSql, args: &Args) -> std::result::Result<i64, sqlx::Error> {
+    let mut conn = pool.connection().await?;
+    let row = conn.fetch_optional(&schema.exists.sql, schema.exists.bind(args)?, &schema.exists.cols).await?;
+    Ok(row.and_then(|r| int(&r, 0)).unwrap_or(0))
+}
+
+async fn create_once(pool: &dyn SqlPool, schema: &SchemaSql, args: &Args) -> std::result::Result<(), sqlx::Error> {
+    let mut session = if schema.in_tx { pool.begin().await? } else { pool.connection().await? };
+    if let Some(guard) = &schema.guard {
+        session.fetch_optional(&guard.sql, guard.bind(args)?, &guard.cols).await?;
+    }
+    let mut result = Ok(());
+    for stmt in &schema.create {
+        if let Err(e) = session.execute(&stmt.sql, stmt.bind(args)?).await {
+            result = Err(e);
+            break;
+        }
+    }
+    if let Some(unguard) = &schema.unguard {
+        // Session-level (MySQL GET_LOCK): released even when the creation failed.
+        let _ = session.fetch_optional(&unguard.sql, unguard.bind(args)?, &unguard.cols).await;
+    }
+    match result {
+        Ok(()) => session.commit().await,
+        Err(e) => {
+            let _ = session.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+/// Reads the layout version and deployment id from `<table>_meta`. When its rows are missing
+/// and fencelock may create the table, they are written first (`seed`): another process made
+/// the tables a moment ago and has not written them yet (MySQL commits each DDL statement by
+/// itself, so the tables are visible before their rows), or the tables were made by hand. The
+/// insert keeps whichever rows land first, so every process reads the same deployment id.
+async fn read_meta(pool: &dyn SqlPool, sql: &LockSql, seed: Option<&Args>) -> Result<String> {
+    let t = &sql.table;
+    let read = || async {
+        let mut conn = pool.connection().await?;
+        let row = conn.fetch_optional(&sql.read_meta.sql, sql.read_meta.bind(&Args::new())?, &sql.read_meta.cols).await?;
+        Ok::<_, sqlx::Error>(row.unwrap_or_default())
+    };
+    let explain = |e: sqlx::Error| {
+        if is_missing_table(&e) {
+            Error::backend(format!(
+                "the lease table {t} (with {t}_meta) does not exist; create it (docs/sql.md) or let \
+                 fencelock create it (create_table=true)"
+            ))
+        } else {
+            map_sqlx_error("reading the lease table's version", e)
+        }
+    };
+    let mut row = read().await.map_err(explain)?;
+    if let Some(args) = seed
+        && (text(&row, 0).is_none() || text(&row, 1).is_none())
+    {
+        let write = async {
+            let mut conn = pool.connection().await?;
+            conn.execute(&sql.seed_meta.sql, sql.seed_meta.bind(args)?).await
+        };
+        write.await.map_err(|e| map_sqlx_error(&format!("writing the first rows of {t}_meta"), e))?;
+        row = read().await.map_err(explain)?;
+    }
+    let version = text(&row, 0)
+        .and_then(|v| v.parse::<i64>().ok())
+        .ok_or_else(|| Error::backend(format!("{t}_meta has no schema_version row")))?;
+    super::check_schema_version(version, t)?;
+    text(&row, 1).ok_or_else(|| Error::backend(format!("{t}_meta has no deployment_id row")))
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn duration_from_micros(us: i64) -> Duration {
+    Duration::from_micros(us.max(0) as u64)
+}
+
+fn minted(token: Option<i64>) -> std::result::Result<u64, OpError> {
+    match token {
+        Some(t) if t > 0 => Ok(t as u64),
+        other => Err(OpError::Fail(Error::backend(format!(
+            "the lease table returned no usable token ({other:?}); was the row changed by hand?"
+        )))),
+    }
+}
+
+/// The SQL lease table on any of the three databases.
+pub struct SqlBackend {
+    kind: BackendKind,
+    pool: Arc<dyn SqlPool>,
+    sql: LockSql,
+    deployment_id: String,
+    /// PostgreSQL: the Locker's one LISTEN connection, opened on first wait.
+    notifier: Option<super::postgres::Notifier>,
+    closed: AtomicBool,
+}
+
+impl SqlBackend {
+    pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
+        let (flavor, known) = flavor_of(url)?;
+        let settings = SqlSettings::from_url(url, super::DEFAULT_TABLE, known)?;
+        let sql = LockSql::new(flavor, &settings.table, options.operation_timeout)?;
+        let pool = super::open_pool(url, options, &settings).await?;
+        let prepared = async {
+            let seed = Args::new()
+                .with(P::Version, SqlValue::Text(super::SCHEMA_VERSION.to_string()))
+                .with(P::Deployment, SqlValue::Text(OwnerId::random()?.to_uuid_string()));
+            ensure_tables(pool.as_ref(), &sql.schema, settings.create_table, seed.clone(), "lease table").await?;
+            read_meta(pool.as_ref(), &sql, settings.create_table.then_some(&seed)).await
+        };
+        let deployment_id = match prepared.await {
+            Ok(id) => id,
+            Err(e) => {
+                pool.close().await;
+                return Err(e);
+            }
+        };
+        let notifier = match flavor {
+            Flavor::Postgres => Some(super::postgres::Notifier::new(
+                super::postgres::connect_options(url, options)?,
+                options.operation_timeout,
+                tokio::runtime::Handle::try_current()
+                    .map_err(|_| Error::internal("a Locker must connect inside a tokio runtime"))?,
+            )),
+            _ => None,
+        };
+        Ok(SqlBackend { kind: url.kind, pool, sql, deployment_id, notifier, closed: AtomicBool::new(false) })
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("the locker was closed"));
+        }
+        Ok(())
+    }
+
+    fn context(&self, what: &str) -> String {
+        format!("{} {what}", self.kind.as_str())
+    }
+
+    fn lock_args(name: &LockName, owner: OwnerId) -> Args {
+        Args::new()
+            .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
+            .with(P::Owner, SqlValue::Bytes(owner.as_bytes().to_vec()))
+    }
+
+    async fn acquire_once(&self, req: &AcquireRequest<'_>) -> std::result::Result<Attempt, OpError> {
+        let mut args = Self::lock_args(req.name, req.owner)
+            .with(P::Ttl, SqlValue::Int(micros(req.ttl)))
+            .with(P::Holder, SqlValue::Text(req.holder.to_string()));
+        match &self.sql.acquire {
+            AcquireSql::Upsert { upsert, left } => {
+                let mut s = if self.sql.writes_in_tx { self.pool.begin().await? } else { self.pool.connection().await? };
+                // SQLite's clock, read once the write lock is held.
+                args.set(P::Now, SqlValue::Int(unix_micros()));
+                let row = s.fetch_optional(&upsert.sql, upsert.bind(&args)?, &upsert.cols).await?;
+                let attempt = match row.as_ref().and_then(|r| int(r, 0)) {
+                    Some(token) => Attempt::Acquired { token: minted(Some(token))? },
+                    None => {
+                        let left_us = match left {
+                            None => row.as_ref().and_then(|r| int(r, 1)),
+                            Some(left) => {
+                                s.fetch_optional(&left.sql, left.bind(&args)?, &left.cols).await?.and_then(|r| int(&r, 0))
+                            }
+                        };
+                        Attempt::Held { expires_in: left_us.map(duration_from_micros) }
+                    }
+                };
+                s.commit().await?;
+                Ok(attempt)
+            }
+            AcquireSql::LockRow { seed, lock, take, token } => {
+                for _ in 0..3 {
+                    let mut tx = self.pool.begin().await?;
+                    let Some(row) = tx.fetch_optional(&lock.sql, lock.bind(&args)?, &lock.cols).await? else {
+                        // No row yet: insert it on its own, outside any transaction, then lock it.
+                        tx.rollback().await?;
+                        self.pool.connection().await?.execute(&seed.sql, seed.bind(&args)?).await?;
+                        continue;
+                    };
+                    if int(&row, 0) == Some(1) {
+                        tx.rollback().await?;
+                        return Ok(Attempt::Held { expires_in: int(&row, 1).map(duration_from_micros) });
+                    }
+                    tx.execute(&take.sql, take.bind(&args)?).await?;
+                    let minted_token = tx.fetch_optional(&token.sql, token.bind(&args)?, &token.cols).await?;
+                    let minted_token = minted(minted_token.and_then(|r| int(&r, 0)))?;
+                    tx.commit().await?;
+                    return Ok(Attempt::Acquired { token: minted_token });
+                }
+                Err(OpError::Fail(Error::unavailable(format!(
+                    "the row of lock {:?} kept disappearing while it was taken (deleted by hand?)",
+                    req.name.as_str()
+                ))))
+            }
+        }
+    }
+
+    async fn renew_once(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> std::result::Result<Renewal, OpError> {
+        let mut s = if self.sql.writes_in_tx { self.pool.begin().await? } else { self.pool.connection().await? };
+        let args = Self::lock_args(name, owner)
+            .with(P::Ttl, SqlValue::Int(micros(ttl)))
+            .with(P::Now, SqlValue::Int(unix_micros()));
+        let n = s.execute(&self.sql.renew.sql, self.sql.renew.bind(&args)?).await?;
+        s.commit().await?;
+        Ok(if n == 1 { Renewal::Renewed } else { Renewal::NotOurs })
+    }
+
+    async fn release_once(&self, name: &LockName, owner: OwnerId) -> std::result::Result<bool, OpError> {
+        let mut s = if self.sql.writes_in_tx { self.pool.begin().await? } else { self.pool.connection().await? };
+        let mut args = Self::lock_args(name, owner);
+        if let Some(channel) = self.sql.channel(name.as_str()) {
+            args.set(P::Channel, SqlValue::Text(channel));
+        }
+        let n = s.execute(&self.sql.release.sql, self.sql.release.bind(&args)?).await?;
+        s.commit().await?;
+        Ok(n == 1)
+    }
+
+    async fn inspect_once(&self, name: &LockName) -> std::result::Result<LockInfo, OpError> {
+        let mut conn = self.pool.connection().await?;
+        let args = Args::new()
+            .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
+            .with(P::Now, SqlValue::Int(unix_micros()));
+        let stmt = &self.sql.inspect;
+        let row = conn.fetch_optional(&stmt.sql, stmt.bind(&args)?, &stmt.cols).await?;
+        let Some(row) = row else {
+            return Ok(LockInfo { name: name.to_string(), held: false, token: None, holder: None, time_left: None });
+        };
+        let held = int(&row, 0) == Some(1);
+        Ok(LockInfo {
+            name: name.to_string(),
+            held,
+            token: int(&row, 1).filter(|t| *t > 0).map(|t| t as u64),
+            holder: if held { text(&row, 2) } else { None },
+            time_left: if held { int(&row, 3).map(duration_from_micros) } else { None },
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for SqlBackend {
+    fn kind(&self) -> BackendKind {
+        self.kind
+    }
+
+    fn deployment_id(&self) -> &str {
+        &self.deployment_id
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.ensure_open()?;
+        with_conflict_retries(&self.context("acquire"), &self.sql.table, || self.acquire_once(req)).await
+    }
+
+    async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {
+        self.ensure_open()?;
+        with_conflict_retries(&self.context("renew"), &self.sql.table, || self.renew_once(name, owner, ttl)).await
+    }
+
+    async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
+        self.ensure_open()?;
+        with_conflict_retries(&self.context("release"), &self.sql.table, || self.release_once(name, owner)).await
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
+        self.ensure_open()?;
+        with_conflict_retries(&self.context("inspect"), &self.sql.table, || self.inspect_once(name)).await
+    }
+
+    async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
+        self.ensure_open()?;
+        match (&self.notifier, self.sql.channel(name.as_str())) {
+            (Some(notifier), Some(channel)) => Ok(notifier.watch(channel).await),
+            _ => Ok(Box::new(crate::backend::PollOnly)),
+        }
+    }
+
+    async fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(notifier) = &self.notifier {
+            notifier.close();
+        }
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,235 @@
+//! From a `zk://` URL to connection settings, ACLs for what fencelock creates, and the one
+//! place zookeeper-client errors become fencelock errors.
+
+use std::fmt;
+use std::time::Duration;
+
+use zookeeper_client::{Acl, AuthId, Permission};
+
+use crate::error::{Error, Result};
+use crate::url::{LockerUrl, redact_secrets};
+
+/// The session timeout asked of the server unless the URL says otherwise. The server clamps it
+/// to its own [minSessionTimeout, maxSessionTimeout] (by default 2 and 20 ticks).
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The folder under the chroot that holds every lock (Curator users name the same path).
+pub const DEFAULT_ROOT: &str = "/fencelock";
+const DEFAULT_PORT: u16 = 2181;
+
+const KNOWN: [&str; 2] = ["session_timeout_ms", "root"];
+
+/// Settings read from a `zk://[user:password@]h1:p1,h2:p2[/chroot][?options]` URL.
+#[derive(Clone)]
+pub struct ZkSettings {
+    /// `h1:p1,h2:p2`, without the chroot (it is applied after it has been made sure of).
+    pub hosts: String,
+    /// `""` or `/a/b`.
+    pub chroot: String,
+    /// The lock folder under the chroot, `/fencelock` by default.
+    pub root: String,
+    /// What to ask the server for; the negotiated value is what counts.
+    pub session_timeout: Duration,
+    /// `user:password` for the digest scheme. Private: never formatted.
+    digest: Option<String>,
+}
+
+impl fmt::Debug for ZkSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkSettings")
+            .field("hosts", &self.hosts)
+            .field("chroot", &self.chroot)
+            .field("root", &self.root)
+            .field("session_timeout", &self.session_timeout)
+            .field("digest", &self.digest.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl ZkSettings {
+    pub fn from_url(url: &LockerUrl) -> Result<Self> {
+        for key in url.query.keys() {
+            if !KNOWN.contains(&key.as_str()) {
+                return Err(Error::invalid(format!(
+                    "unknown ZooKeeper URL option {key:?}; known: {}",
+                    KNOWN.join(", ")
+                )));
+            }
+        }
+        if url.tls {
+            return Err(Error::invalid("TLS to ZooKeeper is not supported by this version of fencelock"));
+        }
+        let session_timeout = match url.query.get("session_timeout_ms") {
+            None => DEFAULT_SESSION_TIMEOUT,
+            Some(ms) => ms
+                .parse::<u64>()
+                .ok()
+                .filter(|ms| (100..=600_000).contains(ms))
+                .map(Duration::from_millis)
+                .ok_or_else(|| Error::invalid(format!("session_timeout_ms must be 100-600000, not {ms:?}")))?,
+        };
+        let chroot = match url.path.trim_end_matches('/') {
+            "" => String::new(),
+            path => {
+                let path = format!("/{}", path.trim_start_matches('/'));
+                validate_path("chroot", &path)?;
+                path
+            }
+        };
+        let root = url.query.get("root").cloned().unwrap_or_else(|| DEFAULT_ROOT.to_string());
+        validate_path("root", &root)?;
+        let hosts: Vec<String> = url
+            .hosts
+            .iter()
+            .map(|h| {
+                let host = if h.host.contains(':') { format!("[{}]", h.host) } else { h.host.clone() };
+                format!("{host}:{}", h.port.unwrap_or(DEFAULT_PORT))
+            })
+            .collect();
+        let digest = match (&url.user, url.password()) {
+            (None, None) => None,
+            (Some(user), Some(password)) => {
+                if user.contains(':') {
+                    return Err(Error::invalid("a ZooKeeper digest user name cannot contain ':'"));
+                }
+                Some(format!("{user}:{password}"))
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "ZooKeeper credentials need both a user and a password (zk://user:password@hosts)",
+                ));
+            }
+        };
+        Ok(ZkSettings { hosts: hosts.join(","), chroot, root, session_timeout, digest })
+    }
+
+    /// The `user:password` credential for the digest scheme, if any.
+    pub fn digest(&self) -> Option<&[u8]> {
+        self.digest.as_deref().map(str::as_bytes)
+    }
+
+    pub fn has_credentials(&self) -> bool {
+        self.digest.is_some()
+    }
+
+    /// ACLs of the folders fencelock creates (the chroot if missing, the root, one folder per
+    /// lock). With credentials: read, create and delete for the participants' shared identity
+    /// (the `auth` scheme names whatever identity the creating session authenticated as), no
+    /// access for anybody else. Without: open, like Curator's default.
+    pub fn folder_acls(&self) -> Vec<Acl> {
+        if self.has_credentials() {
+            vec![Acl::new(Permission::READ | Permission::CREATE | Permission::DELETE, AuthId::authed())]
+        } else {
+            vec![Acl::new(Permission::ALL, AuthId::anyone())]
+        }
+    }
+
+    /// ACLs of lock nodes: read for the participants (deleting a node is a right on its
+    /// parent, and lock nodes are never written after they are created).
+    pub fn node_acls(&self) -> Vec<Acl> {
+        if self.has_credentials() {
+            vec![Acl::new(Permission::READ, AuthId::authed())]
+        } else {
+            vec![Acl::new(Permission::ALL, AuthId::anyone())]
+        }
+    }
+}
+
+/// An absolute ZooKeeper path: `/a/b`, no empty, `.` or `..` segment, no trailing `/`, no
+/// control characters.
+fn validate_path(what: &str, path: &str) -> Result<()> {
+    let bad = |why: &str| Err(Error::invalid(format!("ZooKeeper {what} {path:?} {why}")));
+    if !path.starts_with('/') || path.len() < 2 {
+        return bad("must be an absolute path below /, like /fencelock");
+    }
+    if path.ends_with('/') {
+        return bad("must not end with /");
+    }
+    for segment in path[1..].split('/') {
+        if segment.is_empty() || segment == "." || segment == ".." {
+            return bad("has an empty, . or .. segment");
+        }
+    }
+    if path.chars().any(|c| c.is_control() || ('\u{e000}'..='\u{f8ff}').contains(&c) || c >= '\u{fff0}') {
+        return bad("contains characters ZooKeeper does not accept");
+    }
+    Ok(())
+}
+
+/// Converts a zookeeper-client error: UNAVAILABLE (retryable) when the outcome is unknown or
+/// the ensemble cannot be reached, AUTH when credentials or ACLs refuse, secrets stripped.
+pub fn map_error(context: &str, err: zookeeper_client::Error) -> Error {
+    use zookeeper_client::Error as Z;
+    let text = redact_secrets(&err.to_string());
+    let message = format!("{context}: {text}");
+    match err {
+        Z::ConnectionLoss | Z::Timeout | Z::NoHosts | Z::SessionMoved | Z::NotReadOnly | Z::Throttled => {
+            Error::unavailable(message)
+        }
+        // The session's ephemeral nodes are gone; the backend makes a new session.
+        Z::SessionExpired => Error::unavailable(message),
+        Z::NoAuth | Z::AuthFailed => Error::auth(message),
+        Z::InvalidAcl => Error::auth(format!("{message} (the ACL names an identity this session lacks)")),
+        Z::ClientClosed => Error::closed(message),
+        Z::BadArguments(_) => Error::invalid(message),
+        // I/O and transport failures (the connection reset, TLS, SASL) come as custom errors.
+        Z::Custom(_) => Error::unavailable(message),
+        _ => Error::backend(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(url: &str) -> Result<ZkSettings> {
+        ZkSettings::from_url(&LockerUrl::parse(url)?)
+    }
+
+    #[test]
+    fn urls_map_to_settings() {
+        let s = settings("zk://h1:2281,h2/apps/x?session_timeout_ms=4000&root=/locks").unwrap();
+        assert_eq!(s.hosts, "h1:2281,h2:2181");
+        assert_eq!(s.chroot, "/apps/x");
+        assert_eq!(s.root, "/locks");
+        assert_eq!(s.session_timeout, Duration::from_millis(4000));
+        assert!(!s.has_credentials());
+        let s = settings("zk://fl:s3cret@127.0.0.1:2181").unwrap();
+        assert_eq!(s.chroot, "");
+        assert_eq!(s.root, DEFAULT_ROOT);
+        assert_eq!(s.session_timeout, DEFAULT_SESSION_TIMEOUT);
+        assert_eq!(s.digest(), Some(&b"fl:s3cret"[..]));
+        assert!(!format!("{s:?}").contains("s3cret"));
+        assert_eq!(s.folder_acls()[0].scheme(), "auth");
+    }
+
+    #[test]
+    fn bad_urls_are_invalid_arguments() {
+        for url in [
+            "zk://h?bogus=1",
+            "zk://h?session_timeout_ms=abc",
+            "zk://h?session_timeout_ms=5",
+            "zk://h?root=relative",
+            "zk://h?root=/a/",
+            "zk://h?root=/a/../b",
+            "zk://h/a/./b",
+            "zk://:pw@h",
+            "zk://user@h",
+            "zk://h?tls=true",
+        ] {
+            let err = settings(url).unwrap_err();
+            assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn errors_map_to_codes() {
+        use zookeeper_client::Error as Z;
+        assert!(map_error("x", Z::ConnectionLoss).is_retryable());
+        assert_eq!(map_error("x", Z::ConnectionLoss).code(), crate::ErrorCode::Unavailable);
+        assert_eq!(map_error("x", Z::NoAuth).code(), crate::ErrorCode::Auth);
+        assert_eq!(map_error("x", Z::AuthFailed).code(), crate::ErrorCode::Auth);
+        assert_eq!(map_error("x", Z::ClientClosed).code(), crate::ErrorCode::Closed);
+        assert_eq!(map_error("x", Z::QuotaExceeded).code(), crate::ErrorCode::Backend);
+        assert!(map_error("x", Z::SessionExpired).is_retryable());
+    }
+}

@@ -1,0 +1,152 @@
+//! The SQL fence, on SQLite, PostgreSQL and MySQL/MariaDB: a `fencelock_fences` table in the
+//! database the caller writes to, so the token check and the caller's statements commit or
+//! roll back together. The statements come from `backend/sql/dialect.rs`.
+//!
+//! `fenced_execute` runs in one transaction of fencelock's own: lock the resource's row
+//! (`SELECT … FOR UPDATE`; SQLite's `BEGIN IMMEDIATE` already holds the write lock), record
+//! which lock the fence guards on first use, `UPDATE … SET token = :t WHERE resource = :r
+//! AND token <= :t`, then the caller's statements; if the update matched nothing it rolls
+//! back with STALE_TOKEN, and a failing statement rolls back everything, the token included.
+//! A resource's row is created on first use by an autocommit insert, outside the transaction.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{FenceBackend, FenceToken, SqlValue, Statement};
+use crate::backend::sql::dialect::{Args, FenceSql, P};
+use crate::backend::sql::session::{Session, SqlPool, int, text};
+use crate::backend::sql::{self, SqlSettings, is_conflict, map_sqlx_error};
+use crate::backend::sql::table::{OpError, ensure_tables, flavor_of, with_conflict_retries};
+use crate::error::{Error, Result};
+use crate::options::LockerOptions;
+use crate::url::LockerUrl;
+
+pub(crate) struct SqlFence {
+    pool: Arc<dyn SqlPool>,
+    sql: FenceSql,
+    table: String,
+}
+
+impl SqlFence {
+    pub(crate) async fn open(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
+        let (flavor, known) = flavor_of(url)?;
+        let settings = SqlSettings::from_url(url, sql::DEFAULT_FENCE_TABLE, known)?;
+        let fence_sql = FenceSql::new(flavor, &settings.table, options.operation_timeout)?;
+        let pool = sql::open_pool(url, options, &settings).await?;
+        if let Err(e) = ensure_tables(pool.as_ref(), &fence_sql.schema, settings.create_table, Args::new(), "fence table").await {
+            pool.close().await;
+            return Err(e);
+        }
+        Ok(SqlFence { pool, sql: fence_sql, table: settings.table })
+    }
+
+    fn args(resource: &str) -> Args {
+        Args::new().with(P::Resource, SqlValue::Bytes(resource.as_bytes().to_vec()))
+    }
+
+    /// The highest token and the guarded lock, read without locking.
+    async fn read(&self, resource: &str) -> std::result::Result<Option<(i64, Option<String>)>, OpError> {
+        let mut conn = self.pool.connection().await?;
+        let stmt = &self.sql.read;
+        let row = conn.fetch_optional(&stmt.sql, stmt.bind(&Self::args(resource))?, &stmt.cols).await?;
+        Ok(row.map(|r| (int(&r, 0).unwrap_or(-1), text(&r, 1))))
+    }
+
+    /// Begins the fence's transaction with the resource's row locked, creating the row first
+    /// when it is missing.
+    async fn lock_row(&self, args: &Args) -> std::result::Result<(Box<dyn Session>, Option<String>), OpError> {
+        let lock = &self.sql.lock;
+        for _ in 0..3 {
+            let mut tx = self.pool.begin().await?;
+            if let Some(row) = tx.fetch_optional(&lock.sql, lock.bind(args)?, &lock.cols).await? {
+                return Ok((tx, text(&row, 1)));
+            }
+            tx.rollback().await?;
+            let seed = &self.sql.seed;
+            self.pool.connection().await?.execute(&seed.sql, seed.bind(args)?).await?;
+        }
+        Err(OpError::Fail(Error::unavailable("the fence's row kept disappearing (deleted by hand?)")))
+    }
+
+    async fn execute_once(&self, resource: &str, token: &FenceToken, statements: &[Statement]) -> std::result::Result<Vec<u64>, OpError> {
+        let mut args = Self::args(resource).with(P::Token, SqlValue::Int(token.token as i64));
+        let (mut tx, stored_lock) = self.lock_row(&args).await?;
+        check_lock(stored_lock.as_deref(), token)?;
+        if stored_lock.is_none()
+            && let Some(lock) = &token.lock
+        {
+            args.set(P::LockKey, SqlValue::Text(lock.key()));
+            let set_lock = &self.sql.set_lock;
+            tx.execute(&set_lock.sql, set_lock.bind(&args)?).await?;
+        }
+        let advance = &self.sql.advance;
+        if tx.execute(&advance.sql, advance.bind(&args)?).await? != 1 {
+            let _ = tx.rollback().await;
+            return Err(OpError::Fail(Error::stale_token(format!(
+                "fence {resource:?} has accepted a newer token than {}",
+                token.token
+            ))));
+        }
+        let mut affected = Vec::with_capacity(statements.len());
+        for (i, statement) in statements.iter().enumerate() {
+            let sql: Arc<str> = statement.sql.as_str().into();
+            match tx.execute(&sql, statement.params.clone()).await {
+                Ok(n) => affected.push(n),
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    if is_conflict(&e) {
+                        // Rolled back whole by the database: the write is run again.
+                        return Err(OpError::Sql(e));
+                    }
+                    let err = map_sqlx_error(&format!("statement {} of the fenced write", i + 1), e);
+                    return Err(OpError::Fail(Error::new(err.code(), format!("{}; nothing was written", err.message()))));
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(affected)
+    }
+}
+
+fn check_lock(stored: Option<&str>, token: &FenceToken) -> Result<()> {
+    if let (Some(stored), Some(lock)) = (stored, &token.lock)
+        && stored != lock.key()
+    {
+        return Err(Error::invalid(format!(
+            "this fence guards another lock; a token of lock {:?} is not ordered with its tokens",
+            lock.name
+        )));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl FenceBackend for SqlFence {
+    async fn fenced_execute(&self, resource: &str, token: &FenceToken, statements: &[Statement]) -> Result<Vec<u64>> {
+        with_conflict_retries("fenced write", &self.table, || self.execute_once(resource, token, statements)).await
+    }
+
+    async fn check(&self, resource: &str, token: &FenceToken) -> Result<()> {
+        let Some((highest, stored_lock)) = with_conflict_retries("fence check", &self.table, || self.read(resource)).await? else {
+            return Ok(());
+        };
+        check_lock(stored_lock.as_deref(), token)?;
+        if (token.token as i64) < highest {
+            return Err(Error::stale_token(format!(
+                "fence {resource:?} has accepted token {highest}, newer than {}",
+                token.token
+            )));
+        }
+        Ok(())
+    }
+
+    async fn highest(&self, resource: &str) -> Result<Option<u64>> {
+        let row = with_conflict_retries("fence read", &self.table, || self.read(resource)).await?;
+        Ok(row.and_then(|(t, _)| (t >= 0).then_some(t as u64)))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
