@@ -249,3 +249,38 @@ async fn an_unreachable_server_makes_a_held_lease_lost_at_its_deadline() {
         }
     }
 }
+
+/// Waiters of one name in one Locker queue locally: a release makes one of them try, not
+/// all of them (the herd would cost about n²/2 scripts for n waiters).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_in_one_locker_do_not_stampede() {
+    let _serial = serial();
+    let url = format!("{}?replica_ack=false", redis_url());
+    let options = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
+    let locker = Locker::connect_with(&url, options).await.unwrap();
+    let name = unique("herd");
+    let holder = locker.acquire(&name, &opts(30_000)).await.unwrap();
+    let waiters = 16;
+    let order = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..waiters {
+        let (locker, name, order) = (locker.clone(), name.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let lease = locker.acquire(&name, &opts(30_000).with_wait(Some(Duration::from_secs(30)))).await.unwrap();
+            order.lock().unwrap().push(i);
+            lease.release().await.unwrap();
+        }));
+        // Let each one queue before the next, so first come is first served.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut raw = raw_redis(&redis_url()).await;
+    let before = command_calls(&mut raw, "evalsha").await;
+    holder.release().await.unwrap();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(30), t).await.unwrap().unwrap();
+    }
+    let scripts = command_calls(&mut raw, "evalsha").await - before;
+    // One release by the holder, then per waiter about one acquire and one release.
+    assert!(scripts <= 4 * waiters as u64, "{scripts} scripts for {waiters} handoffs: a stampede");
+    assert_eq!(*order.lock().unwrap(), (0..waiters).collect::<Vec<_>>(), "not first come, first served");
+}
