@@ -1,0 +1,68 @@
+"""fencelock: distributed locks with fencing tokens.
+
+One Rust implementation of the lock algorithms, shared by Python, Rust, Node.js, the JVM and
+the ``fencelock`` command, so services in different languages lock the same resources with the
+same guarantees.
+
+    import fencelock
+
+    with fencelock.connect("sqlite:///var/lib/myapp/locks.db") as locker:
+        with locker.lock("nightly-report", ttl=30) as lease:
+            fence.fenced_execute(lease, [("UPDATE reports SET done = 1 WHERE id = ?", [7])])
+
+In asyncio: ``locker = await fencelock.connect_async(url)``, ``async with locker.lock(name)``,
+and the ``_async`` twin of each waiting method (``acquire_async``, ``release_async``, ...).
+
+Durations are seconds (int or float) or ``datetime.timedelta``. There is no ``timeout=``:
+``ttl=`` is how long a lease lasts, ``wait=`` how long acquiring may block (None = forever).
+"""
+
+from ._errors import (
+    Auth,
+    BackendError,
+    Closed,
+    Deadlock,
+    InternalError,
+    InvalidArgument,
+    LockError,
+    Lost,
+    NotHeld,
+    StaleToken,
+    Timeout,
+    Unavailable,
+)
+from ._native import (
+    Fence,
+    Lease,
+    Lock,
+    LockInfo,
+    Locker,
+    LostSignal,
+    __version__,
+    connect,
+    connect_async,
+)
+
+__all__ = [
+    "connect",
+    "connect_async",
+    "Locker",
+    "Lock",
+    "Lease",
+    "LostSignal",
+    "LockInfo",
+    "Fence",
+    "LockError",
+    "Timeout",
+    "Lost",
+    "NotHeld",
+    "Unavailable",
+    "InvalidArgument",
+    "Auth",
+    "StaleToken",
+    "BackendError",
+    "Deadlock",
+    "Closed",
+    "InternalError",
+    "__version__",
+]

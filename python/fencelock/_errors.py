@@ -1,0 +1,114 @@
+"""fencelock's exceptions: one class per stable error code (design section 4).
+
+Every exception fencelock raises is a :class:`LockError` with a ``code`` attribute
+(``"TIMEOUT"``, ``"LOST"``, ...). Where a builtin fits, the class is also that builtin, so
+``except TimeoutError`` catches :class:`Timeout` and ``except ValueError`` catches
+:class:`InvalidArgument`. All of them pickle (they cross ``multiprocessing`` intact).
+
+Cancellation is not an error: an interrupted wait raises ``KeyboardInterrupt`` and a cancelled
+await raises ``asyncio.CancelledError``, as usual.
+"""
+
+from typing import Optional
+
+__all__ = [
+    "LockError",
+    "Timeout",
+    "Lost",
+    "NotHeld",
+    "Unavailable",
+    "InvalidArgument",
+    "Auth",
+    "StaleToken",
+    "BackendError",
+    "Deadlock",
+    "Closed",
+    "InternalError",
+]
+
+
+class LockError(Exception):
+    """Base of every fencelock error. ``code`` is the stable code shared by every language."""
+
+    #: The stable error code; subclasses fix it. A bare ``LockError`` carries the code of an
+    #: error this version has no class for.
+    code: str = "UNKNOWN"
+
+    def __init__(self, message: str = "", code: Optional[str] = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        """The message, without the code."""
+        return str(self.args[0]) if self.args else ""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Timeout(LockError, TimeoutError):
+    """The lock was not acquired before the ``wait`` ended."""
+
+    code = "TIMEOUT"
+
+
+class Lost(LockError):
+    """The lease was lost (expired, taken over, session ended), or used after that."""
+
+    code = "LOST"
+
+
+class NotHeld(LockError):
+    """Release or extend after an explicit release."""
+
+    code = "NOT_HELD"
+
+
+class Unavailable(LockError, ConnectionError):
+    """The backend cannot be reached, or has no quorum."""
+
+    code = "UNAVAILABLE"
+
+
+class InvalidArgument(LockError, ValueError):
+    """A bad name, ttl, wait, URL or option (including ``timeout=``, which fencelock refuses)."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class Auth(LockError, PermissionError):
+    """Authentication or authorization was refused."""
+
+    code = "AUTH"
+
+
+class StaleToken(LockError):
+    """A fence refused a token older than one it already accepted; nothing was written."""
+
+    code = "STALE_TOKEN"
+
+
+class BackendError(LockError):
+    """Any other error from the backend, with its message."""
+
+    code = "BACKEND"
+
+
+class Deadlock(LockError):
+    """A non-reentrant lock entered again by the thread or task that already holds it."""
+
+    code = "DEADLOCK"
+
+
+class Closed(LockError):
+    """The Locker was closed, or the object was inherited across ``fork()``."""
+
+    code = "CLOSED"
+
+
+class InternalError(LockError):
+    """A bug in fencelock, including a caught Rust panic. Please report it."""
+
+    code = "INTERNAL"

@@ -1,0 +1,234 @@
+"""Type stubs of fencelock's native module (checked against the built module by mypy.stubtest)."""
+
+from collections.abc import Awaitable, Generator, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Optional, Union, final
+
+from typing_extensions import Self, TypeAlias
+
+__all__ = [
+    "__version__",
+    "Fence",
+    "Lease",
+    "Lock",
+    "LockInfo",
+    "Locker",
+    "LostSignal",
+    "connect",
+    "connect_async",
+    "_test_panic",
+    "_test_panic_async",
+]
+
+__version__: str
+
+#: _Seconds (int or float) or a timedelta.
+_Seconds: TypeAlias = Union[int, float, timedelta]
+#: A value bound to a statement parameter.
+_SqlParam: TypeAlias = Union[None, bool, int, float, str, bytes, bytearray, memoryview]
+#: One statement of a fenced write: `(sql, params)`, `(sql,)` or a bare sql string.
+_SqlStatement: TypeAlias = Union[str, tuple[str], tuple[str, Optional[Sequence[_SqlParam]]], Sequence[Any]]
+
+def connect(url: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None) -> Locker:
+    """Connects to the backend that `url` selects and returns a Locker."""
+
+def connect_async(
+    url: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None
+) -> Awaitable[Locker]:
+    """Awaitable `connect`."""
+
+def _test_panic() -> None: ...
+def _test_panic_async() -> Awaitable[None]: ...
+@final
+class Locker:
+    """A client bound to one backend, made by `fencelock.connect(url)`."""
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def url(self) -> str: ...
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+    ) -> Lock: ...
+    def acquire(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+    ) -> Lease: ...
+    def try_acquire(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+    ) -> Optional[Lease]: ...
+    def acquire_async(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+    ) -> Awaitable[Lease]: ...
+    def try_acquire_async(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+    ) -> Awaitable[Optional[Lease]]: ...
+    def inspect(self, name: str) -> LockInfo: ...
+    def inspect_async(self, name: str) -> Awaitable[LockInfo]: ...
+    def close(self) -> None: ...
+    def close_async(self) -> Awaitable[None]: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
+
+@final
+class Lock:
+    """`locker.lock(name, ...)`: acquires when entered (`with` or `async with`), releases when left."""
+
+    @property
+    def name(self) -> str: ...
+    def __enter__(self) -> Lease: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+    def __aenter__(self) -> Awaitable[Lease]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
+
+@final
+class Lease:
+    """Proof of holding one lock, with its fencing token."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def expires_at(self) -> Optional[datetime]: ...
+    @property
+    def is_lost(self) -> bool: ...
+    @property
+    def is_held(self) -> bool: ...
+    @property
+    def renewal_failing(self) -> bool: ...
+    @property
+    def lost(self) -> LostSignal: ...
+    def raise_if_lost(self) -> None: ...
+    def extend(self, ttl: Optional[_Seconds] = None) -> None: ...
+    def extend_async(self, ttl: Optional[_Seconds] = None) -> Awaitable[None]: ...
+    def release(self) -> None: ...
+    def release_async(self) -> Awaitable[None]: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
+
+@final
+class LostSignal:
+    """Set once, when its lease is lost; `is_set()`, `wait(timeout)`, `await lease.lost`."""
+
+    @property
+    def reason(self) -> Optional[str]: ...
+    def is_set(self) -> bool: ...
+    def wait(self, timeout: Optional[_Seconds] = None) -> bool: ...
+    def __await__(self) -> Generator[Any, None, bool]: ...
+
+@final
+class LockInfo:
+    """What a backend knows about one lock, read by `locker.inspect(name)`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def held(self) -> bool: ...
+    @property
+    def token(self) -> Optional[int]: ...
+    @property
+    def holder(self) -> Optional[dict[str, Any]]: ...
+    @property
+    def time_left(self) -> Optional[float]: ...
+
+@final
+class Fence:
+    """A fence on one resource: accepts a write only if its token is at least the highest seen."""
+
+    @staticmethod
+    def open(
+        url: str, resource: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None
+    ) -> Fence: ...
+    @staticmethod
+    def open_async(
+        url: str, resource: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None
+    ) -> Awaitable[Fence]: ...
+    @property
+    def resource(self) -> str: ...
+    def fenced_execute(self, token: Union[Lease, int], statements: Sequence[_SqlStatement]) -> list[int]: ...
+    def fenced_execute_async(self, token: Union[Lease, int], statements: Sequence[_SqlStatement]) -> Awaitable[list[int]]: ...
+    def check(self, token: Union[Lease, int]) -> None: ...
+    def check_async(self, token: Union[Lease, int]) -> Awaitable[None]: ...
+    def highest(self) -> Optional[int]: ...
+    def highest_async(self) -> Awaitable[Optional[int]]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds the fencelock wheel once, installs it into a venv, checks the stubs, runs the tests.
+#
+#   python/run-tests.sh [pytest args...]
+#
+# Environment:
+#   FENCELOCK_VENV     the venv to create or reuse (default: <repo>/target/py-venv)
+#   PYTHON             the interpreter that creates the venv (default: python3)
+#   FENCELOCK_PROFILE  cargo profile for the wheel: dev (default, fast to build) or release
+#   SKIP_STUBTEST=1    skip mypy's stubtest
+#   FENCELOCK_MATURIN_TARGET_DIR  cargo target folder for the wheel (default: <repo>/target/maturin,
+#                      or <repo>/target under CI, where sharing cargo test's folder saves
+#                      compiling the dependency tree twice)
+#
+# Needs Rust (cargo) and network access to PyPI (maturin, pytest, mypy). Exits non-zero on any
+# failure, including pytest finding no test.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+venv="${FENCELOCK_VENV:-$root/target/py-venv}"
+python="${PYTHON:-python3}"
+profile="${FENCELOCK_PROFILE:-dev}"
+# On a developer machine maturin gets a target folder of its own, so its pyo3 build does not
+# invalidate plain cargo builds of the workspace (and the other way round). CI builds once, after
+# `cargo test`, so it shares that folder and reuses the compiled dependencies.
+if [ -n "${CI:-}" ]; then
+    default_target="$root/target"
+else
+    default_target="$root/target/maturin"
+fi
+target_dir="${FENCELOCK_MATURIN_TARGET_DIR:-$default_target}"
+wheels="$root/target/wheels-py"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "venv at $venv"
+if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2" "pytest>=7" "mypy>=1.10"
+
+step "building the wheel (profile $profile)"
+rm -rf "$wheels"
+start=$(date +%s)
+"$venv/bin/maturin" build \
+    --manifest-path "$here/Cargo.toml" \
+    --target-dir "$target_dir" \
+    --profile "$profile" \
+    --interpreter "$venv/bin/python" \
+    --out "$wheels"
+echo "built in $(( $(date +%s) - start ))s"
+
+step "installing it"
+wheel=$(ls "$wheels"/fencelock-*.whl)
+"$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
+
+# Run from outside the source tree, so `import fencelock` finds the installed package (with its
+# native module), not python/fencelock.
+cd "$root/target"
+
+if [ "${SKIP_STUBTEST:-0}" != 1 ]; then
+    step "mypy stubtest of fencelock._native"
+    "$venv/bin/python" -m mypy.stubtest fencelock._native
+    step "mypy on the tests (the public API's types as users see them)"
+    "$venv/bin/python" -m mypy --no-incremental --ignore-missing-imports \
+        --check-untyped-defs "$here/tests"
+fi
+
+step "pytest"
+set +e
+"$venv/bin/pytest" -c "$here/pyproject.toml" --rootdir "$here" -p no:cacheprovider "$here/tests" "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+    echo "pytest ran no test" >&2
+    exit 1
+fi
+exit "$status"

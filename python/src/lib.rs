@@ -1,0 +1,55 @@
+//! `fencelock._native`: the Python face of the `fencelock` core.
+//!
+//! The source files mirror the core's modules: `locker.rs` (Locker, `lock()`, `connect`),
+//! `lease.rs`, `signal.rs` (the lost signal), `fence.rs`, `error.rs` (the one mapping of error
+//! codes to Python exceptions), `options.rs` (Python arguments to core options) and `runtime.rs`
+//! (the process's tokio runtime, and how Python waits on it). The pure-Python package
+//! (`python/fencelock/`) defines the exception classes and re-exports all of this.
+//!
+//! No panic crosses into Python: every exported function runs inside `error::guard`, and every
+//! awaitable inside a `catch_unwind`, so a panic surfaces as `fencelock.InternalError`.
+
+use pyo3::prelude::*;
+
+mod error;
+mod fence;
+mod lease;
+mod locker;
+mod options;
+mod runtime;
+mod signal;
+
+/// Test-only: panics inside Rust, to show that it surfaces as fencelock.InternalError.
+#[pyfunction]
+fn _test_panic() -> PyResult<()> {
+    error::guard(|| panic!("test panic requested by fencelock._native._test_panic()"))
+}
+
+/// Test-only: an awaitable that panics on the runtime, to show the same for asyncio.
+#[pyfunction]
+fn _test_panic_async(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    error::guard(|| {
+        runtime::awaitable(py, async {
+            if std::hint::black_box(true) {
+                panic!("test panic requested by fencelock._native._test_panic_async()");
+            }
+            Ok(())
+        })
+    })
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<locker::PyLocker>()?;
+    m.add_class::<locker::PyLock>()?;
+    m.add_class::<locker::PyLockInfo>()?;
+    m.add_class::<lease::PyLease>()?;
+    m.add_class::<signal::PyLostSignal>()?;
+    m.add_class::<fence::PyFence>()?;
+    m.add_function(wrap_pyfunction!(locker::connect, m)?)?;
+    m.add_function(wrap_pyfunction!(locker::connect_async, m)?)?;
+    m.add_function(wrap_pyfunction!(_test_panic, m)?)?;
+    m.add_function(wrap_pyfunction!(_test_panic_async, m)?)?;
+    Ok(())
+}

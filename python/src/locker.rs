@@ -1,0 +1,656 @@
+//! `fencelock.Locker`, the `locker.lock(...)` context manager, `LockInfo`, and `connect`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use fencelock::{Error, HolderDescription, LockInfo, LockOptions, Locker};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::error::{closed, guard, invalid, to_py};
+use crate::lease::{PyLease, exit_async, exit_blocking};
+use crate::options::{
+    LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options, locker_options, text,
+};
+use crate::runtime::{OnInterrupt, awaitable, wait};
+
+/// A client bound to one backend, made by `fencelock.connect(url)`.
+///
+/// Shared freely between threads and asyncio tasks: they share its connections and contend
+/// for locks like separate processes would. `close()` (or leaving `with connect(...) as locker:`)
+/// releases every lease it still holds. Each method that waits has an `_async` twin returning an
+/// awaitable; `lock()` works with both `with` and `async with`.
+#[pyclass(name = "Locker", module = "fencelock", frozen)]
+pub struct PyLocker {
+    /// `None` only while being dropped in a forked child.
+    locker: Option<Locker>,
+    pid: u32,
+}
+
+impl Drop for PyLocker {
+    fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // Made before fork(): its connections belong to the parent. Leave them alone.
+            std::mem::forget(self.locker.take());
+        }
+    }
+}
+
+impl PyLocker {
+    pub(crate) fn new(locker: Locker) -> Self {
+        PyLocker {
+            locker: Some(locker),
+            pid: std::process::id(),
+        }
+    }
+
+    fn forked(&self) -> bool {
+        self.pid != std::process::id()
+    }
+
+    /// Closes on the runtime (finishing even if the awaiting task is cancelled), then answers `done`.
+    fn close_awaitable<'py, T>(&self, py: Python<'py>, done: T) -> PyResult<Bound<'py, PyAny>>
+    where
+        T: for<'a> IntoPyObject<'a> + Send + 'static,
+    {
+        if self.forked() {
+            return awaitable(py, async move { Ok(done) });
+        }
+        let locker = self.core()?.clone();
+        awaitable(py, async move {
+            let rt = crate::runtime::runtime().map_err(to_py)?;
+            let _ = rt.spawn(async move { locker.close().await }).await;
+            Ok(done)
+        })
+    }
+
+    /// The core Locker, or CLOSED in a forked child.
+    pub(crate) fn core(&self) -> PyResult<&Locker> {
+        if self.forked() {
+            return Err(closed(format!(
+                "this Locker was connected in process {} before fork(); connect a new one in this process",
+                self.pid
+            )));
+        }
+        match &self.locker {
+            Some(locker) => Ok(locker),
+            None => Err(closed("the locker was closed")),
+        }
+    }
+}
+
+fn acquire_options(
+    options: Option<&Bound<'_, PyDict>>,
+    known: &[&str],
+    call: &str,
+) -> PyResult<LockOptions> {
+    lock_options(&Options::check(options, known, call)?)
+}
+
+#[pymethods]
+impl PyLocker {
+    /// A lock on `name`, to use with `with` or `async with`; nothing is sent until it is entered.
+    /// The block gets the Lease; leaving it releases the lock. Leaving after the lease was lost
+    /// raises `fencelock.Lost` (unless another exception is already propagating); leaving after
+    /// an explicit `lease.release()` is quiet.
+    ///
+    /// Options: ttl (lease length in seconds or a timedelta, default 30), wait (how long to
+    /// block; None = forever, 0 = try once), auto_renew (renew every ttl/3, default True),
+    /// max_hold (stop renewing after this long), holder (text stored with the lock).
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+    )]
+    fn lock(
+        slf: &Bound<'_, Self>,
+        name: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyLock> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            fencelock::LockName::new(name.as_str()).map_err(to_py)?;
+            let options = acquire_options(options, LOCK_OPTIONS, "lock")?;
+            slf.get().core()?;
+            Ok(PyLock {
+                locker: slf.clone().unbind(),
+                name,
+                options,
+                scopes: Arc::new(Mutex::new(HashMap::new())),
+            })
+        })
+    }
+
+    /// Acquires `name` and returns its Lease, waiting up to `wait` seconds (forever by default).
+    /// Raises `fencelock.Timeout` when the wait ends first. The GIL is released while waiting, and
+    /// Ctrl-C interrupts the wait, leaving nothing behind. Options as for `lock()`.
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+    )]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        name: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyLease> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            let options = acquire_options(options, LOCK_OPTIONS, "acquire")?;
+            let locker = self.core()?.clone();
+            let lease = wait(
+                py,
+                async move { locker.acquire(&name, &options).await },
+                OnInterrupt::Cancel,
+            )?;
+            Ok(PyLease::new(lease))
+        })
+    }
+
+    /// Tries once: the Lease, or None when somebody else holds the lock.
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+    )]
+    fn try_acquire(
+        &self,
+        py: Python<'_>,
+        name: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Option<PyLease>> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            let options = try_options(options)?;
+            let locker = self.core()?.clone();
+            let lease = wait(
+                py,
+                async move { locker.try_acquire(&name, &options).await },
+                OnInterrupt::Cancel,
+            )?;
+            Ok(lease.map(PyLease::new))
+        })
+    }
+
+    /// Awaitable `acquire`: `lease = await locker.acquire_async(name, ...)`. Cancelling the await
+    /// stops waiting and leaves nothing behind.
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+    )]
+    fn acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            let options = acquire_options(options, LOCK_OPTIONS, "acquire_async")?;
+            let locker = self.core()?.clone();
+            awaitable(py, async move {
+                locker
+                    .acquire(&name, &options)
+                    .await
+                    .map(PyLease::new)
+                    .map_err(to_py)
+            })
+        })
+    }
+
+    /// Awaitable `try_acquire`.
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+    )]
+    fn try_acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            let options = try_options(options)?;
+            let locker = self.core()?.clone();
+            awaitable(py, async move {
+                locker
+                    .try_acquire(&name, &options)
+                    .await
+                    .map(|l| l.map(PyLease::new))
+                    .map_err(to_py)
+            })
+        })
+    }
+
+    /// Who holds `name`, read without acquiring it.
+    fn inspect(&self, py: Python<'_>, name: Bound<'_, PyAny>) -> PyResult<PyLockInfo> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            let locker = self.core()?.clone();
+            let info = wait(
+                py,
+                async move { locker.inspect(&name).await },
+                OnInterrupt::Cancel,
+            )?;
+            Ok(PyLockInfo::from(info))
+        })
+    }
+
+    /// Awaitable `inspect`.
+    fn inspect_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            let locker = self.core()?.clone();
+            awaitable(py, async move {
+                locker
+                    .inspect(&name)
+                    .await
+                    .map(PyLockInfo::from)
+                    .map_err(to_py)
+            })
+        })
+    }
+
+    /// Releases every lease this Locker still holds and closes its connections; later calls
+    /// raise `fencelock.Closed`. Closing twice is harmless. In a process forked from the one that
+    /// connected, it does nothing (the parent's locks are the parent's).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        guard(|| {
+            if self.forked() {
+                return Ok(());
+            }
+            let locker = self.core()?.clone();
+            wait(
+                py,
+                async move {
+                    locker.close().await;
+                    Ok(())
+                },
+                OnInterrupt::FinishInBackground,
+            )
+        })
+    }
+
+    /// Awaitable `close`.
+    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| self.close_awaitable(py, ()))
+    }
+
+    /// Whether `close()` was called (True in a forked child, where this Locker cannot be used).
+    #[getter]
+    fn closed(&self) -> bool {
+        self.forked() || self.locker.as_ref().is_none_or(|l| l.is_closed())
+    }
+
+    /// The URL, with any password redacted.
+    #[getter]
+    fn url(&self) -> String {
+        self.locker.as_ref().map(|l| l.url()).unwrap_or_default()
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (exc_type, exc_value, traceback))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<Bound<'_, PyAny>>,
+        exc_value: Option<Bound<'_, PyAny>>,
+        traceback: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let _ = (exc_type, exc_value, traceback);
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __aenter__<'py>(slf: Bound<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let me: Py<PyLocker> = slf.unbind();
+            awaitable(py, async move { Ok(me) })
+        })
+    }
+
+    #[pyo3(signature = (exc_type, exc_value, traceback))]
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        exc_type: Option<Bound<'py, PyAny>>,
+        exc_value: Option<Bound<'py, PyAny>>,
+        traceback: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = (exc_type, exc_value, traceback);
+        guard(|| self.close_awaitable(py, false))
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() { " closed" } else { "" };
+        format!("<fencelock.Locker {}{state}>", self.url())
+    }
+}
+
+fn try_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<LockOptions> {
+    if let Some(dict) = options
+        && dict.contains("wait")?
+    {
+        return Err(invalid(
+            "try_acquire() tries once and takes no wait=; use acquire(name, wait=...) to wait",
+        ));
+    }
+    acquire_options(options, TRY_LOCK_OPTIONS, "try_acquire")
+}
+
+/// Who is in a `with` block of one `lock()` object: a thread, or an asyncio task.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Scope {
+    Thread(ThreadId),
+    Task(usize),
+}
+
+/// `None` while the scope is still acquiring.
+type Scopes = Arc<Mutex<HashMap<Scope, Option<fencelock::Lease>>>>;
+
+fn scopes_lock(
+    scopes: &Scopes,
+) -> std::sync::MutexGuard<'_, HashMap<Scope, Option<fencelock::Lease>>> {
+    scopes.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes a scope's claim if the acquire that made it never completed (an error, a Ctrl-C,
+/// a cancelled task).
+struct Claim {
+    scopes: Scopes,
+    scope: Scope,
+    done: bool,
+}
+
+impl Claim {
+    fn fulfil(mut self, lease: fencelock::Lease) {
+        scopes_lock(&self.scopes).insert(self.scope, Some(lease));
+        self.done = true;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.done {
+            scopes_lock(&self.scopes).remove(&self.scope);
+        }
+    }
+}
+
+/// `locker.lock(name, ...)`: acquires when entered (`with` or `async with`) and releases when
+/// left. One object may be shared by threads and tasks (each entry is its own acquisition), but
+/// entering it again inside its own block in the same thread or task raises
+/// `fencelock.Deadlock`: the lock is not reentrant, so that would wait forever.
+#[pyclass(name = "Lock", module = "fencelock", frozen)]
+pub struct PyLock {
+    locker: Py<PyLocker>,
+    name: String,
+    options: LockOptions,
+    scopes: Scopes,
+}
+
+impl Drop for PyLock {
+    fn drop(&mut self) {
+        let scopes = std::mem::take(&mut *scopes_lock(&self.scopes));
+        if !scopes.is_empty() && self.locker.get().forked() {
+            std::mem::forget(scopes);
+        }
+    }
+}
+
+impl PyLock {
+    fn claim(&self, scope: Scope) -> PyResult<Claim> {
+        let mut scopes = scopes_lock(&self.scopes);
+        if scopes.contains_key(&scope) {
+            let who = match scope {
+                Scope::Thread(_) => "thread",
+                Scope::Task(_) => "asyncio task",
+            };
+            return Err(to_py(Error::deadlock(format!(
+                "lock {:?} is already held by this {who} through this same lock() object; it is not \
+                 reentrant, so entering it again would wait forever",
+                self.name
+            ))));
+        }
+        scopes.insert(scope, None);
+        Ok(Claim {
+            scopes: self.scopes.clone(),
+            scope,
+            done: false,
+        })
+    }
+
+    fn take(&self, scope: Scope) -> Option<fencelock::Lease> {
+        scopes_lock(&self.scopes).remove(&scope).flatten()
+    }
+}
+
+fn task_scope(py: Python<'_>) -> PyResult<Scope> {
+    let task = py.import("asyncio")?.call_method0("current_task")?;
+    Ok(if task.is_none() {
+        Scope::Thread(std::thread::current().id())
+    } else {
+        Scope::Task(task.as_ptr() as usize)
+    })
+}
+
+#[pymethods]
+impl PyLock {
+    /// The lock's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn __enter__(&self, py: Python<'_>) -> PyResult<PyLease> {
+        guard(|| {
+            let locker = self.locker.get().core()?.clone();
+            let claim = self.claim(Scope::Thread(std::thread::current().id()))?;
+            let (name, options) = (self.name.clone(), self.options.clone());
+            let lease = wait(
+                py,
+                async move { locker.acquire(&name, &options).await },
+                OnInterrupt::Cancel,
+            )?;
+            claim.fulfil(lease.clone());
+            Ok(PyLease::new(lease))
+        })
+    }
+
+    #[pyo3(signature = (exc_type, exc_value, traceback))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<Bound<'_, PyAny>>,
+        exc_value: Option<Bound<'_, PyAny>>,
+        traceback: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let _ = (exc_value, traceback);
+        guard(
+            || match self.take(Scope::Thread(std::thread::current().id())) {
+                None => Ok(false),
+                Some(lease) => exit_blocking(py, lease, exc_type.is_some_and(|t| !t.is_none())),
+            },
+        )
+    }
+
+    fn __aenter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let locker = self.locker.get().core()?.clone();
+            let claim = self.claim(task_scope(py)?)?;
+            let (name, options) = (self.name.clone(), self.options.clone());
+            awaitable(py, async move {
+                let lease = locker.acquire(&name, &options).await.map_err(to_py)?;
+                claim.fulfil(lease.clone());
+                Ok(PyLease::new(lease))
+            })
+        })
+    }
+
+    #[pyo3(signature = (exc_type, exc_value, traceback))]
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        exc_type: Option<Bound<'py, PyAny>>,
+        exc_value: Option<Bound<'py, PyAny>>,
+        traceback: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = (exc_value, traceback);
+        guard(|| {
+            let propagating = exc_type.is_some_and(|t| !t.is_none());
+            match self.take(task_scope(py)?) {
+                None => awaitable(py, async { Ok(false) }),
+                Some(lease) => exit_async(py, lease, propagating),
+            }
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<fencelock.Lock name={:?} ttl={:?} wait={:?}>",
+            self.name, self.options.ttl, self.options.wait
+        )
+    }
+}
+
+/// What a backend knows about one lock, read by `locker.inspect(name)`.
+#[pyclass(name = "LockInfo", module = "fencelock", frozen)]
+pub struct PyLockInfo {
+    name: String,
+    held: bool,
+    token: Option<u64>,
+    holder: Option<HolderDescription>,
+    time_left: Option<Duration>,
+}
+
+impl From<LockInfo> for PyLockInfo {
+    fn from(info: LockInfo) -> Self {
+        PyLockInfo {
+            name: info.name,
+            held: info.held,
+            token: info.token,
+            holder: info.holder.as_deref().map(HolderDescription::parse),
+            time_left: info.time_left,
+        }
+    }
+}
+
+#[pymethods]
+impl PyLockInfo {
+    /// The lock's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether somebody holds the lock now.
+    #[getter]
+    fn held(&self) -> bool {
+        self.held
+    }
+
+    /// The last fencing token minted for this lock (the holder's, while held); None if never taken.
+    #[getter]
+    fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The holder's description while held: a dict with some of host, pid, language, text.
+    #[getter]
+    fn holder<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(holder) = &self.holder else {
+            return Ok(None);
+        };
+        let dict = PyDict::new(py);
+        if let Some(host) = &holder.host {
+            dict.set_item("host", host)?;
+        }
+        if let Some(pid) = holder.pid {
+            dict.set_item("pid", pid)?;
+        }
+        if let Some(language) = &holder.language {
+            dict.set_item("language", language)?;
+        }
+        if let Some(text) = &holder.text {
+            dict.set_item("text", text)?;
+        }
+        Ok(Some(dict))
+    }
+
+    /// Seconds left on the backend's clock while held; None when free or unknown.
+    #[getter]
+    fn time_left(&self) -> Option<f64> {
+        self.time_left.map(|d| d.as_secs_f64())
+    }
+
+    fn __repr__(&self) -> String {
+        match (self.held, self.token) {
+            (true, Some(token)) => format!(
+                "<fencelock.LockInfo name={:?} held token={token}>",
+                self.name
+            ),
+            (_, Some(token)) => format!(
+                "<fencelock.LockInfo name={:?} free last_token={token}>",
+                self.name
+            ),
+            _ => format!("<fencelock.LockInfo name={:?} free>", self.name),
+        }
+    }
+}
+
+/// Connects to the backend that `url` selects and returns a Locker.
+///
+/// The scheme picks the backend: `sqlite:///abs/path.db` (a local file, no server), and
+/// redis://, rediss://, redis+cluster://, redlock://, zk://, postgres://, mysql:// as this build
+/// of fencelock includes them (one that is not raises InvalidArgument saying so). Options:
+/// poll_interval (the fallback poll while waiting, default 0.05 s) and operation_timeout (how long
+/// one backend operation may take, default 10 s). Passwords never appear in errors or reprs.
+///
+/// Use it as `with fencelock.connect(url) as locker:` to release everything on exit.
+#[pyfunction]
+#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None)")]
+pub(crate) fn connect(
+    py: Python<'_>,
+    url: Bound<'_, PyAny>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PyLocker> {
+    guard(|| {
+        let url = text(&url, "url")?;
+        let options = locker_options(&Options::check(options, LOCKER_OPTIONS, "connect")?)?;
+        let locker = wait(
+            py,
+            async move { Locker::connect_with(&url, options).await },
+            OnInterrupt::Cancel,
+        )?;
+        Ok(PyLocker::new(locker))
+    })
+}
+
+/// Awaitable `connect`: `locker = await fencelock.connect_async(url)`. The Locker is the same
+/// class; use its `_async` methods and `async with` in asyncio code.
+#[pyfunction]
+#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None)")]
+pub(crate) fn connect_async<'py>(
+    py: Python<'py>,
+    url: Bound<'py, PyAny>,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    guard(|| {
+        let url = text(&url, "url")?;
+        let options = locker_options(&Options::check(options, LOCKER_OPTIONS, "connect_async")?)?;
+        awaitable(py, async move {
+            Locker::connect_with(&url, options)
+                .await
+                .map(PyLocker::new)
+                .map_err(to_py)
+        })
+    })
+}

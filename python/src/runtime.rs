@@ -1,0 +1,204 @@
+//! The one tokio runtime of this process, and the two ways Python waits on it.
+//!
+//! - Blocking calls run the core future with `Runtime::block_on` on the calling thread, inside
+//!   `py.detach` (the GIL is released, other Python threads run), in slices of at most
+//!   [`SLICE`]; between slices `py.check_signals()` lets Ctrl-C (KeyboardInterrupt) through.
+//!   On an interrupt the future is either dropped (acquire: cancel-safe in the core) or left to
+//!   finish in the background (release, close: so nothing is left behind).
+//! - Awaitable calls hand the future to pyo3-async-runtimes (`future_into_py`), which runs it on
+//!   this runtime and completes an asyncio future on the caller's event loop: the loop is never
+//!   blocked.
+//!
+//! The runtime is made lazily and is pid-checked on every use: threads do not survive `fork()`,
+//! so a child process builds its own runtime the first time it needs one. The parent's runtime
+//! is leaked in the child, never dropped (dropping would wait for worker threads that do not
+//! exist there). pyo3-async-runtimes' own tokio runtime lives in a `OnceLock` that cannot be
+//! rebuilt after fork, so its generic API is used with [`PyRuntime`], which spawns onto the
+//! runtime of this process.
+
+use std::any::Any;
+use std::cell::OnceCell;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use pyo3::prelude::*;
+use pyo3_async_runtimes::TaskLocals;
+use pyo3_async_runtimes::generic::{self, ContextExt};
+use tokio::runtime::{Builder, Handle, Runtime};
+
+use crate::error::{panic_to_py, to_py};
+
+/// The longest a blocking call goes without checking for Ctrl-C.
+pub(crate) const SLICE: Duration = Duration::from_millis(100);
+
+/// The runtime and the process that made it.
+static RUNTIME: Mutex<Option<(u32, &'static Runtime)>> = Mutex::new(None);
+
+/// The runtime of this process, made on first use (and again in a child made by `fork()`).
+pub(crate) fn runtime() -> fencelock::Result<&'static Runtime> {
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((owner, rt)) = *slot
+        && owner == pid
+    {
+        return Ok(rt);
+    }
+    let rt = Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("fencelock-rt")
+        .build()
+        .map_err(|e| fencelock::Error::internal(format!("cannot start the tokio runtime: {e}")))?;
+    // Leaked on purpose: it lives as long as the process, and a parent's runtime inherited
+    // across fork() must never be dropped in the child.
+    let rt: &'static Runtime = Box::leak(Box::new(rt));
+    *slot = Some((pid, rt));
+    Ok(rt)
+}
+
+/// What a blocking call does with its future when Ctrl-C interrupts it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnInterrupt {
+    /// Drop it: for acquire (cancel-safe in the core) and reads.
+    Cancel,
+    /// Let it finish on the runtime: for release and close, so nothing is left behind.
+    FinishInBackground,
+}
+
+/// Runs `fut` to completion on this process's runtime from the calling Python thread, with the
+/// GIL released. The outer `PyResult` carries a KeyboardInterrupt (or another exception raised
+/// by a signal handler) and caught panics; the inner result is the core's, so callers can act on
+/// its code before it becomes a Python exception.
+pub(crate) fn block<T, F>(
+    py: Python<'_>,
+    fut: F,
+    on_interrupt: OnInterrupt,
+) -> PyResult<fencelock::Result<T>>
+where
+    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let rt = runtime().map_err(to_py)?;
+    if Handle::try_current().is_ok() {
+        return Ok(Err(fencelock::Error::internal(
+            "a blocking fencelock call was made from a thread of fencelock's async runtime; use the async API there",
+        )));
+    }
+    let mut fut: Pin<Box<F>> = Box::pin(fut);
+    loop {
+        let step = py.detach(|| {
+            // The timer is made inside block_on: it needs the runtime's context.
+            catch_unwind(AssertUnwindSafe(|| {
+                rt.block_on(async { tokio::time::timeout(SLICE, fut.as_mut()).await })
+            }))
+        });
+        match step {
+            Err(payload) => return Err(panic_to_py(payload)),
+            Ok(Ok(result)) => return Ok(result),
+            Ok(Err(_slice_over)) => {
+                if let Err(interrupt) = py.check_signals() {
+                    match on_interrupt {
+                        OnInterrupt::Cancel => drop(fut),
+                        OnInterrupt::FinishInBackground => {
+                            rt.spawn(async move {
+                                let _ = fut.await;
+                            });
+                        }
+                    }
+                    return Err(interrupt);
+                }
+            }
+        }
+    }
+}
+
+/// [`block`] with the core error turned into its Python exception.
+pub(crate) fn wait<T, F>(py: Python<'_>, fut: F, on_interrupt: OnInterrupt) -> PyResult<T>
+where
+    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    block(py, fut, on_interrupt)?.map_err(to_py)
+}
+
+/// Turns `fut` into an asyncio awaitable on the running event loop. A panic inside becomes
+/// `fencelock.InternalError`; cancelling the asyncio future drops `fut`.
+pub(crate) fn awaitable<'py, T, F>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    runtime().map_err(to_py)?;
+    let guarded = async move {
+        match AssertUnwindSafe(fut).catch_unwind().await {
+            Ok(result) => result,
+            Err(payload) => Err(panic_to_py(payload)),
+        }
+    };
+    generic::future_into_py::<PyRuntime, _, T>(py, guarded)
+}
+
+/// pyo3-async-runtimes' view of this process's runtime.
+pub(crate) struct PyRuntime;
+
+tokio::task_local! {
+    static TASK_LOCALS: OnceCell<TaskLocals>;
+}
+
+fn runtime_or_panic() -> &'static Runtime {
+    // Only reached after `awaitable` made sure the runtime exists in this process.
+    match runtime() {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+impl generic::Runtime for PyRuntime {
+    type JoinError = tokio::task::JoinError;
+    type JoinHandle = tokio::task::JoinHandle<()>;
+
+    fn spawn<F>(fut: F) -> Self::JoinHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        runtime_or_panic().spawn(fut)
+    }
+
+    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        runtime_or_panic().spawn_blocking(f)
+    }
+}
+
+impl ContextExt for PyRuntime {
+    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        let cell = OnceCell::new();
+        let _ = cell.set(locals);
+        Box::pin(TASK_LOCALS.scope(cell, fut))
+    }
+
+    fn get_task_locals() -> Option<TaskLocals> {
+        TASK_LOCALS
+            .try_with(|c| c.get().cloned())
+            .unwrap_or_default()
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
+}

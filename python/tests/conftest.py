@@ -1,0 +1,85 @@
+"""Shared fixtures: every test gets its own SQLite files in a temporary folder."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator, List, Sequence
+
+import pytest
+
+import fencelock
+
+# Generous margins everywhere: CI is a busy 2-core machine. No test asserts speed.
+LONG = 30.0
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "locks.db"
+
+
+@pytest.fixture
+def url(db_path: Path) -> str:
+    return f"sqlite://{db_path}"
+
+
+@pytest.fixture
+def data_url(tmp_path: Path) -> str:
+    return f"sqlite://{tmp_path / 'data.db'}"
+
+
+@pytest.fixture
+def locker(url: str) -> Iterator[fencelock.Locker]:
+    locker = fencelock.connect(url)
+    yield locker
+    locker.close()
+
+
+def run_sql(path: Path, sql: str, params: Sequence[Any] = ()) -> List[List[Any]]:
+    """Runs one statement with Python's sqlite3 module in a separate process; returns the rows
+    (bytes come back as hex strings) and fails if the statement changed no row it should have.
+
+    Never open a database with Python's sqlite3 in a process where fencelock has it open: they
+    are two copies of the SQLite library, and closing one's file releases the other's POSIX
+    locks, which lets SQLite delete a WAL file still in use (sqlite.org/howtocorrupt.html,
+    section 2.2.1). Hence a child process.
+    """
+    code = (
+        "import json, sqlite3, sys\n"
+        "path, sql, params = json.loads(sys.stdin.read())\n"
+        "params = [bytes.fromhex(p[4:]) if isinstance(p, str) and p.startswith('hex:') else p for p in params]\n"
+        "con = sqlite3.connect(path, timeout=60)\n"
+        "cur = con.execute(sql, params)\n"
+        "rows = [[v.hex() if isinstance(v, bytes) else v for v in r] for r in cur.fetchall()]\n"
+        "con.commit()\n"
+        "print(json.dumps({'rows': rows, 'rowcount': cur.rowcount}))\n"
+    )
+    encoded = ["hex:" + p.hex() if isinstance(p, bytes) else p for p in params]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps([str(path), sql, encoded]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    answer = json.loads(done.stdout)
+    rows: List[List[Any]] = answer["rows"]
+    if sql.lstrip().upper().startswith("UPDATE"):
+        assert answer["rowcount"] >= 1, f"no row changed by {sql!r}"
+    return rows
+
+
+def take_over(db_path: Path, name: str) -> None:
+    """Makes somebody else the owner of `name` behind fencelock's back, as an operator or a
+    holder that found the lease expired would: the next renewal sees the lock is not ours."""
+    run_sql(
+        db_path,
+        "UPDATE fencelock_locks SET owner = ?, token = token + 1 WHERE name = ?",
+        [b"\x00" * 16, name.encode()],
+    )
+
+
+def python() -> str:
+    return sys.executable
