@@ -343,3 +343,59 @@ async fn locking_goes_on_while_one_ensemble_node_is_down() {
     assert!(kept.is_held(), "a lease held across the node's restart was lost");
     kept.release().await.unwrap();
 }
+
+/// Asks one ensemble node for its role with the `srvr` four-letter word.
+async fn mode_of(host_port: &str) -> Option<String> {
+    let mut stream = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(host_port)).await.ok()?.ok()?;
+    stream.write_all(b"srvr").await.ok()?;
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(2), stream.read_to_string(&mut text)).await.ok()?.ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
+}
+
+/// The ensemble's leader is killed while a lease is held and another Locker waits for it:
+/// clients move to the surviving nodes, and the lock is never held by both at once — the
+/// waiter gets it only after the holder released it, or after the holder's lease was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_moves_clients_and_never_double_holds() {
+    let _serial = serial();
+    let url = format!("{}?session_timeout_ms=20000", ensemble_url());
+    let hosts: Vec<String> = url.trim_start_matches("zk://").split('?').next().unwrap().split(',').map(str::to_string).collect();
+    let mut leader = None;
+    for (i, host) in hosts.iter().enumerate() {
+        if mode_of(host).await.as_deref() == Some("leader") {
+            leader = Some(i + 1);
+        }
+    }
+    let leader = leader.expect("the ensemble has no leader");
+    let holder = Locker::connect(&url).await.unwrap();
+    let waiter = Locker::connect(&url).await.unwrap();
+    let name = unique("leader-kill");
+    let lease = holder.acquire(&name, &LockOptions::default()).await.unwrap();
+    let waiting = {
+        let (waiter, name) = (waiter.clone(), name.clone());
+        tokio::spawn(async move { waiter.acquire(&name, &LockOptions::default().with_wait(Some(Duration::from_secs(90)))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let node = format!("zk-ensemble-{leader}");
+    tokio::task::spawn_blocking({
+        let node = node.clone();
+        move || servers(&["stop", &node])
+    })
+    .await
+    .unwrap();
+    // A new leader is elected; the holder keeps (or loses, never silently) its lease.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!waiting.is_finished() || lease.is_lost(), "the waiter got the lock while the holder still held it");
+    let held_through = lease.is_held();
+    let released = lease.release().await;
+    let next = tokio::time::timeout(Duration::from_secs(60), waiting).await.expect("the waiter never got the lock").unwrap().unwrap();
+    assert!(next.token() > lease.token());
+    match released {
+        Ok(()) => assert!(held_through),
+        Err(e) => assert_eq!(e.code(), fencelock::ErrorCode::Lost, "{e}"),
+    }
+    next.release().await.unwrap();
+    tokio::task::spawn_blocking(move || servers(&["start", &node])).await.unwrap();
+    println!("leader zk-ensemble-{leader} killed; the holder kept its lease: {held_through}");
+}

@@ -134,6 +134,8 @@ pub struct Fence {
     url: LockerUrl,
     resource: String,
     backend: Arc<dyn FenceBackend>,
+    /// The process that opened it: a child made by fork() has none of its connections' threads.
+    pid: u32,
 }
 
 impl Fence {
@@ -153,7 +155,7 @@ impl Fence {
             BackendKind::Redis => Arc::new(redis::RedisFence::open(&parsed, &options).await?),
             other => return Err(crate::backend::not_built(other)),
         };
-        Ok(Fence { url: parsed, resource: resource.to_string(), backend })
+        Ok(Fence { url: parsed, resource: resource.to_string(), backend, pid: std::process::id() })
     }
 
     pub fn resource(&self) -> &str {
@@ -169,6 +171,7 @@ impl Fence {
     /// another lock; BACKEND when a statement fails (everything is rolled back).
     pub async fn fenced_execute(&self, token: impl Into<FenceToken>, statements: &[Statement]) -> Result<Vec<u64>> {
         let token = token.into();
+        self.ensure_same_process()?;
         token.usable()?;
         self.backend.fenced_execute(&self.resource, &token, statements).await
     }
@@ -181,6 +184,7 @@ impl Fence {
     /// its deadline (nothing is sent); INVALID_ARGUMENT for a token of another lock.
     pub async fn fenced_set(&self, token: impl Into<FenceToken>, key: &str, value: &[u8]) -> Result<()> {
         let token = token.into();
+        self.ensure_same_process()?;
         token.usable()?;
         self.backend.fenced_set(&self.resource, &token, key, value).await
     }
@@ -189,13 +193,25 @@ impl Fence {
     /// protects nothing; use [`Fence::fenced_execute`] for the write itself.
     pub async fn check(&self, token: impl Into<FenceToken>) -> Result<()> {
         let token = token.into();
+        self.ensure_same_process()?;
         token.usable()?;
         self.backend.check(&self.resource, &token).await
     }
 
     /// The highest token accepted so far, if any.
     pub async fn highest(&self) -> Result<Option<u64>> {
+        self.ensure_same_process()?;
         self.backend.highest(&self.resource).await
+    }
+
+    fn ensure_same_process(&self) -> Result<()> {
+        if self.pid != std::process::id() {
+            return Err(Error::closed(format!(
+                "this fence was opened in process {} before fork(); open a new one in this process",
+                self.pid
+            )));
+        }
+        Ok(())
     }
 
     pub async fn close(&self) {
