@@ -117,6 +117,25 @@ fn sql_value(value: &Bound<'_, PyAny>, at: &str) -> PyResult<SqlValue> {
     )))
 }
 
+/// `fenced_set`'s key (str) and value (bytes or str).
+fn key_value(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<(String, Vec<u8>)> {
+    let key: String = key
+        .extract()
+        .map_err(|_| crate::error::invalid(format!("key must be a str, not {}", type_name(key))))?;
+    let value = if let Ok(bytes) = value.cast::<pyo3::types::PyBytes>() {
+        bytes.as_bytes().to_vec()
+    } else if let Ok(text) = value.extract::<String>() {
+        text.into_bytes()
+    } else {
+        return Err(crate::error::invalid(format!("value must be bytes or str, not {}", type_name(value))));
+    };
+    Ok((key, value))
+}
+
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
 fn is_sequence(value: &Bound<'_, PyAny>) -> bool {
     value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()
 }
@@ -276,6 +295,45 @@ impl PyFence {
                     .await
                     .map_err(to_py)
             })
+        })
+    }
+
+    /// Sets `key` to `value` (bytes or str) if `token` (a Lease or an int) is at least the
+    /// highest this fence has accepted, in one script (Redis fences). Raises StaleToken
+    /// (nothing written) when a newer holder has written, Lost for a lease past its deadline
+    /// (nothing sent), InvalidArgument on a SQL fence (use `fenced_execute`).
+    fn fenced_set(
+        &self,
+        py: Python<'_>,
+        token: Bound<'_, PyAny>,
+        key: Bound<'_, PyAny>,
+        value: Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        guard(|| {
+            let fence = self.core()?;
+            let token = fence_token(&token)?;
+            let (key, value) = key_value(&key, &value)?;
+            wait(
+                py,
+                async move { fence.fenced_set(token, &key, &value).await },
+                OnInterrupt::Cancel,
+            )
+        })
+    }
+
+    /// Awaitable `fenced_set`.
+    fn fenced_set_async<'py>(
+        &self,
+        py: Python<'py>,
+        token: Bound<'py, PyAny>,
+        key: Bound<'py, PyAny>,
+        value: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let fence = self.core()?;
+            let token = fence_token(&token)?;
+            let (key, value) = key_value(&key, &value)?;
+            awaitable(py, async move { fence.fenced_set(token, &key, &value).await.map_err(to_py) })
         })
     }
 
