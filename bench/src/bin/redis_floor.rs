@@ -4,9 +4,9 @@
 //!   compare-and-delete script (no fencing, no renewal);
 //! - handoff: the time from a release to the waiter holding the lock, against a raw waiter
 //!   that spins on `SET NX` without sleeping (the lowest latency a poller can reach);
-//! - wake-up with 8 and 64 waiters on one lock: fencelock's pub/sub (every waiter woken, they
-//!   race once) against a per-lock list popped with BLPOP (one waiter woken, one connection per
-//!   waiter).
+//! - wake-up with 8 and 64 waiters on one lock: fencelock's pub/sub (the waiters of one Locker
+//!   queue locally and one of them contends) against a per-lock list popped with BLPOP (one
+//!   waiter woken, one connection per waiter).
 //!
 //! Usage: `cargo run --release -p fencelock-bench --bin redis_floor [REDIS_URL]`
 //! (default redis://127.0.0.1:7001, a master without replicas: the design's default
@@ -147,7 +147,8 @@ async fn handoff_raw_spin(url: &str) -> Stats {
     stats(samples, started.elapsed())
 }
 
-/// `waiters` contenders on one lock through fencelock (pub/sub wake-up, one shared Locker).
+/// `waiters` contenders on one lock through fencelock (pub/sub wake-up, one shared Locker, so
+/// its waiters queue locally and one of them contends at a time).
 async fn herd_pubsub(url: &str, waiters: usize, total: usize) -> Stats {
     let locker = Locker::connect(url).await.unwrap();
     herd(waiters, total, move |_| {
@@ -245,6 +246,6 @@ async fn main() {
         let blpop = herd_blpop(&url, waiters, total).await;
         let pubsub = herd_pubsub(&url, waiters, total).await;
         row(&format!("{waiters} waiters, per-lock BLPOP list (one woken)"), &blpop, None);
-        row(&format!("{waiters} waiters, fencelock pub/sub (all woken, race once)"), &pubsub, Some(&blpop));
+        row(&format!("{waiters} waiters, fencelock pub/sub (local FIFO queue, one contender per Locker)"), &pubsub, Some(&blpop));
     }
 }
