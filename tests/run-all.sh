@@ -14,6 +14,8 @@ bash tests/servers.sh start redis cluster postgres mariadb zookeeper zk-ensemble
 set -a
 eval "$(bash tests/servers.sh env)"
 set +a
+# Every server was started above: a test that cannot reach one fails instead of skipping.
+export FENCELOCK_REQUIRE_SERVERS=1
 
 section "Rust: core and the fencelock command"
 # default-members: the crates that need no Python, Node or JDK.
