@@ -1,5 +1,6 @@
 //! `fencelock.Lease`: proof of holding one lock.
 
+use std::mem::ManuallyDrop;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use fencelock::{Error, ErrorCode, Lease};
@@ -23,33 +24,31 @@ use crate::signal::PyLostSignal;
 /// `locker.lock(...)`.
 #[pyclass(name = "Lease", module = "fencelock", frozen)]
 pub struct PyLease {
-    /// `None` only while being dropped in a forked child.
-    lease: Option<Lease>,
+    /// Dropped by hand in `Drop`: never in a forked child (see there).
+    lease: ManuallyDrop<Lease>,
     pid: u32,
 }
 
 impl PyLease {
     pub(crate) fn new(lease: Lease) -> Self {
         PyLease {
-            lease: Some(lease),
+            lease: ManuallyDrop::new(lease),
             pid: std::process::id(),
         }
     }
 
     pub(crate) fn core(&self) -> &Lease {
-        match &self.lease {
-            Some(lease) => lease,
-            None => unreachable!("a lease is only taken out while being dropped"),
-        }
+        &self.lease
     }
 }
 
 impl Drop for PyLease {
     fn drop(&mut self) {
-        if self.pid != std::process::id() {
-            // A lease inherited across fork(): the child must not touch the parent's lock or
-            // its connections. The core never renews or releases it here; do not even drop it.
-            std::mem::forget(self.lease.take());
+        // A lease inherited across fork(): the child must not touch the parent's lock or its
+        // connections. The core never renews or releases it here; it is not even dropped.
+        if self.pid == std::process::id() {
+            // SAFETY: dropped once, here, and never used again.
+            unsafe { ManuallyDrop::drop(&mut self.lease) };
         }
     }
 }

@@ -149,7 +149,9 @@ tokio::task_local! {
 }
 
 fn runtime_or_panic() -> &'static Runtime {
-    // Only reached after `awaitable` made sure the runtime exists in this process.
+    // Only reached after `awaitable` made sure the runtime exists in this process, so this
+    // cannot fail; pyo3-async-runtimes' `spawn` has no error path, and `awaitable` runs inside
+    // `error::guard`, which would turn a panic here into InternalError all the same.
     match runtime() {
         Ok(rt) => rt,
         Err(e) => panic!("{e}"),
