@@ -16,31 +16,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::{LockOptions, Locker};
+use fencelock_bench::{Run, Stats, row};
 use redis::AsyncCommands;
 
 const CYCLES: usize = 3000;
 const HANDOFFS: usize = 500;
 
-struct Stats {
-    per_second: f64,
-    p50: Duration,
-    p99: Duration,
-}
-
-fn stats(mut samples: Vec<Duration>, elapsed: Duration) -> Stats {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    Stats { per_second: samples.len() as f64 / elapsed.as_secs_f64(), p50: at(0.5), p99: at(0.99) }
-}
-
-fn row(name: &str, s: &Stats, floor: Option<&Stats>) {
-    let ratio = floor.map(|f| format!("{:.2}x", s.per_second / f.per_second)).unwrap_or_else(|| "1.00x".into());
-    println!(
-        "| {name} | {:.0} | {:.3} | {:.3} | {ratio} |",
-        s.per_second,
-        s.p50.as_secs_f64() * 1e3,
-        s.p99.as_secs_f64() * 1e3
-    );
+fn stats(samples: Vec<Duration>, elapsed: Duration) -> Stats {
+    let mut run = Run::default();
+    run.add((samples, elapsed));
+    run.stats()
 }
 
 const RAW_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";

@@ -18,10 +18,10 @@
 //! (default 127.0.0.1:2181, the standalone test server from `bash tests/servers.sh start
 //! zookeeper`).
 
-use std::future::Future;
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
+use fencelock_bench::{Contender, Run, handoff, hold, row};
 use fencelock::{Lease, LockOptions, Locker};
 use zookeeper_client::{Acls, Client, CreateMode};
 
@@ -29,53 +29,12 @@ const CYCLES: usize = 4000;
 const HANDOFFS: usize = 800;
 const ROUNDS: usize = 4;
 /// Handoffs before the timed ones in each run.
-const WARMUP: usize = 4;
 /// How long each holder keeps the lock in the handoff runs (`BENCH_HOLD_MS` overrides it):
 /// enough for the other side's create + list + exists-watch to be done, so it waits on its
 /// watch when the lock is released.
-const HOLD_MS: u64 = 2;
 const RAW_ROOT: &str = "/fencelock-bench-raw";
 
-fn hold() -> Duration {
-    let ms = std::env::var("BENCH_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(HOLD_MS);
-    Duration::from_millis(ms)
-}
 
-struct Stats {
-    per_second: f64,
-    p50: Duration,
-    p99: Duration,
-}
-
-/// Samples and time spent, summed over rounds.
-#[derive(Default)]
-struct Run {
-    samples: Vec<Duration>,
-    elapsed: Duration,
-}
-
-impl Run {
-    fn add(&mut self, (samples, elapsed): (Vec<Duration>, Duration)) {
-        self.samples.extend(samples);
-        self.elapsed += elapsed;
-    }
-
-    fn stats(mut self) -> Stats {
-        self.samples.sort();
-        let at = |q: f64| self.samples[((self.samples.len() - 1) as f64 * q) as usize];
-        Stats { per_second: self.samples.len() as f64 / self.elapsed.as_secs_f64(), p50: at(0.5), p99: at(0.99) }
-    }
-}
-
-fn row(name: &str, s: &Stats, floor: Option<&Stats>) {
-    let ratio = floor.map(|f| format!("{:.2}x", s.per_second / f.per_second)).unwrap_or_else(|| "1.00x".into());
-    println!(
-        "| {name} | {:.0} | {:.3} | {:.3} | {ratio} |",
-        s.per_second,
-        s.p50.as_secs_f64() * 1e3,
-        s.p99.as_secs_f64() * 1e3
-    );
-}
 
 async fn raw_client(hosts: &str) -> Client {
     Client::connector().with_session_timeout(Duration::from_secs(10)).connect(hosts).await.unwrap()
@@ -125,10 +84,6 @@ async fn uncontended_fencelock(locker: &Locker, n: usize) -> (Vec<Duration>, Dur
 }
 
 /// One side of a handoff: `take` returns once it holds the lock, `give` releases it.
-trait Contender: Send + 'static {
-    fn take(&mut self) -> impl Future<Output = ()> + Send;
-    fn give(&mut self) -> impl Future<Output = ()> + Send;
-}
 
 struct FencelockSide {
     locker: Locker,
@@ -177,68 +132,6 @@ impl Contender for RecipeSide {
     }
 }
 
-struct Shared {
-    takes: usize,
-    released_at: Option<Instant>,
-    started: Option<Instant>,
-    samples: Vec<Duration>,
-}
-
-/// Two contenders hand one lock back and forth; returns the times from each release call to
-/// the other side holding the lock, after [`WARMUP`] untimed handoffs.
-async fn handoff<C: Contender>(sides: [C; 2], handoffs: usize) -> (Vec<Duration>, Duration) {
-    let total = WARMUP + 1 + handoffs;
-    let shared = Arc::new(Mutex::new(Shared {
-        takes: 0,
-        released_at: None,
-        started: None,
-        samples: Vec::with_capacity(handoffs),
-    }));
-    let (taken_tx, taken_rx) = tokio::sync::watch::channel(0usize);
-    let taken_tx = Arc::new(taken_tx);
-    let hold = hold();
-    let mut tasks = Vec::new();
-    for mut side in sides {
-        let (shared, taken_tx, mut taken_rx) = (shared.clone(), taken_tx.clone(), taken_rx.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                if shared.lock().unwrap().takes >= total {
-                    return side;
-                }
-                side.take().await;
-                let n = {
-                    let mut s = shared.lock().unwrap();
-                    s.takes += 1;
-                    let released_at = s.released_at.take();
-                    if s.takes > WARMUP + 1 {
-                        s.samples.push(released_at.unwrap().elapsed());
-                    } else if s.takes == WARMUP + 1 {
-                        s.started = Some(Instant::now());
-                    }
-                    s.takes
-                };
-                taken_tx.send_replace(n);
-                tokio::time::sleep(hold).await;
-                shared.lock().unwrap().released_at = Some(Instant::now());
-                side.give().await;
-                if n >= total {
-                    return side;
-                }
-                // Ask again only once the other side holds it.
-                taken_rx.wait_for(|taken| *taken > n).await.unwrap();
-            }
-        }));
-    }
-    drop(taken_rx);
-    for t in tasks {
-        drop(t.await.unwrap());
-    }
-    let mut s = shared.lock().unwrap();
-    let elapsed = s.started.unwrap().elapsed();
-    let samples = std::mem::take(&mut s.samples);
-    assert_eq!(samples.len(), handoffs);
-    (samples, elapsed)
-}
 
 async fn fencelock_sides(url: &str) -> [FencelockSide; 2] {
     [
