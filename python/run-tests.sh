@@ -41,6 +41,12 @@ fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2" "pytest>=7" "mypy>=1.10"
 
+step "building the fencelock command the wheel ships (profile $profile)"
+# `cargo test` has usually built it already into the same folder, so this is a no-op in CI.
+if [ "$profile" = release ]; then cli_dir=release; else cli_dir=debug; fi
+cargo build --quiet -p fencelock-cli --bin fencelock --profile "$profile" --target-dir "$target_dir"
+export FENCELOCK_CLI_BINARY="$target_dir/$cli_dir/fencelock"
+
 step "building the wheel (profile $profile)"
 rm -rf "$wheels"
 start=$(date +%s)
