@@ -19,6 +19,7 @@ use crate::ids::OwnerId;
 use crate::locker::LockerInner;
 use crate::name::LockName;
 use crate::options::validate_ttl;
+use crate::reentry::Ticket;
 use crate::signal::{LossReason, LostSignal, lock};
 use crate::watchdog;
 
@@ -123,6 +124,36 @@ impl LeaseShared {
         self.pid != std::process::id()
     }
 
+    /// Held, not released or lost, and not inherited across fork(), as of now.
+    pub(crate) fn is_held_now(&self) -> bool {
+        !self.inherited_across_fork() && self.current_phase() == Phase::Held
+    }
+
+    /// Ends a lease that its holder let go of without release: sends the release in the
+    /// background, best effort. If the runtime is gone the lock simply expires on the server.
+    pub(crate) fn release_in_background(&self) {
+        {
+            let mut state = lock(&self.state);
+            if state.phase != Phase::Held {
+                return;
+            }
+            state.phase = Phase::Released;
+        }
+        if self.inherited_across_fork() || self.release_sent.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let backend = self.backend.clone();
+        let name = self.name.clone();
+        let owner = self.owner;
+        let timeout = self.operation_timeout;
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.runtime.spawn(async move {
+                let _ = tokio::time::timeout(timeout, backend.release(&name, owner)).await;
+            })
+        }));
+        self.unregister();
+    }
+
     /// Makes the lease lost (once) and fires its signal.
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         {
@@ -165,7 +196,7 @@ impl LeaseShared {
         }
     }
 
-    fn ensure_held(&self) -> Result<()> {
+    pub(crate) fn ensure_held(&self) -> Result<()> {
         if self.inherited_across_fork() {
             return Err(Error::closed(format!(
                 "lease on {:?} was inherited across fork(); only the process that acquired it may use it",
@@ -308,24 +339,7 @@ impl LeaseShared {
 
 impl Drop for LeaseShared {
     fn drop(&mut self) {
-        let held = lock(&self.state).phase == Phase::Held;
-        if !held || self.inherited_across_fork() || self.release_sent.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        // Dropped without release: release in the background, best effort. If the runtime is
-        // gone the lock simply expires on the server.
-        let backend = self.backend.clone();
-        let name = self.name.clone();
-        let owner = self.owner;
-        let timeout = self.operation_timeout;
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.runtime.spawn(async move {
-                let _ = tokio::time::timeout(timeout, backend.release(&name, owner)).await;
-            })
-        }));
-        if let Some(locker) = self.locker.upgrade() {
-            locker.forget(self.id);
-        }
+        self.release_in_background();
     }
 }
 
@@ -432,9 +446,14 @@ impl fmt::Debug for LeaseEvents {
 /// Proof of holding one lock. Clones share the same lease; it is released when
 /// [`Lease::release`] is called, or in the background (best effort) when the last clone is
 /// dropped.
+///
+/// A lease acquired in an execution scope ([`crate::Locker::acquire_in`]) is one acquisition of
+/// that scope's lease: nested acquisitions share the server lease and its token, and the lock
+/// is released on the server when the last of them is released.
 #[derive(Clone)]
 pub struct Lease {
     pub(crate) shared: Arc<LeaseShared>,
+    pub(crate) ticket: Option<Arc<Ticket>>,
 }
 
 impl Lease {
@@ -469,7 +488,7 @@ impl Lease {
 
     /// Held: neither released nor lost.
     pub fn is_held(&self) -> bool {
-        !self.shared.inherited_across_fork() && self.shared.current_phase() == Phase::Held
+        self.ticket.as_ref().is_none_or(|ticket| !ticket.is_released()) && self.shared.is_held_now()
     }
 
     /// Whether the last renewal attempt failed (renewals retry until the deadline).
@@ -497,7 +516,10 @@ impl Lease {
 
     /// `Ok` while held; LOST, NOT_HELD or CLOSED otherwise.
     pub fn ensure_held(&self) -> Result<()> {
-        self.shared.ensure_held()
+        match &self.ticket {
+            Some(ticket) => ticket.ensure_held(),
+            None => self.shared.ensure_held(),
+        }
     }
 
     /// Sets a new ttl from now (the current ttl when `None`).
@@ -506,6 +528,7 @@ impl Lease {
     /// NOT_HELD after release, LOST after a loss (including when the server says the lock is
     /// no longer ours), CLOSED in a forked child, UNAVAILABLE when the backend does not answer.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
+        self.ensure_held()?;
         self.shared.extend(ttl).await
     }
 
@@ -515,8 +538,14 @@ impl Lease {
     /// NOT_HELD on a second release, LOST when the lease was lost first (the caller's work may
     /// have run without the lock), UNAVAILABLE when the backend does not answer (the lock
     /// then expires on its own).
+    ///
+    /// A nested acquisition ([`crate::Locker::acquire_in`] with `reentrant`) releases only
+    /// itself while outer ones remain; in any order.
     pub async fn release(&self) -> Result<()> {
-        self.shared.release().await
+        match &self.ticket {
+            Some(ticket) => ticket.release().await,
+            None => self.shared.release().await,
+        }
     }
 
     /// The token with what a fence needs to check it (the lock's identity and deadline).

@@ -17,6 +17,7 @@ use crate::ids::OwnerId;
 use crate::lease::{Lease, LeaseEvents, LeaseShared, NewLease};
 use crate::name::LockName;
 use crate::options::{LockOptions, LockerOptions};
+use crate::reentry::{Scope, ScopeRegistry};
 use crate::signal::lock;
 use crate::url::{BackendKind, LockerUrl};
 
@@ -33,6 +34,8 @@ pub(crate) struct LockerInner {
     leases: Mutex<HashMap<u64, Weak<LeaseShared>>>,
     /// One queue per lock name for this Locker's waiters (see [`Locker::acquire`]).
     turnstiles: Mutex<HashMap<LockName, Weak<tokio::sync::Mutex<()>>>>,
+    /// Which execution scopes hold which names (see [`Locker::acquire_in`]).
+    scopes: Arc<ScopeRegistry>,
 }
 
 impl LockerInner {
@@ -95,6 +98,7 @@ impl Locker {
                 next_lease_id: AtomicU64::new(1),
                 leases: Mutex::new(HashMap::new()),
                 turnstiles: Mutex::new(HashMap::new()),
+                scopes: Arc::new(ScopeRegistry::default()),
             }),
         })
     }
@@ -135,9 +139,57 @@ impl Locker {
     /// # Cancellation safety
     /// Dropping the future leaves nothing behind: an attempt in flight is released by its
     /// owner id in the background, and so is a waiter's place in a queue (ZooKeeper).
+    ///
+    /// Each call is its own acquisition: `reentrant` needs an execution scope, so it is
+    /// INVALID_ARGUMENT here; use [`Locker::acquire_in`].
     pub async fn acquire(&self, name: &str, options: &LockOptions) -> Result<Lease> {
         let name = LockName::new(name)?;
         options.validate()?;
+        if options.reentrant {
+            return Err(Error::invalid(
+                "reentrant needs an execution scope to count re-entries in: use acquire_in(scope, ...)",
+            ));
+        }
+        self.acquire_name(name, options).await
+    }
+
+    /// Acquires `name` on behalf of an execution scope (a thread, task or coroutine that the
+    /// binding names; see [`crate::reentry`]).
+    ///
+    /// If `scope` already holds `name` through this Locker: with `options.reentrant` the
+    /// nested acquisition returns at once, with the same token, over the same server lease
+    /// (the rest of `options` is ignored); without it, DEADLOCK, since waiting for a lock the
+    /// scope itself holds would wait forever. Otherwise it acquires as [`Locker::acquire`].
+    pub async fn acquire_in(&self, scope: Scope, name: &str, options: &LockOptions) -> Result<Lease> {
+        let lock_name = LockName::new(name)?;
+        options.validate()?;
+        self.ensure_open()?;
+        if let Some(reentry) = self.inner.scopes.held(&lock_name, scope) {
+            if !options.reentrant {
+                return Err(Error::deadlock(format!(
+                    "lock {name:?} is already held by this scope (the same thread or task) and was not \
+                     acquired as reentrant: acquiring it again would wait forever"
+                )));
+            }
+            let ticket = reentry.enter();
+            return Ok(Lease { shared: reentry.shared.clone(), ticket: Some(ticket) });
+        }
+        let Lease { shared, .. } = self.acquire_name(lock_name.clone(), options).await?;
+        let ticket = self.inner.scopes.enter_first(lock_name, scope, shared.clone());
+        Ok(Lease { shared, ticket: Some(ticket) })
+    }
+
+    /// [`Locker::try_acquire`] on behalf of an execution scope, as [`Locker::acquire_in`].
+    pub async fn try_acquire_in(&self, scope: Scope, name: &str, options: &LockOptions) -> Result<Option<Lease>> {
+        let options = options.clone().with_wait(Some(Duration::ZERO));
+        match self.acquire_in(scope, name, &options).await {
+            Ok(lease) => Ok(Some(lease)),
+            Err(e) if e.is_timeout() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn acquire_name(&self, name: LockName, options: &LockOptions) -> Result<Lease> {
         self.ensure_open()?;
         let holder =
             HolderDescription::of_this_process(&self.inner.language, options.holder.as_deref()).to_json();
@@ -328,7 +380,7 @@ impl Locker {
                 });
                 lock(&self.inner.leases).insert(id, Arc::downgrade(&shared));
                 self.inner.backend.track(name, owner, LeaseEvents::new(&shared));
-                let lease = Lease { shared };
+                let lease = Lease { shared, ticket: None };
                 if self.inner.closed.load(Ordering::Acquire) {
                     // Closed while we were acquiring: give it back.
                     let _ = lease.release().await;

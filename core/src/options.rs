@@ -35,7 +35,7 @@ pub struct LockOptions {
     /// Stop renewing after this long, so a live but stuck holder cannot keep the lock
     /// forever; the lease is then lost at its next deadline (default none).
     pub max_hold: Option<Duration>,
-    /// Re-entry by the same execution scope (default off).
+    /// Re-entry by the same execution scope (default off): see [`crate::Locker::acquire_in`].
     pub reentrant: bool,
     /// Free text stored with the holder's description (host and pid are added).
     pub holder: Option<String>,
@@ -94,11 +94,6 @@ impl LockOptions {
             if max_hold.is_zero() {
                 return Err(Error::invalid("max_hold must be positive"));
             }
-        }
-        if self.reentrant {
-            return Err(Error::invalid(
-                "reentrant locks are not available yet in this version of fencelock",
-            ));
         }
         if let Some(holder) = &self.holder {
             if holder.len() > 1024 {

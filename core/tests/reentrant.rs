@@ -1,0 +1,197 @@
+//! Re-entrant locks per execution scope (design §2, issue 11), on every backend: SQLite, Redis,
+//! ZooKeeper, PostgreSQL and MariaDB (servers from tests/servers.sh). Each scenario runs once
+//! per backend, as `<scenario>::<backend>`.
+
+mod support;
+
+use std::time::Duration;
+
+use fencelock::{ErrorCode, LockOptions, Locker, Scope};
+use support::{unique, url};
+
+const OUTER: Scope = Scope::new(1);
+const OTHER: Scope = Scope::new(2);
+
+fn sqlite_url() -> String {
+    // One file per test process, kept for its life: every Locker of a scenario shares it.
+    let dir = std::env::temp_dir().join(format!("fencelock-reentrant-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    format!("sqlite://{}", dir.join("locks.db").display())
+}
+
+fn backend_url(backend: &str) -> String {
+    match backend {
+        "sqlite" => sqlite_url(),
+        "redis" => support::redis_url(),
+        // A short session, so the loss scenario ends within seconds.
+        "zookeeper" => format!("{}?session_timeout_ms=2000", url("ZK", "zk://127.0.0.1:2181")),
+        "postgres" => url("POSTGRES", "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test"),
+        "mariadb" => url("MARIADB", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"),
+        other => panic!("unknown backend {other}"),
+    }
+}
+
+fn reentrant() -> LockOptions {
+    LockOptions::default().with_reentrant(true)
+}
+
+/// A nested acquire that had to wait would time out: this proves "at once" without timing it.
+fn at_once() -> LockOptions {
+    reentrant().with_wait(Some(Duration::ZERO))
+}
+
+macro_rules! on_every_backend {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() { super::$scenario(&super::backend_url("sqlite")).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis() { super::$scenario(&super::backend_url("redis")).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn zookeeper() { super::$scenario(&super::backend_url("zookeeper")).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() { super::$scenario(&super::backend_url("postgres")).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mariadb() { super::$scenario(&super::backend_url("mariadb")).await }
+        }
+    )*};
+}
+
+on_every_backend!(
+    nested_acquire_shares_the_lease_and_the_lock_frees_after_the_outer_release,
+    nested_leases_release_in_any_order,
+    without_the_option_a_nested_acquire_is_a_deadlock,
+    a_loss_while_nested_makes_every_nested_lease_lost,
+    dropped_nested_leases_release_the_lock_when_the_last_goes,
+);
+
+async fn nested_acquire_shares_the_lease_and_the_lock_frees_after_the_outer_release(url: &str) {
+    let locker = Locker::connect(url).await.unwrap();
+    let rival = Locker::connect(url).await.unwrap();
+    let name = unique("nested");
+
+    let outer = locker.acquire_in(OUTER, &name, &reentrant()).await.unwrap();
+    let inner = locker.acquire_in(OUTER, &name, &at_once()).await.unwrap();
+    assert_eq!(inner.token(), outer.token(), "a nested lease carries the outer lease's token");
+
+    // Another Locker, and another scope of the same Locker, contend as usual.
+    assert!(rival.try_acquire(&name, &LockOptions::default()).await.unwrap().is_none());
+    assert!(locker.try_acquire_in(OTHER, &name, &reentrant()).await.unwrap().is_none());
+
+    inner.release().await.unwrap();
+    assert!(!inner.is_held());
+    assert!(outer.is_held());
+    assert!(rival.try_acquire(&name, &LockOptions::default()).await.unwrap().is_none(), "inner release must keep the lock");
+    assert_eq!(inner.release().await.unwrap_err().code(), ErrorCode::NotHeld);
+    assert_eq!(inner.extend(None).await.unwrap_err().code(), ErrorCode::NotHeld);
+    outer.extend(None).await.unwrap();
+
+    outer.release().await.unwrap();
+    let next = rival
+        .acquire(&name, &LockOptions::default().with_wait(Some(Duration::from_secs(10))))
+        .await
+        .expect("the lock is free once the outer lease is released");
+    assert!(next.token() > outer.token());
+    next.release().await.unwrap();
+
+    // The scope holds nothing now: acquiring again is a fresh acquisition with a new token.
+    let again = locker.acquire_in(OUTER, &name, &LockOptions::default()).await.unwrap();
+    assert!(again.token() > next.token());
+    again.release().await.unwrap();
+    locker.close().await;
+    rival.close().await;
+}
+
+async fn nested_leases_release_in_any_order(url: &str) {
+    let locker = Locker::connect(url).await.unwrap();
+    let rival = Locker::connect(url).await.unwrap();
+    let name = unique("order");
+
+    let first = locker.acquire_in(OUTER, &name, &reentrant()).await.unwrap();
+    let second = locker.acquire_in(OUTER, &name, &at_once()).await.unwrap();
+    let third = locker.acquire_in(OUTER, &name, &at_once()).await.unwrap();
+
+    first.release().await.unwrap();
+    assert!(rival.try_acquire(&name, &LockOptions::default()).await.unwrap().is_none());
+    third.release().await.unwrap();
+    assert!(rival.try_acquire(&name, &LockOptions::default()).await.unwrap().is_none());
+    assert!(second.is_held());
+    second.release().await.unwrap();
+
+    let next = rival
+        .acquire(&name, &LockOptions::default().with_wait(Some(Duration::from_secs(10))))
+        .await
+        .expect("free after the last nested lease is released");
+    next.release().await.unwrap();
+    locker.close().await;
+    rival.close().await;
+}
+
+async fn without_the_option_a_nested_acquire_is_a_deadlock(url: &str) {
+    let locker = Locker::connect(url).await.unwrap();
+    let name = unique("deadlock");
+
+    let outer = locker.acquire_in(OUTER, &name, &LockOptions::default()).await.unwrap();
+    let nested = locker.acquire_in(OUTER, &name, &LockOptions::default()).await.unwrap_err();
+    assert_eq!(nested.code(), ErrorCode::Deadlock);
+    assert!(nested.to_string().contains(&name), "the error names the lock: {nested}");
+    let tried = locker.try_acquire_in(OUTER, &name, &LockOptions::default()).await.unwrap_err();
+    assert_eq!(tried.code(), ErrorCode::Deadlock);
+    // The failed attempts changed nothing: the outer lease still holds the lock alone.
+    assert!(outer.is_held());
+    assert!(locker.try_acquire_in(OTHER, &name, &LockOptions::default()).await.unwrap().is_none());
+
+    // Without a scope there is nothing to count re-entries in.
+    let unscoped = locker.acquire(&unique("unscoped"), &reentrant()).await.unwrap_err();
+    assert_eq!(unscoped.code(), ErrorCode::InvalidArgument);
+    outer.release().await.unwrap();
+    locker.close().await;
+}
+
+async fn a_loss_while_nested_makes_every_nested_lease_lost(url: &str) {
+    let locker = Locker::connect(url).await.unwrap();
+    let name = unique("lost");
+    // No renewal: the lease is lost at its client deadline (ttl, or the ZooKeeper session).
+    let short = reentrant().with_ttl(Duration::from_millis(1500)).with_auto_renew(false);
+
+    let outer = locker.acquire_in(OUTER, &name, &short).await.unwrap();
+    let inner = locker.acquire_in(OUTER, &name, &short.clone().with_wait(Some(Duration::ZERO))).await.unwrap();
+    let inner_signal = inner.lost_signal();
+    tokio::time::timeout(Duration::from_secs(20), outer.lost_signal().wait())
+        .await
+        .expect("the lease is lost at its deadline");
+    assert!(inner_signal.is_set(), "the nested lease's signal fires with the outer one");
+    assert!(inner.is_lost() && outer.is_lost());
+    assert_eq!(inner.release().await.unwrap_err().code(), ErrorCode::Lost);
+    assert_eq!(outer.release().await.unwrap_err().code(), ErrorCode::Lost);
+
+    // A lost lease is not re-entered: the scope acquires afresh.
+    let fresh = locker
+        .acquire_in(OUTER, &name, &reentrant().with_wait(Some(Duration::from_secs(20))))
+        .await
+        .unwrap();
+    assert!(fresh.token() > outer.token());
+    fresh.release().await.unwrap();
+    locker.close().await;
+}
+
+async fn dropped_nested_leases_release_the_lock_when_the_last_goes(url: &str) {
+    let locker = Locker::connect(url).await.unwrap();
+    let rival = Locker::connect(url).await.unwrap();
+    let name = unique("dropped");
+
+    let outer = locker.acquire_in(OUTER, &name, &reentrant()).await.unwrap();
+    let inner = locker.acquire_in(OUTER, &name, &at_once()).await.unwrap();
+    inner.release().await.unwrap();
+    let inner_clone = inner.clone();
+    drop(outer);
+    // The released inner lease is still referenced, yet the lock goes back in the background.
+    let next = rival
+        .acquire(&name, &LockOptions::default().with_wait(Some(Duration::from_secs(10))))
+        .await
+        .expect("dropping the last open acquisition releases the lock");
+    assert!(!inner_clone.is_held());
+    next.release().await.unwrap();
+    locker.close().await;
+    rival.close().await;
+}
