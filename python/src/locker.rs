@@ -2,10 +2,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::thread::ThreadId;
 use std::time::Duration;
 
-use fencelock::{Error, HolderDescription, LockInfo, LockOptions, Locker};
+use fencelock::{HolderDescription, LockInfo, LockOptions, Locker, Scope};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -81,6 +80,17 @@ impl PyLocker {
     }
 }
 
+/// The caller's execution scope for re-entry: its asyncio task, else its thread
+/// (`fencelock._scope.current_scope`, where the reasons are written down).
+fn current_scope(py: Python<'_>) -> PyResult<Scope> {
+    let number: u64 = py
+        .import("fencelock._scope")?
+        .getattr("current_scope")?
+        .call0()?
+        .extract()?;
+    Ok(Scope::new(number))
+}
+
 fn acquire_options(
     options: Option<&Bound<'_, PyDict>>,
     known: &[&str],
@@ -139,9 +149,10 @@ impl PyLocker {
             let name = text(&name, "lock name")?;
             let options = acquire_options(options, LOCK_OPTIONS, "acquire")?;
             let locker = self.core()?.clone();
+            let scope = current_scope(py)?;
             let lease = wait(
                 py,
-                async move { locker.acquire(&name, &options).await },
+                async move { locker.acquire_in(scope, &name, &options).await },
                 OnInterrupt::Cancel,
             )?;
             Ok(PyLease::new(lease))
@@ -163,9 +174,10 @@ impl PyLocker {
             let name = text(&name, "lock name")?;
             let options = try_options(options)?;
             let locker = self.core()?.clone();
+            let scope = current_scope(py)?;
             let lease = wait(
                 py,
-                async move { locker.try_acquire(&name, &options).await },
+                async move { locker.try_acquire_in(scope, &name, &options).await },
                 OnInterrupt::Cancel,
             )?;
             Ok(lease.map(PyLease::new))
@@ -188,9 +200,10 @@ impl PyLocker {
             let name = text(&name, "lock name")?;
             let options = acquire_options(options, LOCK_OPTIONS, "acquire_async")?;
             let locker = self.core()?.clone();
+            let scope = current_scope(py)?;
             awaitable(py, async move {
                 locker
-                    .acquire(&name, &options)
+                    .acquire_in(scope, &name, &options)
                     .await
                     .map(PyLease::new)
                     .map_err(to_py)
@@ -213,9 +226,10 @@ impl PyLocker {
             let name = text(&name, "lock name")?;
             let options = try_options(options)?;
             let locker = self.core()?.clone();
+            let scope = current_scope(py)?;
             awaitable(py, async move {
                 locker
-                    .try_acquire(&name, &options)
+                    .try_acquire_in(scope, &name, &options)
                     .await
                     .map(|l| l.map(PyLease::new))
                     .map_err(to_py)
@@ -346,24 +360,19 @@ fn try_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<LockOptions> {
     acquire_options(options, TRY_LOCK_OPTIONS, "try_acquire")
 }
 
-/// Who is in a `with` block of one `lock()` object: a thread, or an asyncio task.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-enum Scope {
-    Thread(ThreadId),
-    Task(usize),
-}
-
-/// `None` while the scope is still acquiring.
-type Scopes = Arc<Mutex<HashMap<Scope, Option<fencelock::Lease>>>>;
+/// The leases of one `lock()` object's open `with` blocks, per scope, innermost last (nested
+/// blocks of one object need a stack: with `reentrant=True` they nest). `None` while that block
+/// is still acquiring.
+type Scopes = Arc<Mutex<HashMap<Scope, Vec<Option<fencelock::Lease>>>>>;
 
 fn scopes_lock(
     scopes: &Scopes,
-) -> std::sync::MutexGuard<'_, HashMap<Scope, Option<fencelock::Lease>>> {
+) -> std::sync::MutexGuard<'_, HashMap<Scope, Vec<Option<fencelock::Lease>>>> {
     scopes.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Removes a scope's claim if the acquire that made it never completed (an error, a Ctrl-C,
-/// a cancelled task).
+/// A `with` block being entered: removed again if its acquire never completes (an error, a
+/// Ctrl-C, a cancelled task), so the block's exit finds nothing of it.
 struct Claim {
     scopes: Scopes,
     scope: Scope,
@@ -372,7 +381,10 @@ struct Claim {
 
 impl Claim {
     fn fulfil(mut self, lease: fencelock::Lease) {
-        scopes_lock(&self.scopes).insert(self.scope, Some(lease));
+        let mut scopes = scopes_lock(&self.scopes);
+        if let Some(slot) = scopes.get_mut(&self.scope).and_then(|stack| stack.last_mut()) {
+            *slot = Some(lease);
+        }
         self.done = true;
     }
 }
@@ -380,15 +392,22 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.done {
-            scopes_lock(&self.scopes).remove(&self.scope);
+            let mut scopes = scopes_lock(&self.scopes);
+            if let Some(stack) = scopes.get_mut(&self.scope) {
+                stack.pop();
+                if stack.is_empty() {
+                    scopes.remove(&self.scope);
+                }
+            }
         }
     }
 }
 
 /// `locker.lock(name, ...)`: acquires when entered (`with` or `async with`) and releases when
-/// left. One object may be shared by threads and tasks (each entry is its own acquisition), but
-/// entering it again inside its own block in the same thread or task raises
-/// `fencelock.Deadlock`: the lock is not reentrant, so that would wait forever.
+/// left. One object may be shared by threads and tasks (each entry is its own acquisition).
+/// Entering the lock again inside its own block in the same thread or task re-enters it with
+/// `reentrant=True` (same lease, same token) and raises `fencelock.Deadlock` without it, since
+/// that would wait forever.
 #[pyclass(name = "Lock", module = "fencelock", frozen)]
 pub struct PyLock {
     locker: Py<PyLocker>,
@@ -407,39 +426,30 @@ impl Drop for PyLock {
 }
 
 impl PyLock {
-    fn claim(&self, scope: Scope) -> PyResult<Claim> {
-        let mut scopes = scopes_lock(&self.scopes);
-        if scopes.contains_key(&scope) {
-            let who = match scope {
-                Scope::Thread(_) => "thread",
-                Scope::Task(_) => "asyncio task",
-            };
-            return Err(to_py(Error::deadlock(format!(
-                "lock {:?} is already held by this {who} through this same lock() object; it is not \
-                 reentrant, so entering it again would wait forever",
-                self.name
-            ))));
-        }
-        scopes.insert(scope, None);
-        Ok(Claim {
+    fn claim(&self, scope: Scope) -> Claim {
+        scopes_lock(&self.scopes).entry(scope).or_default().push(None);
+        Claim {
             scopes: self.scopes.clone(),
             scope,
             done: false,
-        })
+        }
     }
 
     fn take(&self, scope: Scope) -> Option<fencelock::Lease> {
-        scopes_lock(&self.scopes).remove(&scope).flatten()
+        let mut scopes = scopes_lock(&self.scopes);
+        let stack = scopes.get_mut(&scope)?;
+        let lease = stack.pop().flatten();
+        if stack.is_empty() {
+            scopes.remove(&scope);
+        }
+        lease
     }
-}
 
-fn task_scope(py: Python<'_>) -> PyResult<Scope> {
-    let task = py.import("asyncio")?.call_method0("current_task")?;
-    Ok(if task.is_none() {
-        Scope::Thread(std::thread::current().id())
-    } else {
-        Scope::Task(task.as_ptr() as usize)
-    })
+    fn enter(&self, py: Python<'_>) -> PyResult<(Locker, Scope, Claim)> {
+        let locker = self.locker.get().core()?.clone();
+        let scope = current_scope(py)?;
+        Ok((locker, scope, self.claim(scope)))
+    }
 }
 
 #[pymethods]
@@ -452,12 +462,11 @@ impl PyLock {
 
     fn __enter__(&self, py: Python<'_>) -> PyResult<PyLease> {
         guard(|| {
-            let locker = self.locker.get().core()?.clone();
-            let claim = self.claim(Scope::Thread(std::thread::current().id()))?;
+            let (locker, scope, claim) = self.enter(py)?;
             let (name, options) = (self.name.clone(), self.options.clone());
             let lease = wait(
                 py,
-                async move { locker.acquire(&name, &options).await },
+                async move { locker.acquire_in(scope, &name, &options).await },
                 OnInterrupt::Cancel,
             )?;
             claim.fulfil(lease.clone());
@@ -475,7 +484,7 @@ impl PyLock {
     ) -> PyResult<bool> {
         let _ = (exc_value, traceback);
         guard(
-            || match self.take(Scope::Thread(std::thread::current().id())) {
+            || match self.take(current_scope(py)?) {
                 None => Ok(false),
                 Some(lease) => exit_blocking(py, lease, exc_type.is_some_and(|t| !t.is_none())),
             },
@@ -484,11 +493,10 @@ impl PyLock {
 
     fn __aenter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         guard(|| {
-            let locker = self.locker.get().core()?.clone();
-            let claim = self.claim(task_scope(py)?)?;
+            let (locker, scope, claim) = self.enter(py)?;
             let (name, options) = (self.name.clone(), self.options.clone());
             awaitable(py, async move {
-                let lease = locker.acquire(&name, &options).await.map_err(to_py)?;
+                let lease = locker.acquire_in(scope, &name, &options).await.map_err(to_py)?;
                 claim.fulfil(lease.clone());
                 Ok(PyLease::new(lease))
             })
@@ -506,7 +514,7 @@ impl PyLock {
         let _ = (exc_value, traceback);
         guard(|| {
             let propagating = exc_type.is_some_and(|t| !t.is_none());
-            match self.take(task_scope(py)?) {
+            match self.take(current_scope(py)?) {
                 None => awaitable(py, async { Ok(false) }),
                 Some(lease) => exit_async(py, lease, propagating),
             }

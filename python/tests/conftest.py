@@ -1,10 +1,11 @@
 """Shared fixtures: every test gets its own SQLite files in a temporary folder."""
 
+import concurrent.futures
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator, List, Sequence
+from typing import Any, Callable, Iterator, List, Sequence, TypeVar
 
 import pytest
 
@@ -34,6 +35,24 @@ def locker(url: str) -> Iterator[fencelock.Locker]:
     locker = fencelock.connect(url)
     yield locker
     locker.close()
+
+
+@pytest.fixture
+def rival(url: str) -> Iterator[fencelock.Locker]:
+    """A second Locker on the same locks: another client to contend with. (One thread or task
+    acquiring a name it already holds through the same Locker gets Deadlock, not a wait.)"""
+    rival = fencelock.connect(url)
+    yield rival
+    rival.close()
+
+
+T = TypeVar("T")
+
+
+def in_another_thread(call: Callable[[], T]) -> T:
+    """Runs `call` in a new thread (another scope) and returns what it returned or raised."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(call).result(timeout=LONG)
 
 
 def run_sql(path: Path, sql: str, params: Sequence[Any] = ()) -> List[List[Any]]:

@@ -46,9 +46,9 @@ def test_fifty_tasks_contend(url: str) -> None:
     asyncio.run(main())
 
 
-def test_waiting_does_not_block_the_loop(locker: fencelock.Locker) -> None:
+def test_waiting_does_not_block_the_loop(locker: fencelock.Locker, rival: fencelock.Locker) -> None:
     async def main() -> None:
-        held = await locker.acquire_async("loop", ttl=10)
+        held = await rival.acquire_async("loop", ttl=10)
         loop = asyncio.get_running_loop()
         # Only a running loop can call this; if waiting blocked the loop, acquire would never end.
         loop.call_later(0.3, lambda: asyncio.ensure_future(held.release_async()))
@@ -59,9 +59,9 @@ def test_waiting_does_not_block_the_loop(locker: fencelock.Locker) -> None:
     asyncio.run(main())
 
 
-def test_async_timeouts_and_try(locker: fencelock.Locker) -> None:
+def test_async_timeouts_and_try(locker: fencelock.Locker, rival: fencelock.Locker) -> None:
     async def main() -> None:
-        held = await locker.acquire_async("busy", ttl=10)
+        held = await rival.acquire_async("busy", ttl=10)
         with pytest.raises(fencelock.Timeout):
             await locker.acquire_async("busy", wait=0.2)
         assert await locker.try_acquire_async("busy") is None
@@ -81,9 +81,11 @@ def test_async_timeouts_and_try(locker: fencelock.Locker) -> None:
     asyncio.run(main())
 
 
-def test_cancelled_acquire_leaves_nothing_behind(locker: fencelock.Locker, url: str) -> None:
+def test_cancelled_acquire_leaves_nothing_behind(
+    locker: fencelock.Locker, rival: fencelock.Locker, url: str
+) -> None:
     async def main() -> None:
-        held = await locker.acquire_async("cancel", ttl=10)
+        held = await rival.acquire_async("cancel", ttl=10)
         waiting = asyncio.ensure_future(locker.acquire_async("cancel", ttl=10))
         await asyncio.sleep(0.3)
         waiting.cancel()

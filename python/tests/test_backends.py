@@ -14,7 +14,7 @@ from typing import Dict, Iterator, List
 import pytest
 
 import fencelock
-from conftest import LONG
+from conftest import LONG, in_another_thread
 
 SERVER_VARIABLES = [
     "FENCELOCK_TEST_REDIS_URL",
@@ -74,9 +74,10 @@ def test_acquire_release_inspect(any_locker: fencelock.Locker) -> None:
         assert lease.name == name and isinstance(lease.token, int) and 0 < lease.token < 2**63
         info = any_locker.inspect(name)
         assert info.held and info.token == lease.token
-        assert any_locker.try_acquire(name) is None
+        # Another thread is another scope: it contends (this thread would get Deadlock).
+        assert in_another_thread(lambda: any_locker.try_acquire(name)) is None
         with pytest.raises(fencelock.Timeout):
-            any_locker.acquire(name, wait=0.2)
+            in_another_thread(lambda: any_locker.acquire(name, wait=0.2))
     assert not any_locker.inspect(name).held
 
 

@@ -49,8 +49,8 @@ def test_builtin_bases() -> None:
     assert base.code == "SOME_FUTURE_CODE" and str(base) == "new"
 
 
-def test_raised_errors_pickle(locker: fencelock.Locker) -> None:
-    held = locker.acquire("p")
+def test_raised_errors_pickle(locker: fencelock.Locker, rival: fencelock.Locker) -> None:
+    held = rival.acquire("p")
     with pytest.raises(fencelock.Timeout) as caught:
         locker.acquire("p", wait=0)
     back = pickle.loads(pickle.dumps(caught.value))
@@ -96,7 +96,8 @@ BAD_LOCK_OPTIONS = {
     "holder-too-long": ({"holder": "x" * 2000}, "1024 bytes"),
     "timeout": ({"timeout": 5}, "ttl="),
     "unknown-option": ({"ttl_ms": 5}, "unknown option"),
-    "reentrant": ({"reentrant": True}, "reentrant"),
+    "reentrant-str": ({"reentrant": "yes"}, "True or False"),
+    "reentrant-int": ({"reentrant": 1}, "True or False"),
 }
 
 

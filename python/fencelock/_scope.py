@@ -1,0 +1,37 @@
+"""The execution scope a re-entrant lock counts in: the current asyncio task, else the thread.
+
+Redisson and Curator count re-entries per thread; asyncio code runs many tasks on one thread, so
+there the task is the scope. Each scope gets a number of its own that is never reused while the
+process lives (thread idents and task ids are reused, and a context variable would be inherited
+by tasks created inside a ``with`` block, which must contend instead of re-entering).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import weakref
+
+_numbers = itertools.count(1)
+_thread = threading.local()
+_tasks: "weakref.WeakKeyDictionary[asyncio.Task[object], int]" = weakref.WeakKeyDictionary()
+_tasks_lock = threading.Lock()
+
+
+def current_scope() -> int:
+    """The number of the calling task, or of the calling thread outside any task."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running event loop in this thread
+        task = None
+    if task is not None:
+        with _tasks_lock:
+            number = _tasks.get(task)
+            if number is None:
+                number = _tasks[task] = next(_numbers)
+        return number
+    number = getattr(_thread, "number", None)
+    if number is None:
+        number = _thread.number = next(_numbers)
+    return number
