@@ -12,6 +12,7 @@
 pub mod backend;
 pub mod blocking;
 pub mod clock;
+pub mod election;
 pub mod error;
 pub mod fence;
 pub mod holder;
@@ -27,6 +28,7 @@ mod watchdog;
 
 pub use backend::LockInfo;
 pub use clock::BootInstant;
+pub use election::{Leader, Leadership};
 pub use error::{Error, ErrorCode, Result};
 pub use fence::{Fence, FenceToken, LockIdentity, SqlValue, Statement};
 pub use holder::HolderDescription;

@@ -2,34 +2,16 @@
 //! ZooKeeper, PostgreSQL and MariaDB (servers from tests/servers.sh). Each scenario runs once
 //! per backend, as `<scenario>::<backend>`.
 
+#[macro_use]
 mod support;
 
 use std::time::Duration;
 
 use fencelock::{ErrorCode, LockOptions, Locker, Scope};
-use support::{unique, url};
+use support::unique;
 
 const OUTER: Scope = Scope::new(1);
 const OTHER: Scope = Scope::new(2);
-
-fn sqlite_url() -> String {
-    // One file per test process, kept for its life: every Locker of a scenario shares it.
-    let dir = std::env::temp_dir().join(format!("fencelock-reentrant-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    format!("sqlite://{}", dir.join("locks.db").display())
-}
-
-fn backend_url(backend: &str) -> String {
-    match backend {
-        "sqlite" => sqlite_url(),
-        "redis" => support::redis_url(),
-        // A short session, so the loss scenario ends within seconds.
-        "zookeeper" => format!("{}?session_timeout_ms=2000", url("ZK", "zk://127.0.0.1:2181")),
-        "postgres" => url("POSTGRES", "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test"),
-        "mariadb" => url("MARIADB", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"),
-        other => panic!("unknown backend {other}"),
-    }
-}
 
 fn reentrant() -> LockOptions {
     LockOptions::default().with_reentrant(true)
@@ -38,23 +20,6 @@ fn reentrant() -> LockOptions {
 /// A nested acquire that had to wait would time out: this proves "at once" without timing it.
 fn at_once() -> LockOptions {
     reentrant().with_wait(Some(Duration::ZERO))
-}
-
-macro_rules! on_every_backend {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() { super::$scenario(&super::backend_url("sqlite")).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn redis() { super::$scenario(&super::backend_url("redis")).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn zookeeper() { super::$scenario(&super::backend_url("zookeeper")).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() { super::$scenario(&super::backend_url("postgres")).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mariadb() { super::$scenario(&super::backend_url("mariadb")).await }
-        }
-    )*};
 }
 
 on_every_backend!(

@@ -41,3 +41,40 @@ pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// The URL of one backend for scenarios that run on every backend (see `on_every_backend!`):
+/// sqlite (a file per test process), redis, zookeeper (a 2 s session, so losses come quickly),
+/// postgres, mariadb.
+pub fn backend_url(backend: &str) -> String {
+    match backend {
+        "sqlite" => {
+            let dir = std::env::temp_dir().join(format!("fencelock-tests-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            format!("sqlite://{}", dir.join("locks.db").display())
+        }
+        "redis" => redis_url(),
+        "zookeeper" => format!("{}?session_timeout_ms=2000", url("ZK", "zk://127.0.0.1:2181")),
+        "postgres" => url("POSTGRES", "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test"),
+        "mariadb" => url("MARIADB", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"),
+        other => panic!("unknown backend {other}"),
+    }
+}
+
+/// Runs each `async fn scenario(url: &str)` once per backend, as `scenario::<backend>`.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() { super::$scenario(&super::support::backend_url("sqlite")).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis() { super::$scenario(&super::support::backend_url("redis")).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn zookeeper() { super::$scenario(&super::support::backend_url("zookeeper")).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() { super::$scenario(&super::support::backend_url("postgres")).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mariadb() { super::$scenario(&super::support::backend_url("mariadb")).await }
+        }
+    )*};
+}
