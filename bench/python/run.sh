@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One command for the Python comparison (issue 7): builds fencelock's wheel in release, installs
+# it beside redis-py, python-redis-lock, pottery and kazoo in a venv of its own, runs the Rust
+# floors of the Redis, ZooKeeper and SQL backends, then compare.py, on the servers of
+# tests/servers.sh (started here if they are not running).
+#
+#   bench/python/run.sh [--write] [compare.py args...]
+#
+# --write replaces the comparison section of bench/RESULTS.md with this run's table.
+# FENCELOCK_BENCH_FLOORS=0 skips the Rust floors.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+venv="${FENCELOCK_BENCH_VENV:-$root/target/bench-venv}"
+cd "$root"
+
+write=()
+args=()
+for arg in "$@"; do
+    if [ "$arg" = --write ]; then write=(--write "$root/bench/RESULTS.md"); else args+=("$arg"); fi
+done
+
+bash tests/servers.sh start redis redlock zookeeper postgres mariadb
+set -a
+eval "$(bash tests/servers.sh env)"
+set +a
+
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+# The rivals, at the versions PyPI serves today (compare.py prints them).
+"$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2" redis python-redis-lock pottery kazoo
+
+cargo build --quiet --release -p fencelock-cli --bin fencelock
+export FENCELOCK_CLI_BINARY="$root/target/release/fencelock"
+rm -rf "$root/target/wheels-bench"
+"$venv/bin/maturin" build --quiet --release --manifest-path "$root/python/Cargo.toml" \
+    --interpreter "$venv/bin/python" --out "$root/target/wheels-bench"
+"$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps "$root"/target/wheels-bench/fencelock-*.whl
+
+if [ "${FENCELOCK_BENCH_FLOORS:-1}" != 0 ]; then
+    for floor in redis_floor zk_floor sql_floor; do
+        printf '\n== Rust floor: %s\n' "$floor"
+        cargo run --quiet --release -p fencelock-bench --bin "$floor"
+    done
+fi
+
+printf '\n== Python comparison\n'
+cd "$root/target"
+"$venv/bin/python" "$here/compare.py" "${write[@]}" "${args[@]}"
