@@ -33,6 +33,8 @@ from ._errors import (
 )
 from ._native import (
     Fence,
+    Leader,
+    Leadership,
     Lease,
     Lock,
     LockInfo,
@@ -49,6 +51,8 @@ __all__ = [
     "Locker",
     "Lock",
     "Lease",
+    "Leadership",
+    "Leader",
     "LostSignal",
     "LockInfo",
     "Fence",

@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Generator, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Optional, Union, final
+from typing import Any, Callable, Generic, Optional, TypeVar, Union, final
 
 from typing_extensions import Self, TypeAlias
 
@@ -11,6 +11,8 @@ __all__ = [
     "__version__",
     "Fence",
     "Lease",
+    "Leader",
+    "Leadership",
     "Lock",
     "LockInfo",
     "Locker",
@@ -22,6 +24,9 @@ __all__ = [
 ]
 
 __version__: str
+
+_T = TypeVar("_T")
+_Entered = TypeVar("_Entered", "Lease", "Leadership")
 
 #: _Seconds (int or float) or a timedelta.
 _Seconds: TypeAlias = Union[int, float, timedelta]
@@ -58,7 +63,30 @@ class Locker:
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
         reentrant: bool = False,
-    ) -> Lock: ...
+    ) -> Lock[Lease]: ...
+    def leadership(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+    ) -> Lock[Leadership]: ...
+    def run_as_leader(
+        self,
+        name: str,
+        func: Callable[[Leadership], _T],
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+    ) -> _T: ...
+    def leader(self, name: str) -> Optional[Leader]: ...
+    def leader_async(self, name: str) -> Awaitable[Optional[Leader]]: ...
     def acquire(
         self,
         name: str,
@@ -121,19 +149,20 @@ class Locker:
     ) -> Awaitable[bool]: ...
 
 @final
-class Lock:
-    """`locker.lock(name, ...)`: acquires when entered (`with` or `async with`), releases when left."""
+class Lock(Generic[_Entered]):
+    """`locker.lock(name, ...)`: acquires when entered (`with` or `async with`), releases when left.
+    From `locker.leadership(name, ...)`, entering yields the Leadership and leaving resigns."""
 
     @property
     def name(self) -> str: ...
-    def __enter__(self) -> Lease: ...
+    def __enter__(self) -> _Entered: ...
     def __exit__(
         self,
         exc_type: Optional[type[BaseException]],
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> bool: ...
-    def __aenter__(self) -> Awaitable[Lease]: ...
+    def __aenter__(self) -> Awaitable[_Entered]: ...
     def __aexit__(
         self,
         exc_type: Optional[type[BaseException]],
@@ -203,6 +232,33 @@ class LockInfo:
     def holder(self) -> Optional[dict[str, Any]]: ...
     @property
     def time_left(self) -> Optional[float]: ...
+
+@final
+class Leadership:
+    """Leadership of an election; `term` is its lease's fencing token."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def term(self) -> int: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def lease(self) -> Lease: ...
+    @property
+    def lost(self) -> LostSignal: ...
+    def raise_if_lost(self) -> None: ...
+    def resign(self) -> None: ...
+    def resign_async(self) -> Awaitable[None]: ...
+
+@final
+class Leader:
+    """Who leads an election now, from `locker.leader(name)`."""
+
+    @property
+    def term(self) -> int: ...
+    @property
+    def holder(self) -> Optional[dict[str, Any]]: ...
 
 @final
 class Fence:

@@ -169,14 +169,14 @@ impl PyLease {
     /// The signal set when this lease is lost: `lost.is_set()`, `lost.wait(timeout)`,
     /// `await lease.lost`.
     #[getter]
-    fn lost(&self) -> PyResult<PyLostSignal> {
+    pub(crate) fn lost(&self) -> PyResult<PyLostSignal> {
         guard(|| Ok(PyLostSignal::new(self.core().lost_signal())))
     }
 
     /// Returns if the lease is held. Raises `fencelock.Lost` if it was lost, `fencelock.NotHeld`
     /// after release, `fencelock.Closed` in a process forked from the one that acquired it.
     /// Call it between steps of long work.
-    fn raise_if_lost(&self) -> PyResult<()> {
+    pub(crate) fn raise_if_lost(&self) -> PyResult<()> {
         guard(|| self.core().ensure_held().map_err(to_py))
     }
 
@@ -212,7 +212,7 @@ impl PyLease {
     /// Releases the lock. Raises NotHeld if it was already released, Lost if the lease was lost
     /// first (work done since may have run without the lock). Ctrl-C does not cut a release
     /// short: it finishes in the background.
-    fn release(&self, py: Python<'_>) -> PyResult<()> {
+    pub(crate) fn release(&self, py: Python<'_>) -> PyResult<()> {
         guard(|| {
             let lease = self.core().clone();
             wait(
@@ -224,7 +224,7 @@ impl PyLease {
     }
 
     /// Awaitable `release`; cancelling the await does not cut the release short.
-    fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         guard(|| {
             let lease = self.core().clone();
             awaitable(py, async move {

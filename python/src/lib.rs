@@ -11,6 +11,7 @@
 
 use pyo3::prelude::*;
 
+mod election;
 mod error;
 mod fence;
 mod lease;
@@ -47,6 +48,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lease::PyLease>()?;
     m.add_class::<signal::PyLostSignal>()?;
     m.add_class::<fence::PyFence>()?;
+    m.add_class::<election::PyLeadership>()?;
+    m.add_class::<election::PyLeader>()?;
     m.add_function(wrap_pyfunction!(locker::connect, m)?)?;
     m.add_function(wrap_pyfunction!(locker::connect_async, m)?)?;
     m.add_function(wrap_pyfunction!(_test_panic, m)?)?;

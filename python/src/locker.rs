@@ -9,9 +9,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::error::{closed, guard, invalid, to_py};
+use crate::election::{PyLeader, PyLeadership};
 use crate::lease::{PyLease, exit_async, exit_blocking};
 use crate::options::{
-    LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options, locker_options, text,
+    LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options, locker_options, text,
 };
 use crate::runtime::{OnInterrupt, awaitable, wait};
 
@@ -118,16 +119,82 @@ impl PyLocker {
         name: Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
+        guard(|| PyLock::new(slf, &name, options, "lock", false))
+    }
+
+    /// Leadership of the election `name`, to use with `with` or `async with`: entering
+    /// campaigns (waits to acquire the election's lock, up to `wait`, forever by default) and
+    /// yields a `fencelock.Leadership` whose `term` is larger than every earlier leader's; leaving
+    /// resigns. Leaving after leadership was lost raises `fencelock.Lost`. Options as for `lock()`.
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None)"
+    )]
+    fn leadership(
+        slf: &Bound<'_, Self>,
+        name: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyLock> {
+        guard(|| PyLock::new(slf, &name, options, "leadership", true))
+    }
+
+    /// Campaigns for `name`, calls `fn(leadership)` once leading, resigns when it returns and
+    /// returns what it returned. `fn` should watch `leadership.lost` (or call
+    /// `leadership.raise_if_lost()` between steps) and stop once it is set; if leadership was
+    /// lost meanwhile, `fencelock.Lost` is raised after `fn` returns. Options as for `lock()`.
+    #[pyo3(
+        signature = (name, func, **options),
+        text_signature = "($self, name, func, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None)"
+    )]
+    fn run_as_leader(
+        slf: &Bound<'_, Self>,
+        py: Python<'_>,
+        name: Bound<'_, PyAny>,
+        func: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        if !func.is_callable() {
+            return Err(invalid(format!(
+                "run_as_leader() needs a callable taking the Leadership, not {}",
+                func.get_type().name()?
+            )));
+        }
+        let election = Bound::new(py, guard(|| PyLock::new(slf, &name, options, "run_as_leader", true))?)?;
+        let leadership = election.call_method0("__enter__")?;
+        match func.call1((leadership,)) {
+            Ok(result) => {
+                election.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+                Ok(result.unbind())
+            }
+            Err(error) => {
+                // The function's own exception wins over any from resigning.
+                let _ = election.call_method1(
+                    "__exit__",
+                    (error.get_type(py), error.value(py), error.traceback(py)),
+                );
+                Err(error)
+            }
+        }
+    }
+
+    /// Who leads the election `name` now (a `fencelock.Leader` with `term` and `holder`), or
+    /// None; read without campaigning.
+    fn leader(&self, py: Python<'_>, name: Bound<'_, PyAny>) -> PyResult<Option<PyLeader>> {
         guard(|| {
-            let name = text(&name, "lock name")?;
-            fencelock::LockName::new(name.as_str()).map_err(to_py)?;
-            let options = acquire_options(options, LOCK_OPTIONS, "lock")?;
-            slf.get().core()?;
-            Ok(PyLock {
-                locker: slf.clone().unbind(),
-                name,
-                options,
-                scopes: Arc::new(Mutex::new(HashMap::new())),
+            let name = text(&name, "election name")?;
+            let locker = self.core()?.clone();
+            let leader = wait(py, async move { locker.leader(&name).await }, OnInterrupt::Cancel)?;
+            Ok(leader.map(PyLeader::from))
+        })
+    }
+
+    /// Awaitable `leader`.
+    fn leader_async<'py>(&self, py: Python<'py>, name: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let name = text(&name, "election name")?;
+            let locker = self.core()?.clone();
+            awaitable(py, async move {
+                locker.leader(&name).await.map(|l| l.map(PyLeader::from)).map_err(to_py)
             })
         })
     }
@@ -414,6 +481,8 @@ pub struct PyLock {
     name: String,
     options: LockOptions,
     scopes: Scopes,
+    /// Made by `locker.leadership(...)`: entering yields a Leadership instead of the Lease.
+    leadership: bool,
 }
 
 impl Drop for PyLock {
@@ -426,6 +495,27 @@ impl Drop for PyLock {
 }
 
 impl PyLock {
+    fn new(
+        locker: &Bound<'_, PyLocker>,
+        name: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+        call: &str,
+        leadership: bool,
+    ) -> PyResult<PyLock> {
+        let name = text(name, if leadership { "election name" } else { "lock name" })?;
+        fencelock::LockName::new(name.as_str()).map_err(to_py)?;
+        let known = if leadership { LEADERSHIP_OPTIONS } else { LOCK_OPTIONS };
+        let options = acquire_options(options, known, call)?;
+        locker.get().core()?;
+        Ok(PyLock {
+            locker: locker.clone().unbind(),
+            name,
+            options,
+            scopes: Arc::new(Mutex::new(HashMap::new())),
+            leadership,
+        })
+    }
+
     fn claim(&self, scope: Scope) -> Claim {
         scopes_lock(&self.scopes).entry(scope).or_default().push(None);
         Claim {
@@ -445,6 +535,16 @@ impl PyLock {
         lease
     }
 
+    /// What the `with` block gets: the Lease, or for an election the Leadership around it.
+    fn entered(py: Python<'_>, lease: fencelock::Lease, leadership: bool) -> PyResult<Py<PyAny>> {
+        let lease = Py::new(py, PyLease::new(lease))?;
+        if leadership {
+            Ok(Py::new(py, PyLeadership::new(lease))?.into_any())
+        } else {
+            Ok(lease.into_any())
+        }
+    }
+
     fn enter(&self, py: Python<'_>) -> PyResult<(Locker, Scope, Claim)> {
         let locker = self.locker.get().core()?.clone();
         let scope = current_scope(py)?;
@@ -460,7 +560,7 @@ impl PyLock {
         &self.name
     }
 
-    fn __enter__(&self, py: Python<'_>) -> PyResult<PyLease> {
+    fn __enter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         guard(|| {
             let (locker, scope, claim) = self.enter(py)?;
             let (name, options) = (self.name.clone(), self.options.clone());
@@ -470,7 +570,7 @@ impl PyLock {
                 OnInterrupt::Cancel,
             )?;
             claim.fulfil(lease.clone());
-            Ok(PyLease::new(lease))
+            Self::entered(py, lease, self.leadership)
         })
     }
 
@@ -495,10 +595,11 @@ impl PyLock {
         guard(|| {
             let (locker, scope, claim) = self.enter(py)?;
             let (name, options) = (self.name.clone(), self.options.clone());
+            let leadership = self.leadership;
             awaitable(py, async move {
                 let lease = locker.acquire_in(scope, &name, &options).await.map_err(to_py)?;
                 claim.fulfil(lease.clone());
-                Ok(PyLease::new(lease))
+                Python::attach(|py| Self::entered(py, lease, leadership))
             })
         })
     }
@@ -574,23 +675,7 @@ impl PyLockInfo {
     /// The holder's description while held: a dict with some of host, pid, language, text.
     #[getter]
     fn holder<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some(holder) = &self.holder else {
-            return Ok(None);
-        };
-        let dict = PyDict::new(py);
-        if let Some(host) = &holder.host {
-            dict.set_item("host", host)?;
-        }
-        if let Some(pid) = holder.pid {
-            dict.set_item("pid", pid)?;
-        }
-        if let Some(language) = &holder.language {
-            dict.set_item("language", language)?;
-        }
-        if let Some(text) = &holder.text {
-            dict.set_item("text", text)?;
-        }
-        Ok(Some(dict))
+        self.holder.as_ref().map(|holder| holder_dict(py, holder)).transpose()
     }
 
     /// Seconds left on the backend's clock while held; None when free or unknown.
@@ -661,4 +746,22 @@ pub(crate) fn connect_async<'py>(
                 .map_err(to_py)
         })
     })
+}
+
+/// A holder's description as a dict with the keys it has: host, pid, language, text.
+pub(crate) fn holder_dict<'py>(py: Python<'py>, holder: &HolderDescription) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    if let Some(host) = &holder.host {
+        dict.set_item("host", host)?;
+    }
+    if let Some(pid) = holder.pid {
+        dict.set_item("pid", pid)?;
+    }
+    if let Some(language) = &holder.language {
+        dict.set_item("language", language)?;
+    }
+    if let Some(text) = &holder.text {
+        dict.set_item("text", text)?;
+    }
+    Ok(dict)
 }

@@ -189,6 +189,8 @@ pub(crate) const LOCK_OPTIONS: &[&str] = &[
 ];
 pub(crate) const TRY_LOCK_OPTIONS: &[&str] =
     &["ttl", "auto_renew", "max_hold", "holder", "reentrant"];
+/// An election's lock is never re-entered: a candidate that leads does not campaign again.
+pub(crate) const LEADERSHIP_OPTIONS: &[&str] = &["ttl", "wait", "auto_renew", "max_hold", "holder"];
 pub(crate) const LOCKER_OPTIONS: &[&str] = &["poll_interval", "operation_timeout"];
 
 /// Lock options from keywords (`ttl=30, wait=None, auto_renew=True, max_hold=None,
