@@ -24,10 +24,15 @@ const SERVER_VARIABLES = [
   'FENCELOCK_TEST_MARIADB_URL',
 ];
 
+const made = [];
+process.on('exit', () => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
 /** A fresh temporary folder, removed when the process exits. */
 export function tempDir() {
   const dir = mkdtempSync(join(tmpdir(), 'fencelock-node-'));
-  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  made.push(dir);
   return dir;
 }
 
