@@ -25,6 +25,9 @@ npm install --no-audit --no-fund --ignore-scripts --loglevel=error
 step "building the native module and the fencelock binary (profile ${FENCELOCK_PROFILE:-dev})"
 node scripts/build.mjs --profile "${FENCELOCK_PROFILE:-dev}"
 
+step "TypeScript: index.d.ts as users see it (tsc --noEmit on test/types-check.ts)"
+npx tsc -p tsconfig.json
+
 step "node --test"
 shopt -s nullglob
 tests=(test/*.test.mjs)
