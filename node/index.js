@@ -604,6 +604,11 @@ async function _testPanicAsync() {
   }
 }
 
+/** Benchmark-only: one round trip to the native runtime that does nothing. */
+function _ping() {
+  return native._ping();
+}
+
 module.exports = {
   connect,
   Locker,
@@ -615,4 +620,5 @@ module.exports = {
   version: native.version(),
   _testPanic,
   _testPanicAsync,
+  _ping,
 };

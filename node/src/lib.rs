@@ -48,3 +48,10 @@ pub fn test_panic_async(env: Env) -> Result<AsyncBlock<()>> {
 pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
+
+/// Benchmark-only: a Promise that resolves on napi's runtime and does nothing else, so the cost
+/// of one crossing (JS thread to a runtime thread and back) can be measured on its own.
+#[napi(js_name = "_ping")]
+pub fn ping(env: Env) -> Result<AsyncBlock<()>> {
+    error::guard(|| runtime::promise(&env, async { Ok(()) }))
+}
