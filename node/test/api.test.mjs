@@ -224,3 +224,50 @@ test('the lease signal fires when a lease expires without renewal', async () => 
     await locker.close();
   }
 });
+
+test('a process holding leases (renewing, with lost signals wired) exits normally', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { writeFileSync } = await import('node:fs');
+  const dir = tempDir();
+  const script = join(dir, 'holder.mjs');
+  const entry = new URL('../index.mjs', import.meta.url).href;
+  writeFileSync(
+    script,
+    `import { connect } from '${entry}';
+const locker = await connect(process.argv[2]);
+const lease = await locker.acquire('exiting', { ttl: 300 });
+lease.signal.addEventListener('abort', () => console.log('aborted'));
+const short = await locker.acquire('exiting-short', { ttl: 200, autoRenew: false });
+void short.signal;
+console.log('held', lease.token);
+`,
+  );
+  const r = spawnSync(process.execPath, [script, `sqlite://${join(dir, 'locks.db')}`], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^held \d+n$/m);
+});
+
+test('a lease dropped without release is released in the background once collected', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { writeFileSync } = await import('node:fs');
+  const dir = tempDir();
+  const url = `sqlite://${join(dir, 'locks.db')}`;
+  const script = join(dir, 'dropper.mjs');
+  const entry = new URL('../index.mjs', import.meta.url).href;
+  writeFileSync(
+    script,
+    `import { connect } from '${entry}';
+const locker = await connect(process.argv[2]);
+await (async () => { await locker.acquire('dropped', { ttl: 10000 }); })();
+for (let i = 0; i < 100 && (await locker.inspect('dropped')).held; i++) {
+  global.gc();
+  await new Promise((r) => setTimeout(r, 50));
+}
+console.log((await locker.inspect('dropped')).held ? 'still held' : 'released');
+await locker.close();
+`,
+  );
+  const r = spawnSync(process.execPath, ['--expose-gc', script, url], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), 'released');
+});
