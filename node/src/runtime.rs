@@ -52,9 +52,12 @@ impl CancelHandle {
     }
 
     #[napi]
-    pub fn cancel(&self) {
-        self.state.cancelled.store(true, Ordering::Release);
-        self.state.notify.notify_waiters();
+    pub fn cancel(&self) -> Result<()> {
+        crate::error::guard(|| {
+            self.state.cancelled.store(true, Ordering::Release);
+            self.state.notify.notify_waiters();
+            Ok(())
+        })
     }
 }
 
