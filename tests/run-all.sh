@@ -26,4 +26,9 @@ if [ -x python/run-tests.sh ]; then
   python/run-tests.sh
 fi
 
+if [ -x node/run-tests.sh ]; then
+  section "Node.js"
+  node/run-tests.sh
+fi
+
 section "all tests passed"

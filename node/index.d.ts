@@ -1,0 +1,148 @@
+// fencelock: distributed locks with fencing tokens. Durations are milliseconds.
+
+/** Every error code (design §4); stable, never renamed. */
+export type ErrorCode =
+  | 'TIMEOUT'
+  | 'LOST'
+  | 'NOT_HELD'
+  | 'UNAVAILABLE'
+  | 'INVALID_ARGUMENT'
+  | 'AUTH'
+  | 'STALE_TOKEN'
+  | 'BACKEND'
+  | 'DEADLOCK'
+  | 'CLOSED'
+  | 'INTERNAL';
+
+export declare const ERROR_CODES: readonly ErrorCode[];
+
+/** Every failure of fencelock: an Error with a stable `code`. */
+export declare class LockError extends Error {
+  readonly name: 'LockError';
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown });
+}
+
+/** A wait cancelled by an AbortSignal (cancellation is not a LockError); `cause` is the signal's reason. */
+export declare class AbortError extends Error {
+  readonly name: 'AbortError';
+  readonly code: 'ABORT_ERR';
+}
+
+export interface ConnectOptions {
+  /** Base interval of the fallback poll while waiting, ms (default 50, jittered). */
+  pollInterval?: number;
+  /** How long one backend operation may take before it fails with UNAVAILABLE, ms (default 10000). */
+  operationTimeout?: number;
+}
+
+export interface LockOptions {
+  /** Lease length in ms on TTL backends (default 30000; at least 100). ZooKeeper's liveness is its session. */
+  ttl?: number;
+  /** Renew every ttl/3 while held (default true). */
+  autoRenew?: boolean;
+  /** Stop renewing after this many ms, so a stuck holder cannot keep the lock forever (default none). */
+  maxHold?: number | null;
+  /** Free text stored with the holder's description (host and pid are added). */
+  holder?: string | null;
+  /** Not available yet: true is refused with INVALID_ARGUMENT. */
+  reentrant?: boolean;
+}
+
+export interface AcquireOptions extends LockOptions {
+  /** How long acquire may wait, ms: absent or null waits forever, 0 tries once. TIMEOUT when it ends first. */
+  wait?: number | null;
+  /** Cancels the wait: acquire rejects with an AbortError and leaves nothing behind on the server. */
+  signal?: AbortSignal | null;
+}
+
+/** Who holds a lock, read without acquiring it. */
+export interface LockInfo {
+  name: string;
+  held: boolean;
+  /** The last token minted for this lock (the holder's while held); null if never taken. */
+  token: bigint | null;
+  holder: { host?: string | null; pid?: number | null; language?: string | null; text?: string | null } | null;
+  /** ms left on the server's clock (TTL backends, while held). */
+  timeLeft: number | null;
+}
+
+/** Proof of holding one lock. `await using lease = await locker.acquire(name)` releases at scope end. */
+export declare class Lease implements AsyncDisposable {
+  private constructor();
+  readonly name: string;
+  /** The fencing token: strictly increasing per lock name, below 2^63. */
+  readonly token: bigint;
+  /** When the server expires the lease unless renewed (this client's estimate); null on ZooKeeper. */
+  readonly expiresAt: Date | null;
+  /** Whether the lease is lost; computed from the client deadline on every read. */
+  readonly isLost: boolean;
+  /** Neither released nor lost. */
+  readonly isHeld: boolean;
+  /** Aborted, with a LOST LockError as its reason, when the lease is lost. Does not keep the process alive. */
+  readonly signal: AbortSignal;
+  /** Throws LOST after a loss (NOT_HELD after release). */
+  throwIfLost(): void;
+  /** Sets a new ttl (ms) from now; the current ttl when omitted. NOT_HELD after release, LOST after a loss. */
+  extend(ttl?: number): Promise<void>;
+  /** Releases the lock. NOT_HELD on a second release, LOST if the lease was lost first. */
+  release(): Promise<void>;
+  /** Releases; quiet after an explicit release, LOST after a loss. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A client bound to one backend, made by connect(). Shared freely by concurrent tasks. */
+export declare class Locker implements AsyncDisposable {
+  private constructor();
+  /** The URL, with any password redacted. */
+  readonly url: string;
+  readonly closed: boolean;
+  /** Acquires `name`, waiting up to `wait` ms (forever by default). */
+  acquire(name: string, options?: AcquireOptions): Promise<Lease>;
+  /** Tries once: the Lease, or null when somebody else holds the lock. */
+  tryAcquire(name: string, options?: LockOptions): Promise<Lease | null>;
+  /** Runs `fn` while holding `name`; releases when it settles; rejects with LOST if the lease was lost meanwhile. */
+  withLock<T>(name: string, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  withLock<T>(name: string, options: AcquireOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  /** Who holds `name`, read without acquiring it. */
+  inspect(name: string): Promise<LockInfo>;
+  /** Releases every lease still held and closes the connections. Closing twice is harmless. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** One statement run inside a fence's transaction: `[sql, params]`, `{ sql, params }` or bare sql. */
+export type SqlParam = null | undefined | number | bigint | boolean | string | Uint8Array;
+export type SqlStatement = string | [sql: string, params?: readonly SqlParam[]] | { sql: string; params?: readonly SqlParam[] };
+
+/** A lease, or a bare token (bigint) from another process. */
+export type FenceToken = Lease | bigint;
+
+/** The resource side: accepts a write only if its token is at least the highest accepted. */
+export declare class Fence implements AsyncDisposable {
+  private constructor();
+  /** Opens the fence of `resource` at `url` (sqlite://, postgres://, mysql://, redis://); its table is made on first use. */
+  static open(url: string, resource: string, options?: ConnectOptions): Promise<Fence>;
+  readonly resource: string;
+  /** Runs `statements` in one transaction with the token check; rows changed per statement. STALE_TOKEN: nothing written. */
+  fencedExecute(token: FenceToken, statements: readonly SqlStatement[]): Promise<number[]>;
+  /** Sets `key` to `value` if the token is at least the highest accepted (Redis fences). */
+  fencedSet(token: FenceToken, key: string, value: string | Uint8Array): Promise<void>;
+  /** Advisory only: a check followed by a separate write protects nothing. */
+  check(token: FenceToken): Promise<void>;
+  /** The highest token accepted so far, or null. */
+  highest(): Promise<bigint | null>;
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Connects to the backend the URL selects: redis://, redis+cluster://, redlock://, zk://, postgres://, mysql://, sqlite://. */
+export declare function connect(url: string, options?: ConnectOptions): Promise<Locker>;
+
+/** The version of the native module. */
+export declare const version: string;
+
+/** Test-only: provokes a Rust panic; throws a LockError with code INTERNAL. */
+export declare function _testPanic(): void;
+/** Test-only: a Promise whose Rust future panics; rejects with code INTERNAL. */
+export declare function _testPanicAsync(): Promise<void>;

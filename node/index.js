@@ -1,0 +1,624 @@
+'use strict';
+// fencelock for Node.js: distributed locks with fencing tokens.
+//
+// A thin layer over the native module (src/*.rs, which calls the Rust core): it checks the
+// types of what callers pass, turns native errors into LockError / AbortError, wires an
+// AbortSignal to the native cancel handle and the core's lost signal to `lease.signal`, and
+// gives leases `Symbol.asyncDispose`. No locking logic lives here. Every network wait runs on
+// the native module's tokio runtime, off the JS thread.
+
+const { AsyncLocalStorage } = require('node:async_hooks');
+const util = require('node:util');
+const native = require('./lib/native.js');
+
+/** Every error code, in documentation order (design §4). Stable: never renamed. */
+const ERROR_CODES = Object.freeze([
+  'TIMEOUT',
+  'LOST',
+  'NOT_HELD',
+  'UNAVAILABLE',
+  'INVALID_ARGUMENT',
+  'AUTH',
+  'STALE_TOKEN',
+  'BACKEND',
+  'DEADLOCK',
+  'CLOSED',
+  'INTERNAL',
+]);
+const CODE_SET = new Set(ERROR_CODES);
+
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
+/** A fencelock error: `code` is one of ERROR_CODES. */
+class LockError extends Error {
+  constructor(code, message, options) {
+    super(message, options);
+    this.name = 'LockError';
+    this.code = code;
+  }
+}
+
+/** A cancelled wait, as Node's own APIs report it: name AbortError, code ABORT_ERR. */
+class AbortError extends Error {
+  constructor(message = 'The operation was aborted', options) {
+    super(message, options);
+    this.name = 'AbortError';
+    this.code = 'ABORT_ERR';
+  }
+}
+
+// The native module rejects with "CODE: message" (the core error's display form).
+const NATIVE_MESSAGE = /^([A-Z_]+): ([\s\S]*)$/;
+
+function fromNative(err) {
+  if (err instanceof LockError || err instanceof AbortError) return err;
+  const message = err && typeof err.message === 'string' ? err.message : String(err);
+  const m = NATIVE_MESSAGE.exec(message);
+  if (m && CODE_SET.has(m[1])) return new LockError(m[1], m[2]);
+  if (m && m[1] === 'ABORTED') return new AbortError();
+  // Anything else is a bug in this layer (a value the native module could not convert).
+  return new LockError('INTERNAL', `a bug in fencelock: unexpected native error: ${message}`, { cause: err });
+}
+
+function invalid(message) {
+  return new LockError('INVALID_ARGUMENT', message);
+}
+
+function describe(value) {
+  if (value === null) return 'null';
+  if (typeof value === 'string') {
+    const text = JSON.stringify(value);
+    return `the string ${text.length > 40 ? text.slice(0, 37) + '..."' : text}`;
+  }
+  if (typeof value === 'bigint') return `the bigint ${value}n`;
+  if (typeof value === 'number' || typeof value === 'boolean') return `the ${typeof value} ${value}`;
+  if (typeof value === 'function') return 'a function';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return `an object (${value.constructor?.name ?? 'Object'})`;
+  return String(typeof value);
+}
+
+function checkString(value, what) {
+  if (typeof value !== 'string') throw invalid(`${what} must be a string, not ${describe(value)}`);
+  return value;
+}
+
+// Numbers only; NaN, infinities, negatives and values above 2^53 are refused by the native
+// module with messages that name the option (src/options.rs), and ranges by the core.
+function checkMs(value, what) {
+  if (typeof value !== 'number') throw invalid(`${what} must be a number of milliseconds, not ${describe(value)}`);
+  return value;
+}
+
+function checkBool(value, what) {
+  if (typeof value !== 'boolean') throw invalid(`${what} must be true or false, not ${describe(value)}`);
+  return value;
+}
+
+function isAbortSignal(value) {
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    typeof value.aborted === 'boolean' &&
+    typeof value.addEventListener === 'function' &&
+    typeof value.removeEventListener === 'function'
+  );
+}
+
+const TIMEOUT_MESSAGE =
+  'fencelock takes no timeout option, because it means the lease length in some lock libraries and ' +
+  'the time to wait in others: pass ttl (how long the lease lasts, ms) and/or wait (how long acquire may block, ms)';
+
+function checkKeys(options, known, call) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw invalid(`${call}() options must be an object, not ${describe(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (key === 'timeout') throw invalid(TIMEOUT_MESSAGE);
+    if (!known.includes(key)) {
+      throw invalid(`${call}() got an unknown option ${JSON.stringify(key)}; it takes ${known.join(', ')}`);
+    }
+  }
+  return options;
+}
+
+const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder', 'reentrant'];
+const TRY_ACQUIRE_OPTIONS = ['ttl', 'autoRenew', 'maxHold', 'holder', 'reentrant'];
+const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout'];
+
+/** Lock options as the native module takes them, and the AbortSignal apart. */
+function lockOptions(options, known, call) {
+  const given = checkKeys(options, known, call);
+  const out = {};
+  if (given.ttl !== undefined) {
+    if (given.ttl === null) throw invalid('ttl must be a number of milliseconds, not null (the default is 30000)');
+    out.ttl = checkMs(given.ttl, 'ttl');
+  }
+  // Absent or null: wait forever.
+  if (given.wait !== undefined && given.wait !== null) out.wait = checkMs(given.wait, 'wait');
+  if (given.autoRenew !== undefined) out.autoRenew = checkBool(given.autoRenew, 'autoRenew');
+  if (given.maxHold !== undefined && given.maxHold !== null) out.maxHold = checkMs(given.maxHold, 'maxHold');
+  if (given.holder !== undefined && given.holder !== null) out.holder = checkString(given.holder, 'holder');
+  if (given.reentrant !== undefined) out.reentrant = checkBool(given.reentrant, 'reentrant');
+  let signal;
+  if (given.signal !== undefined && given.signal !== null) {
+    if (!isAbortSignal(given.signal)) throw invalid(`signal must be an AbortSignal, not ${describe(given.signal)}`);
+    signal = given.signal;
+  }
+  return { options: out, signal };
+}
+
+function connectOptions(options, call) {
+  const given = checkKeys(options, CONNECT_OPTIONS, call);
+  const out = {};
+  if (given.pollInterval !== undefined && given.pollInterval !== null) {
+    out.pollInterval = checkMs(given.pollInterval, 'pollInterval');
+  }
+  if (given.operationTimeout !== undefined && given.operationTimeout !== null) {
+    out.operationTimeout = checkMs(given.operationTimeout, 'operationTimeout');
+  }
+  return out;
+}
+
+function abortError(signal) {
+  return new AbortError('The operation was aborted', { cause: signal.reason });
+}
+
+// Constructors of Locker, Lease and Fence are not for users: connect(), acquire(), Fence.open().
+const PRIVATE = Symbol('fencelock.private');
+const leaseNatives = new WeakMap();
+
+function lostMessage(name, reason) {
+  return `lock ${JSON.stringify(name)} lost${reason ? ` (${reason})` : ''}`;
+}
+
+/** Proof of holding one lock. */
+class Lease {
+  #native;
+  #name;
+  #token;
+  #controller = null;
+
+  constructor(key, nativeLease) {
+    if (key !== PRIVATE) throw new TypeError('a Lease comes from locker.acquire(), tryAcquire() or withLock()');
+    this.#native = nativeLease;
+    this.#name = nativeLease.name;
+    this.#token = BigInt(nativeLease.token);
+    leaseNatives.set(this, nativeLease);
+  }
+
+  /** The lock's name. */
+  get name() {
+    return this.#name;
+  }
+
+  /** The fencing token: strictly increasing per lock name, below 2^63. */
+  get token() {
+    return this.#token;
+  }
+
+  /** When the server expires the lease unless renewed (this client's estimate); null on ZooKeeper. */
+  get expiresAt() {
+    const ms = this.#native.expiresAt;
+    return ms === null || ms === undefined ? null : new Date(ms);
+  }
+
+  /** Whether the lease is lost; computed from the client deadline on every read. */
+  get isLost() {
+    return this.#native.isLost;
+  }
+
+  /** Neither released nor lost. */
+  get isHeld() {
+    return this.#native.isHeld;
+  }
+
+  /** An AbortSignal aborted (with a LOST LockError as its reason) when the lease is lost. */
+  get signal() {
+    if (this.#controller === null) {
+      const controller = new AbortController();
+      this.#controller = controller;
+      const name = this.#name;
+      const abort = (reason, message) => {
+        if (!controller.signal.aborted) controller.abort(new LockError('LOST', message ?? lostMessage(name, reason)));
+      };
+      // The core calls back from whichever thread notices the loss; the native module queues
+      // the call onto this thread. It does not keep the process alive.
+      this.#native.onLost(abort);
+      if (this.#native.isLost) abort(this.#native.lostReason);
+    }
+    return this.#controller.signal;
+  }
+
+  /** Throws LOST if the lease was lost (NOT_HELD after release); call it between steps of long work. */
+  throwIfLost() {
+    try {
+      this.#native.ensureHeld();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Sets a new ttl (ms) from now, or renews for the current ttl when none is given. */
+  async extend(ttl) {
+    if (ttl !== undefined && ttl !== null) checkMs(ttl, 'ttl');
+    try {
+      await this.#native.extend(ttl ?? undefined);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Releases the lock. NOT_HELD on a second release; LOST if the lease was lost first. */
+  async release() {
+    try {
+      await this.#native.release();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Leaving a scope: quiet after an explicit release, LOST after a loss. */
+  async [asyncDispose]() {
+    try {
+      await this.release();
+    } catch (e) {
+      if (e instanceof LockError && e.code === 'NOT_HELD') return;
+      throw e;
+    }
+  }
+
+  [util.inspect.custom]() {
+    const state = this.isLost ? 'lost' : this.isHeld ? 'held' : 'released';
+    return `Lease { name: ${JSON.stringify(this.#name)}, token: ${this.#token}n, ${state} }`;
+  }
+}
+
+// Which lock names the enclosing withLock callbacks hold, per async scope: acquiring one of
+// them again from inside would wait forever (locks are not reentrant), so it is DEADLOCK.
+const scopes = new AsyncLocalStorage();
+let nextLockerId = 1;
+
+/** A client bound to one backend; made by connect(). */
+class Locker {
+  #native;
+  #id;
+
+  constructor(key, nativeLocker) {
+    if (key !== PRIVATE) throw new TypeError('a Locker comes from connect(url)');
+    this.#native = nativeLocker;
+    this.#id = nextLockerId++;
+  }
+
+  /** The URL, with any password redacted. */
+  get url() {
+    return this.#native.url;
+  }
+
+  /** Whether close() was called. */
+  get closed() {
+    return this.#native.closed;
+  }
+
+  #checkScope(name) {
+    const held = scopes.getStore()?.get(`${this.#id}\0${name}`);
+    if (held !== undefined && held.isHeld) {
+      throw new LockError(
+        'DEADLOCK',
+        `lock ${JSON.stringify(name)} is already held by an enclosing withLock() of this Locker; ` +
+          'it is not reentrant, so acquiring it again would wait forever',
+      );
+    }
+  }
+
+  async #acquire(name, options, signal) {
+    if (!signal) {
+      try {
+        return new Lease(PRIVATE, await this.#native.acquire(name, options));
+      } catch (e) {
+        throw fromNative(e);
+      }
+    }
+    if (signal.aborted) throw abortError(signal);
+    const cancel = new native.CancelHandle();
+    const onAbort = () => cancel.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      return new Lease(PRIVATE, await this.#native.acquire(name, options, cancel));
+    } catch (e) {
+      const err = fromNative(e);
+      throw err instanceof AbortError ? abortError(signal) : err;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * Acquires `name`, waiting up to `wait` ms (forever by default). Rejects with TIMEOUT when the
+   * wait ends first, and with an AbortError when `signal` aborts (leaving nothing behind).
+   */
+  async acquire(name, options) {
+    checkString(name, 'lock name');
+    const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'acquire');
+    this.#checkScope(name);
+    return this.#acquire(name, opts, signal);
+  }
+
+  /** Tries once: the Lease, or null when somebody else holds the lock. */
+  async tryAcquire(name, options) {
+    checkString(name, 'lock name');
+    if (options && typeof options === 'object' && 'wait' in options) {
+      throw invalid('tryAcquire() tries once and takes no wait option; use acquire(name, { wait }) to wait');
+    }
+    // No DEADLOCK check: trying once cannot wait forever; a held name gives null.
+    const { options: opts } = lockOptions(options, TRY_ACQUIRE_OPTIONS, 'tryAcquire');
+    try {
+      const lease = await this.#native.tryAcquire(name, opts);
+      return lease === null || lease === undefined ? null : new Lease(PRIVATE, lease);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /**
+   * Runs `fn(lease)` while holding `name`, and releases when it settles. If the lease was lost
+   * meanwhile, rejects with LOST (unless `fn` itself threw: that error wins). Releasing inside
+   * `fn` is allowed.
+   */
+  async withLock(name, options, fn) {
+    if (fn === undefined && typeof options === 'function') {
+      fn = options;
+      options = undefined;
+    }
+    checkString(name, 'lock name');
+    if (typeof fn !== 'function') throw invalid(`withLock() needs a function to run while holding the lock, not ${describe(fn)}`);
+    const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withLock');
+    this.#checkScope(name);
+    const lease = await this.#acquire(name, opts, signal);
+    const held = new Map(scopes.getStore() ?? []);
+    held.set(`${this.#id}\0${name}`, lease);
+    let result;
+    try {
+      result = await scopes.run(held, () => fn(lease));
+    } catch (err) {
+      await lease.release().catch(() => {});
+      throw err;
+    }
+    await lease[asyncDispose]();
+    return result;
+  }
+
+  /** Who holds `name`, read without acquiring it. */
+  async inspect(name) {
+    checkString(name, 'lock name');
+    let info;
+    try {
+      info = await this.#native.inspect(name);
+    } catch (e) {
+      throw fromNative(e);
+    }
+    return {
+      name: info.name,
+      held: info.held,
+      token: info.token === null || info.token === undefined ? null : BigInt(info.token),
+      holder: info.holder ?? null,
+      timeLeft: info.timeLeft ?? null,
+    };
+  }
+
+  /** Releases every lease still held and closes the connections. Closing twice is harmless. */
+  async close() {
+    try {
+      await this.#native.close();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  async [asyncDispose]() {
+    await this.close();
+  }
+
+  [util.inspect.custom]() {
+    return `Locker { url: ${JSON.stringify(this.url)}${this.closed ? ', closed' : ''} }`;
+  }
+}
+
+/** Connects to the backend the URL selects (redis://, redlock://, zk://, postgres://, mysql://, sqlite://…). */
+async function connect(url, options) {
+  checkString(url, 'url');
+  const opts = connectOptions(options, 'connect');
+  try {
+    return new Locker(PRIVATE, await native.connect(url, opts));
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+// A token for a fence: a Lease (checked for loss before anything is sent) or a bigint.
+function tokenArgs(token) {
+  if (token instanceof Lease) return [leaseNatives.get(token), undefined];
+  if (typeof token === 'bigint') {
+    if (token < 0n || token >= 1n << 63n) throw invalid(`token must be between 0 and 2^63 - 1, got ${token}n`);
+    return [undefined, token.toString()];
+  }
+  if (typeof token === 'number' && Number.isSafeInteger(token) && token >= 0) return [undefined, String(token)];
+  if (typeof token === 'number') {
+    throw invalid(`token must be a Lease or a bigint; the number ${token} cannot be a token (tokens exceed 2^53: use bigint)`);
+  }
+  throw invalid(`token must be a Lease or a bigint, not ${describe(token)}`);
+}
+
+function sqlParam(value, at) {
+  if (value === null || value === undefined) return { kind: 'null' };
+  switch (typeof value) {
+    case 'boolean':
+      return { kind: 'int', text: value ? '1' : '0' };
+    case 'bigint':
+      return { kind: 'int', text: value.toString() };
+    case 'number':
+      if (!Number.isFinite(value)) throw invalid(`${at} must be a finite number, not ${value}`);
+      if (Number.isInteger(value)) {
+        if (!Number.isSafeInteger(value)) throw invalid(`${at}: the integer ${value} is above 2^53; pass a bigint`);
+        return { kind: 'int', text: String(value) };
+      }
+      return { kind: 'float', number: value };
+    case 'string':
+      return { kind: 'text', text: value };
+    default:
+      if (value instanceof Uint8Array) return { kind: 'bytes', bytes: Buffer.from(value.buffer, value.byteOffset, value.byteLength) };
+      throw invalid(`${at} is ${describe(value)}; parameters may be null, number, bigint, boolean, string or Buffer`);
+  }
+}
+
+// [[sql, params], ...], [{ sql, params }, ...] or bare sql strings.
+function sqlStatements(statements) {
+  if (!Array.isArray(statements)) {
+    throw invalid('statements must be an array of [sql, params] pairs, e.g. [["UPDATE t SET n = n + 1 WHERE id = ?", [7]]]');
+  }
+  return statements.map((item, i) => {
+    const n = i + 1;
+    let sql;
+    let params;
+    if (typeof item === 'string') {
+      sql = item;
+    } else if (Array.isArray(item) && item.length >= 1 && item.length <= 2) {
+      [sql, params] = item;
+    } else if (item !== null && typeof item === 'object' && !Array.isArray(item)) {
+      ({ sql, params } = item);
+    } else {
+      throw invalid(`statement ${n} must be a [sql, params] pair, a { sql, params } object or an sql string`);
+    }
+    checkString(sql, `the sql of statement ${n}`);
+    if (params === undefined || params === null) params = [];
+    if (!Array.isArray(params)) throw invalid(`the params of statement ${n} must be an array, not ${describe(params)}`);
+    return { sql, params: params.map((p, j) => sqlParam(p, `parameter ${j + 1} of statement ${n}`)) };
+  });
+}
+
+/**
+ * The resource side: accepts a write only if its token is at least the highest it has
+ * accepted for the resource. Opened on its own URL (sqlite://, postgres://, mysql://, redis://).
+ */
+class Fence {
+  #native;
+
+  constructor(key, nativeFence) {
+    if (key !== PRIVATE) throw new TypeError('a Fence comes from Fence.open(url, resource)');
+    this.#native = nativeFence;
+  }
+
+  static async open(url, resource, options) {
+    checkString(url, 'url');
+    checkString(resource, 'fence resource name');
+    const opts = connectOptions(options, 'Fence.open');
+    try {
+      return new Fence(PRIVATE, await native.openFence(url, resource, opts));
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  get resource() {
+    return this.#native.resource;
+  }
+
+  /**
+   * Runs `statements` in one transaction with the token check; resolves to the rows each
+   * statement changed. STALE_TOKEN (nothing written) when a newer token was accepted.
+   */
+  async fencedExecute(token, statements) {
+    const [lease, bare] = tokenArgs(token);
+    const stmts = sqlStatements(statements);
+    try {
+      return await this.#native.fencedExecute(lease, bare, stmts);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Sets `key` to `value` (string or bytes) if the token is at least the highest accepted (Redis fences). */
+  async fencedSet(token, key, value) {
+    const [lease, bare] = tokenArgs(token);
+    checkString(key, 'key');
+    let bytes;
+    if (typeof value === 'string') bytes = Buffer.from(value, 'utf8');
+    else if (value instanceof Uint8Array) bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+    else throw invalid(`value must be a string or a Buffer, not ${describe(value)}`);
+    try {
+      await this.#native.fencedSet(lease, bare, key, bytes);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Advisory only: a check followed by a separate write protects nothing. */
+  async check(token) {
+    const [lease, bare] = tokenArgs(token);
+    try {
+      await this.#native.check(lease, bare);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** The highest token accepted so far, or null. */
+  async highest() {
+    try {
+      const t = await this.#native.highest();
+      return t === null || t === undefined ? null : BigInt(t);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  async close() {
+    try {
+      await this.#native.close();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  async [asyncDispose]() {
+    await this.close();
+  }
+}
+
+/** Test-only: panics inside Rust; throws a LockError with code INTERNAL. */
+function _testPanic() {
+  try {
+    native._testPanic();
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+/** Test-only: a Promise whose Rust future panics; rejects with code INTERNAL. */
+async function _testPanicAsync() {
+  try {
+    await native._testPanicAsync();
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+/** Benchmark-only: one round trip to the native runtime that does nothing. */
+function _ping() {
+  return native._ping();
+}
+
+module.exports = {
+  connect,
+  Locker,
+  Lease,
+  Fence,
+  LockError,
+  AbortError,
+  ERROR_CODES,
+  version: native.version(),
+  _testPanic,
+  _testPanicAsync,
+  _ping,
+};

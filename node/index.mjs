@@ -1,0 +1,16 @@
+// ESM entry point: the same objects as the CommonJS entry (index.js).
+import fencelock from './index.js';
+
+export const {
+  connect,
+  Locker,
+  Lease,
+  Fence,
+  LockError,
+  AbortError,
+  ERROR_CODES,
+  version,
+  _testPanic,
+  _testPanicAsync,
+} = fencelock;
+export default fencelock;

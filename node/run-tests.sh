@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the npm dev dependencies, builds the native module (debug) and the fencelock binary
+# into the package, and runs the tests with node's test runner.
+#
+#   node/run-tests.sh [node --test args...]
+#
+# Environment:
+#   FENCELOCK_PROFILE   cargo profile: dev (default here, fast to build) or release
+#   CARGO_TARGET_DIR    cargo's target folder (default: the workspace's target/, which under CI is
+#                       the folder `cargo test` already filled, so the dependency tree is reused)
+#   FENCELOCK_TEST_*_URL, FENCELOCK_REQUIRE_SERVERS   as for every test suite (tests/servers.sh env)
+#
+# Needs Node 20+, npm and Rust (cargo). Exits non-zero on any failure, including no test run.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "npm dependencies"
+# --ignore-scripts: the package's own install script would build in release; we build below.
+npm install --no-audit --no-fund --ignore-scripts --loglevel=error
+
+step "building the native module and the fencelock binary (profile ${FENCELOCK_PROFILE:-dev})"
+node scripts/build.mjs --profile "${FENCELOCK_PROFILE:-dev}"
+
+step "TypeScript: index.d.ts as users see it (tsc --noEmit on test/types-check.ts)"
+npx tsc -p tsconfig.json
+
+step "node --test"
+shopt -s nullglob
+tests=(test/*.test.mjs)
+if [ ${#tests[@]} -eq 0 ]; then
+    echo "no test files" >&2
+    exit 1
+fi
+node --test --test-reporter=spec "$@" "${tests[@]}"

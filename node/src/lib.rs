@@ -1,0 +1,57 @@
+//! The native module of the npm package `fencelock`: the Node face of the `fencelock` core.
+//!
+//! The source files mirror the core's modules and the Python binding's: `locker.rs` (Locker,
+//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `fence.rs`, `error.rs` (the one
+//! mapping of core errors and panics to JS errors), `options.rs` (JS values to core options) and
+//! `runtime.rs` (how futures become Promises, and cancellation). The public JS API is the thin
+//! hand-written layer in `index.js`; what is exported here is internal to the package.
+//!
+//! No panic crosses into Node: every export runs inside `error::guard`, and every Promise's
+//! future inside `runtime::promise`, which catches unwinding; both surface as code INTERNAL.
+//!
+//! Every wait runs on napi's tokio runtime, off the JS thread: Lockers are connected inside it,
+//! so their renewals and background releases run there too.
+
+#![deny(clippy::all)]
+
+mod error;
+mod fence;
+mod lease;
+mod locker;
+mod options;
+mod runtime;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+/// Test-only: panics inside Rust, to show that it surfaces as code INTERNAL.
+#[napi(js_name = "_testPanic")]
+pub fn test_panic() -> Result<()> {
+    error::guard(|| panic!("test panic requested by _testPanic()"))
+}
+
+/// Test-only: a Promise whose future panics on the runtime, to show the same for async calls.
+#[napi(js_name = "_testPanicAsync")]
+pub fn test_panic_async(env: Env) -> Result<AsyncBlock<()>> {
+    error::guard(|| {
+        runtime::promise(&env, async {
+            if std::hint::black_box(true) {
+                panic!("test panic requested by _testPanicAsync()");
+            }
+            Ok(())
+        })
+    })
+}
+
+/// The version of the native module (the workspace version).
+#[napi]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// Benchmark-only: a Promise that resolves on napi's runtime and does nothing else, so the cost
+/// of one crossing (JS thread to a runtime thread and back) can be measured on its own.
+#[napi(js_name = "_ping")]
+pub fn ping(env: Env) -> Result<AsyncBlock<()>> {
+    error::guard(|| runtime::promise(&env, async { Ok(()) }))
+}

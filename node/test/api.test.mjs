@@ -1,0 +1,273 @@
+// The API's shape on SQLite (no server needed): leases, tokens, options, withLock, disposal,
+// inspect, close, fences, panics, and both entry points.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+import { fencelock, LONG, tempDir, runSql, within } from './helpers.mjs';
+
+const { connect, Fence, LockError } = fencelock;
+const require = createRequire(import.meta.url);
+
+async function sqliteLocker() {
+  const dir = tempDir();
+  return { locker: await connect(`sqlite://${join(dir, 'locks.db')}`), dir };
+}
+
+test('acquire gives a lease with a bigint token, a name and an expiry', async () => {
+  const { locker } = await sqliteLocker();
+  try {
+    const before = Date.now();
+    const lease = await locker.acquire('basic', { ttl: 10_000 });
+    assert.equal(lease.name, 'basic');
+    assert.equal(typeof lease.token, 'bigint');
+    assert.ok(lease.token > 0n && lease.token < 1n << 63n);
+    assert.ok(lease.expiresAt instanceof Date);
+    assert.ok(lease.expiresAt.getTime() >= before + 9_000 && lease.expiresAt.getTime() <= Date.now() + 10_000);
+    assert.equal(lease.isHeld, true);
+    assert.equal(lease.isLost, false);
+    assert.equal(lease.signal.aborted, false);
+    lease.throwIfLost();
+    const info = await locker.inspect('basic');
+    assert.equal(info.held, true);
+    assert.equal(info.token, lease.token);
+    assert.equal(info.holder.language, 'node');
+    assert.equal(info.holder.pid, process.pid);
+    await lease.extend(20_000);
+    assert.ok(lease.expiresAt.getTime() >= before + 19_000);
+    await lease.extend();
+    await lease.release();
+    assert.equal(lease.isHeld, false);
+    assert.equal((await locker.inspect('basic')).held, false);
+  } finally {
+    await locker.close();
+  }
+});
+
+test('tokens strictly increase across acquisitions', async () => {
+  const { locker } = await sqliteLocker();
+  try {
+    const tokens = [];
+    for (let i = 0; i < 5; i++) {
+      const lease = await locker.acquire('tokens');
+      tokens.push(lease.token);
+      await lease.release();
+    }
+    for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], `${tokens}`);
+  } finally {
+    await locker.close();
+  }
+});
+
+test('tryAcquire gives null when held; acquire with a wait times out with TIMEOUT', async () => {
+  const { locker } = await sqliteLocker();
+  try {
+    const lease = await locker.acquire('busy');
+    assert.equal(await locker.tryAcquire('busy'), null);
+    await assert.rejects(locker.acquire('busy', { wait: 200 }), (e) => e instanceof LockError && e.code === 'TIMEOUT');
+    await assert.rejects(locker.acquire('busy', { wait: 0 }), { code: 'TIMEOUT' });
+    await lease.release();
+    const again = await locker.tryAcquire('busy');
+    assert.ok(again !== null && again.token > lease.token);
+    await again.release();
+  } finally {
+    await locker.close();
+  }
+});
+
+test('withLock runs the function holding the lock and releases after it', async () => {
+  const { locker } = await sqliteLocker();
+  try {
+    const result = await locker.withLock('scoped', { ttl: 10_000 }, async (lease) => {
+      assert.equal((await locker.inspect('scoped')).token, lease.token);
+      assert.equal(await locker.tryAcquire('scoped'), null);
+      return 42;
+    });
+    assert.equal(result, 42);
+    assert.equal((await locker.inspect('scoped')).held, false);
+    // Without options; an error from the function wins and the lock is still released.
+    await assert.rejects(
+      locker.withLock('scoped', async () => {
+        throw new RangeError('the work failed');
+      }),
+      RangeError,
+    );
+    assert.equal((await locker.inspect('scoped')).held, false);
+    // Releasing inside is quiet.
+    assert.equal(await locker.withLock('scoped', async (lease) => (await lease.release(), 'ok')), 'ok');
+  } finally {
+    await locker.close();
+  }
+});
+
+test('a nested withLock or acquire of the same name in the same scope is DEADLOCK, not a hang', async () => {
+  const { locker } = await sqliteLocker();
+  try {
+    await locker.withLock('outer', async () => {
+      await assert.rejects(locker.withLock('outer', async () => {}), { code: 'DEADLOCK' });
+      await assert.rejects(locker.acquire('outer'), { code: 'DEADLOCK' });
+      // Another name nests fine.
+      await locker.withLock('inner', async () => {});
+    });
+    // Outside the scope the name is free again.
+    await (await locker.acquire('outer')).release();
+  } finally {
+    await locker.close();
+  }
+});
+
+test('Symbol.asyncDispose releases; quiet after an explicit release', async () => {
+  const { locker } = await sqliteLocker();
+  const dispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+  try {
+    const lease = await locker.acquire('disposed');
+    assert.equal(typeof lease[dispose], 'function');
+    await lease[dispose]();
+    assert.equal((await locker.inspect('disposed')).held, false);
+    await lease[dispose]();
+    await assert.rejects(lease.release(), { code: 'NOT_HELD' });
+    await assert.rejects(lease.extend(), { code: 'NOT_HELD' });
+    assert.throws(() => lease.throwIfLost(), { code: 'NOT_HELD' });
+  } finally {
+    await locker[dispose]();
+  }
+  assert.equal(locker.closed, true);
+});
+
+test('close releases what the locker holds; later calls are CLOSED', async () => {
+  const { locker, dir } = await sqliteLocker();
+  const lease = await locker.acquire('kept');
+  await locker.close();
+  await locker.close();
+  await assert.rejects(lease.release(), { code: 'NOT_HELD' });
+  await assert.rejects(locker.acquire('kept'), { code: 'CLOSED' });
+  const other = await connect(`sqlite://${join(dir, 'locks.db')}`);
+  try {
+    const again = await other.tryAcquire('kept');
+    assert.ok(again !== null);
+    await again.release();
+  } finally {
+    await other.close();
+  }
+});
+
+test('a fence takes a lease or a bigint, refuses older tokens and rolls back', async () => {
+  const { locker, dir } = await sqliteLocker();
+  const dataPath = join(dir, 'data.db');
+  const fence = await Fence.open(`sqlite://${dataPath}`, 'counter');
+  try {
+    assert.equal(fence.resource, 'counter');
+    assert.equal(await fence.highest(), null);
+    const setup = await Fence.open(`sqlite://${dataPath}`, 'setup');
+    await setup.fencedExecute(0n, [
+      'CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, note TEXT, blob BLOB, f REAL)',
+      ['INSERT INTO counter (id, n) VALUES (?, ?)', [1, 0]],
+    ]);
+    await setup.close();
+    const first = await locker.acquire('fenced');
+    await first.release();
+    const second = await locker.acquire('fenced');
+    const rows = await fence.fencedExecute(second, [
+      { sql: 'UPDATE counter SET n = n + 1, note = ?, blob = ?, f = ? WHERE id = ?', params: ['text', Buffer.from([1, 2]), 1.5, 1n] },
+    ]);
+    assert.deepEqual(rows, [1]);
+    assert.equal(await fence.highest(), second.token);
+    await fence.check(second);
+    await fence.check(second.token);
+    await assert.rejects(fence.check(first.token), { code: 'STALE_TOKEN' });
+    await assert.rejects(fence.fencedExecute(first.token, ['UPDATE counter SET n = 100']), { code: 'STALE_TOKEN' });
+    await assert.rejects(fence.fencedExecute(first, ['UPDATE counter SET n = 100']), { code: 'NOT_HELD' });
+    // A failing statement rolls the whole transaction back.
+    await assert.rejects(fence.fencedExecute(second, ['UPDATE counter SET n = 100', 'INSERT INTO nowhere VALUES (1)']), { code: 'BACKEND' });
+    await assert.rejects(fence.fencedSet(second, 'k', 'v'), { code: 'INVALID_ARGUMENT' });
+    await second.release();
+  } finally {
+    await fence.close();
+    await locker.close();
+  }
+  assert.deepEqual(runSql(dataPath, 'SELECT n, note, hex(blob), f FROM counter'), [[1, 'text', '0102', 1.5]]);
+});
+
+test('a panic in Rust surfaces as code INTERNAL, never a crash', async () => {
+  assert.throws(() => fencelock._testPanic(), (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message));
+  await assert.rejects(fencelock._testPanicAsync(), (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message));
+  // The module still works afterwards.
+  const { locker } = await sqliteLocker();
+  await (await locker.acquire('after-panic')).release();
+  await locker.close();
+});
+
+test('the CommonJS and ESM entry points export the same objects', () => {
+  const cjs = require('../index.js');
+  assert.equal(cjs.connect, fencelock.connect);
+  assert.equal(cjs.LockError, fencelock.LockError);
+  assert.deepEqual([...cjs.ERROR_CODES], [
+    'TIMEOUT', 'LOST', 'NOT_HELD', 'UNAVAILABLE', 'INVALID_ARGUMENT', 'AUTH',
+    'STALE_TOKEN', 'BACKEND', 'DEADLOCK', 'CLOSED', 'INTERNAL',
+  ]);
+  assert.equal(typeof fencelock.version, 'string');
+  assert.throws(() => new fencelock.Lease(), TypeError);
+});
+
+test('the lease signal fires when a lease expires without renewal', async () => {
+  const { locker } = await sqliteLocker();
+  try {
+    const lease = await locker.acquire('short', { ttl: 300, autoRenew: false });
+    const signal = lease.signal;
+    const aborted = new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    await within(aborted, LONG, 'the lost signal');
+    assert.equal(signal.aborted, true);
+    assert.ok(signal.reason instanceof LockError && signal.reason.code === 'LOST');
+    assert.equal(lease.isLost, true);
+  } finally {
+    await locker.close();
+  }
+});
+
+test('a process holding leases (renewing, with lost signals wired) exits normally', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { writeFileSync } = await import('node:fs');
+  const dir = tempDir();
+  const script = join(dir, 'holder.mjs');
+  const entry = new URL('../index.mjs', import.meta.url).href;
+  writeFileSync(
+    script,
+    `import { connect } from '${entry}';
+const locker = await connect(process.argv[2]);
+const lease = await locker.acquire('exiting', { ttl: 300 });
+lease.signal.addEventListener('abort', () => console.log('aborted'));
+const short = await locker.acquire('exiting-short', { ttl: 200, autoRenew: false });
+void short.signal;
+console.log('held', lease.token);
+`,
+  );
+  const r = spawnSync(process.execPath, [script, `sqlite://${join(dir, 'locks.db')}`], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^held \d+n$/m);
+});
+
+test('a lease dropped without release is released in the background once collected', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { writeFileSync } = await import('node:fs');
+  const dir = tempDir();
+  const url = `sqlite://${join(dir, 'locks.db')}`;
+  const script = join(dir, 'dropper.mjs');
+  const entry = new URL('../index.mjs', import.meta.url).href;
+  writeFileSync(
+    script,
+    `import { connect } from '${entry}';
+const locker = await connect(process.argv[2]);
+await (async () => { await locker.acquire('dropped', { ttl: 10000 }); })();
+for (let i = 0; i < 100 && (await locker.inspect('dropped')).held; i++) {
+  global.gc();
+  await new Promise((r) => setTimeout(r, 50));
+}
+console.log((await locker.inspect('dropped')).held ? 'still held' : 'released');
+await locker.close();
+`,
+  );
+  const r = spawnSync(process.execPath, ['--expose-gc', script, url], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), 'released');
+});

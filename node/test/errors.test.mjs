@@ -1,0 +1,150 @@
+// Bad inputs and misuse: each rejects (or throws) a LockError with its documented code and a
+// message, and never crashes the process.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+
+import { fencelock, LONG, tempDir, sleep } from './helpers.mjs';
+
+const { connect, Fence, LockError } = fencelock;
+
+let url;
+let locker;
+let closedLocker;
+let held;
+let released;
+let lost;
+let fence;
+
+before(async () => {
+  const dir = tempDir();
+  url = `sqlite://${join(dir, 'locks.db')}`;
+  locker = await connect(url);
+  closedLocker = await connect(url);
+  await closedLocker.close();
+  held = await locker.acquire('held', { ttl: 10_000 });
+  released = await locker.acquire('released');
+  await released.release();
+  lost = await locker.acquire('lost', { ttl: 200, autoRenew: false });
+  const until = Date.now() + LONG;
+  while (!lost.isLost && Date.now() < until) await sleep(20);
+  assert.equal(lost.isLost, true);
+  fence = await Fence.open(`sqlite://${join(dir, 'data.db')}`, 'resource');
+});
+
+after(async () => {
+  await fence?.close();
+  await locker?.close();
+});
+
+const cases = [
+  // connect
+  ['connect: url not a string', 'INVALID_ARGUMENT', () => connect(123)],
+  ['connect: empty url', 'INVALID_ARGUMENT', () => connect('')],
+  ['connect: unknown scheme', 'INVALID_ARGUMENT', () => connect('ftp://127.0.0.1/locks')],
+  ['connect: not a url', 'INVALID_ARGUMENT', () => connect('not a url')],
+  ['connect: options not an object', 'INVALID_ARGUMENT', () => connect(url, 'fast')],
+  ['connect: unknown option', 'INVALID_ARGUMENT', () => connect(url, { poll: 5 })],
+  ['connect: pollInterval 0', 'INVALID_ARGUMENT', () => connect(url, { pollInterval: 0 })],
+  ['connect: operationTimeout NaN', 'INVALID_ARGUMENT', () => connect(url, { operationTimeout: NaN })],
+  ['connect: operationTimeout a string', 'INVALID_ARGUMENT', () => connect(url, { operationTimeout: '10s' })],
+  ['connect: nobody listening', 'UNAVAILABLE', () => connect('redis://127.0.0.1:1', { operationTimeout: 3_000 })],
+  // names
+  ['acquire: name not a string', 'INVALID_ARGUMENT', () => locker.acquire(42)],
+  ['acquire: name missing', 'INVALID_ARGUMENT', () => locker.acquire()],
+  ['acquire: empty name', 'INVALID_ARGUMENT', () => locker.acquire('')],
+  ['acquire: name with NUL', 'INVALID_ARGUMENT', () => locker.acquire('a\0b')],
+  ['acquire: name over 255 bytes', 'INVALID_ARGUMENT', () => locker.acquire('é'.repeat(128))],
+  ['inspect: name null', 'INVALID_ARGUMENT', () => locker.inspect(null)],
+  // durations
+  ['ttl NaN', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: NaN })],
+  ['ttl Infinity', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: Infinity })],
+  ['ttl negative', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: -1 })],
+  ['ttl a string', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: '1000' })],
+  ['ttl a bigint', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 1000n })],
+  ['ttl above 2^53', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 2 ** 53 + 2 })],
+  ['ttl below the minimum', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 50 })],
+  ['ttl above the maximum', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 8 * 24 * 3600 * 1000 })],
+  ['ttl null', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: null })],
+  ['wait negative', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: -5 })],
+  ['wait Infinity', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: Infinity })],
+  ['wait NaN', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: NaN })],
+  ['wait a string', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: '10' })],
+  ['maxHold zero', 'INVALID_ARGUMENT', () => locker.acquire('x', { maxHold: 0 })],
+  // other options
+  ['autoRenew not a boolean', 'INVALID_ARGUMENT', () => locker.acquire('x', { autoRenew: 'yes' })],
+  ['holder not a string', 'INVALID_ARGUMENT', () => locker.acquire('x', { holder: 7 })],
+  ['holder too long', 'INVALID_ARGUMENT', () => locker.acquire('x', { holder: 'h'.repeat(2000) })],
+  ['signal not an AbortSignal', 'INVALID_ARGUMENT', () => locker.acquire('x', { signal: {} })],
+  ['unknown option', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttll: 5000 })],
+  ['timeout option', 'INVALID_ARGUMENT', () => locker.acquire('x', { timeout: 1000 })],
+  ['reentrant is not available yet', 'INVALID_ARGUMENT', () => locker.acquire('x', { reentrant: true })],
+  ['options not an object', 'INVALID_ARGUMENT', () => locker.acquire('x', 'ttl=5')],
+  ['tryAcquire with a wait', 'INVALID_ARGUMENT', () => locker.tryAcquire('x', { wait: 5 })],
+  ['withLock without a function', 'INVALID_ARGUMENT', () => locker.withLock('x')],
+  ['withLock with a non-function', 'INVALID_ARGUMENT', () => locker.withLock('x', {}, 'work')],
+  ['extend ttl NaN', 'INVALID_ARGUMENT', () => held.extend(NaN)],
+  ['extend ttl too short', 'INVALID_ARGUMENT', () => held.extend(50)],
+  ['extend ttl a string', 'INVALID_ARGUMENT', () => held.extend('1s')],
+  // use after release, loss, close
+  ['release after release', 'NOT_HELD', () => released.release()],
+  ['extend after release', 'NOT_HELD', () => released.extend()],
+  ['release after loss', 'LOST', () => lost.release()],
+  ['extend after loss', 'LOST', () => lost.extend(1000)],
+  ['throwIfLost after loss', 'LOST', () => lost.throwIfLost()],
+  ['a fence refuses a lost lease', 'LOST', () => fence.fencedExecute(lost, ['SELECT 1'])],
+  ['acquire on a closed locker', 'CLOSED', () => closedLocker.acquire('x')],
+  ['inspect on a closed locker', 'CLOSED', () => closedLocker.inspect('x')],
+  ['nested withLock of the same name', 'DEADLOCK', () => locker.withLock('outer', () => locker.withLock('outer', () => {}))],
+  // fences
+  ['Fence.open: empty resource', 'INVALID_ARGUMENT', () => Fence.open(url, '')],
+  ['Fence.open: url not a string', 'INVALID_ARGUMENT', () => Fence.open(null, 'r')],
+  ['token a string', 'INVALID_ARGUMENT', () => fence.fencedExecute('12', ['SELECT 1'])],
+  ['token negative', 'INVALID_ARGUMENT', () => fence.check(-1n)],
+  ['token 2^63', 'INVALID_ARGUMENT', () => fence.check(2n ** 63n)],
+  ['token a number above 2^53', 'INVALID_ARGUMENT', () => fence.check(2 ** 53 + 2)],
+  ['token a fraction', 'INVALID_ARGUMENT', () => fence.check(1.5)],
+  ['statements not an array', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, 'SELECT 1')],
+  ['sql not a string', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [[1]])],
+  ['params not an array', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', 1]])],
+  ['parameter an object', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', [{}]]])],
+  ['parameter NaN', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', [NaN]]])],
+  ['parameter bigint above 64 bits', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', [2n ** 64n]]])],
+  ['fencedSet value a number', 'INVALID_ARGUMENT', () => fence.fencedSet(1n, 'k', 5)],
+  // panics
+  ['a panic in a sync export', 'INTERNAL', () => fencelock._testPanic()],
+  ['a panic in an async export', 'INTERNAL', () => fencelock._testPanicAsync()],
+];
+
+for (const [what, code, call] of cases) {
+  test(`${what}: ${code}`, async () => {
+    let outcome;
+    try {
+      outcome = await call();
+    } catch (e) {
+      assert.ok(e instanceof LockError, `not a LockError: ${e?.stack ?? e}`);
+      assert.ok(e instanceof Error);
+      assert.equal(e.code, code, `${e.code}: ${e.message}`);
+      assert.equal(typeof e.message, 'string');
+      assert.ok(e.message.length > 5, `message too short: ${e.message}`);
+      return;
+    }
+    assert.fail(`expected ${code}, got ${outcome}`);
+  });
+}
+
+test('async calls reject rather than throw synchronously', () => {
+  const p = locker.acquire(42);
+  assert.ok(p instanceof Promise);
+  return assert.rejects(p, { code: 'INVALID_ARGUMENT' });
+});
+
+test('messages name the bad option and never show a password', async () => {
+  await assert.rejects(locker.acquire('x', { ttl: NaN }), /ttl/);
+  await assert.rejects(locker.acquire('x', { wait: -5 }), /wait must not be negative/);
+  await assert.rejects(locker.acquire('x', { timeout: 1 }), /ttl.*wait/);
+  await assert.rejects(
+    connect('postgres://user:hunter2-secret@127.0.0.1:1/db', { operationTimeout: 3_000 }),
+    (e) => e.code === 'UNAVAILABLE' && !e.message.includes('hunter2-secret'),
+  );
+});
