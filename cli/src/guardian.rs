@@ -75,7 +75,8 @@ pub fn write_all(fd: RawFd, bytes: &[u8]) -> bool {
     true
 }
 
-/// The guardian's whole life: read group ids until EOF, then kill them unless dismissed.
+/// The guardian's whole life: read group ids ("pgid N" when CMD starts, "gone N" once it is
+/// reaped) until EOF, then kill the live ones unless dismissed.
 fn guard(read_fd: RawFd) -> ! {
     // Signals meant for fencelock (Ctrl-C reaches the whole foreground group) must not end
     // the guardian: it has to outlive fencelock.
@@ -98,13 +99,18 @@ fn guard(read_fd: RawFd) -> ! {
         }
     }
     if !text.lines().any(|l| l == "done") {
+        let number = |line: &str, prefix: &str| line.strip_prefix(prefix).and_then(|p| p.parse::<libc::pid_t>().ok());
+        let mut live: Vec<libc::pid_t> = Vec::new();
         for line in text.lines() {
-            if let Some(pgid) = line.strip_prefix("pgid ").and_then(|p| p.parse::<libc::pid_t>().ok()) {
-                if pgid > 1 {
-                    // SAFETY: signalling a process group we were told about.
-                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-                }
+            if let Some(pgid) = number(line, "pgid ") {
+                live.push(pgid);
+            } else if let Some(gone) = number(line, "gone ") {
+                live.retain(|&pgid| pgid != gone);
             }
+        }
+        for pgid in live.into_iter().filter(|&pgid| pgid > 1) {
+            // SAFETY: signalling a process group we were told about and not told is gone.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
         }
     }
     // SAFETY: leaving without running the parent's atexit handlers or destructors.

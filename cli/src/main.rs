@@ -1,6 +1,8 @@
 //! `fencelock`: run a program while holding a distributed lock.
 
+mod child;
 mod duration;
+mod elect;
 mod exit_code;
 mod guardian;
 mod run;
@@ -33,6 +35,8 @@ struct Cli {
 enum Command {
     /// Hold lock NAME while CMD runs, then release it.
     Run(run::RunArgs),
+    /// Run CMD only while this process leads the election NAME; campaign again on loss.
+    Elect(elect::ElectArgs),
     /// Show who holds lock NAME, its token and the time left.
     Status(status::StatusArgs),
 }
@@ -63,9 +67,11 @@ fn real_main() -> i32 {
         default_url.as_deref().unwrap_or("none (set $HOME or XDG_STATE_HOME)")
     );
     let run_help = format!("{}\n\n{after_help}", run::AFTER_HELP);
+    let elect_help = format!("{}\n\n{after_help}", elect::AFTER_HELP);
     let command = Cli::command()
         .after_help(after_help.clone())
         .mut_subcommand("run", |c| c.after_help(run_help))
+        .mut_subcommand("elect", |c| c.after_help(elect_help))
         .mut_subcommand("status", |c| c.after_help(after_help));
     let matches = match command.try_get_matches_from(args) {
         Ok(m) => m,
@@ -84,6 +90,7 @@ fn real_main() -> i32 {
     };
     match cli.command {
         Command::Run(args) => run::main(args),
+        Command::Elect(args) => elect::main(args),
         Command::Status(args) => status::main(args),
     }
 }

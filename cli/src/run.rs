@@ -1,15 +1,13 @@
 //! `fencelock run NAME -- CMD…`: hold the lock while CMD runs.
 
-use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::Path;
 use std::time::Duration;
 
-use fencelock::{BootInstant, ErrorCode, Lease, LockName, LockOptions, Locker};
-use tokio::signal::unix::{SignalKind, signal};
+use fencelock::{ErrorCode, LockName, LockOptions, Locker};
 
-use crate::guardian::{Guardian, write_all};
+use crate::child::{ChildSpec, Signals, find_program, run_child, unrunnable};
+use crate::guardian::Guardian;
 use crate::{UrlArg, duration, exit_code, fail, locker_options, runtime};
 
 pub const AFTER_HELP: &str = "\
@@ -63,35 +61,6 @@ pub struct RunArgs {
     command: Vec<OsString>,
 }
 
-/// What stops CMD from being started at all.
-enum Unrunnable {
-    NotFound,
-    NotExecutable,
-}
-
-fn find_program(program: &OsStr) -> Result<PathBuf, Unrunnable> {
-    let check = |path: &Path| -> Option<Result<PathBuf, Unrunnable>> {
-        let meta = std::fs::metadata(path).ok()?;
-        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-        // SAFETY: access(2) on a NUL-terminated path we own.
-        let executable = meta.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0;
-        Some(if executable { Ok(path.to_path_buf()) } else { Err(Unrunnable::NotExecutable) })
-    };
-    if program.as_bytes().contains(&b'/') {
-        return check(Path::new(program)).unwrap_or(Err(Unrunnable::NotFound));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut seen_unexecutable = false;
-    for dir in std::env::split_paths(&path) {
-        match check(&dir.join(program)) {
-            Some(Ok(found)) => return Ok(found),
-            Some(Err(_)) => seen_unexecutable = true,
-            None => {}
-        }
-    }
-    Err(if seen_unexecutable { Unrunnable::NotExecutable } else { Unrunnable::NotFound })
-}
-
 pub fn main(args: RunArgs) -> i32 {
     let url = match crate::url::resolve(&args.url) {
         Ok(url) => url,
@@ -108,17 +77,9 @@ pub fn main(args: RunArgs) -> i32 {
     if let Err(e) = options.validate() {
         return fail(e);
     }
-    let program_name = args.command[0].clone();
-    let program = match find_program(&program_name) {
+    let program = match find_program(&args.command[0]) {
         Ok(p) => p,
-        Err(Unrunnable::NotFound) => {
-            eprintln!("fencelock: {}: command not found", program_name.to_string_lossy());
-            return exit_code::NOT_FOUND;
-        }
-        Err(Unrunnable::NotExecutable) => {
-            eprintln!("fencelock: {}: not executable", program_name.to_string_lossy());
-            return exit_code::NOT_EXECUTABLE;
-        }
+        Err(why) => return unrunnable(&args.command[0], why),
     };
     // Before any thread exists (the runtime and the deadline watchdog start below).
     let guardian = match Guardian::start() {
@@ -146,7 +107,17 @@ async fn hold_and_run(url: &str, args: &RunArgs, options: &LockOptions, program:
         }
         Err(e) => return fail(e),
     };
-    let code = run_child(args, program, &lease, guardian_fd).await;
+    let spec = ChildSpec {
+        command: &args.command,
+        program,
+        lock_name: &args.name,
+        grace: args.grace,
+        env: vec![("FENCELOCK_TOKEN", lease.token().to_string())],
+    };
+    let code = match Signals::install() {
+        Ok(mut signals) => run_child(&spec, &lease, guardian_fd, &mut signals).await.code,
+        Err(e) => fail(format!("cannot install signal handlers: {e}")),
+    };
     let code = match lease.release().await {
         Ok(()) => code,
         Err(e) if e.code() == ErrorCode::Lost => {
@@ -165,134 +136,3 @@ async fn hold_and_run(url: &str, args: &RunArgs, options: &LockOptions, program:
     code
 }
 
-/// Formats "pgid N\n" without allocating: this runs between fork and exec, where only
-/// async-signal-safe work is allowed (another thread may hold the allocator's lock).
-fn pgid_message(pid: libc::pid_t, buf: &mut [u8; 32]) -> usize {
-    let prefix = b"pgid ";
-    buf[..prefix.len()].copy_from_slice(prefix);
-    let mut digits = [0u8; 12];
-    let mut n = pid.max(0) as u32;
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + (n % 10) as u8;
-        len += 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let mut at = prefix.len();
-    for i in (0..len).rev() {
-        buf[at] = digits[i];
-        at += 1;
-    }
-    buf[at] = b'\n';
-    at + 1
-}
-
-fn kill_group(pgid: libc::pid_t, sig: libc::c_int) {
-    if pgid > 1 {
-        // SAFETY: signalling the process group we created.
-        unsafe { libc::kill(-pgid, sig) };
-    }
-}
-
-async fn run_child(args: &RunArgs, program: &Path, lease: &Lease, guardian_fd: i32) -> i32 {
-    let mut command = std::process::Command::new(program);
-    command
-        .arg0(&args.command[0])
-        .args(&args.command[1..])
-        .env("FENCELOCK_TOKEN", lease.token().to_string())
-        .env("FENCELOCK_NAME", &args.name);
-    // SAFETY: the closure only calls async-signal-safe functions (setpgid, getpid, write).
-    unsafe {
-        command.pre_exec(move || {
-            if libc::setpgid(0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let mut buf = [0u8; 32];
-            let len = pgid_message(libc::getpid(), &mut buf);
-            if !write_all(guardian_fd, &buf[..len]) {
-                return Err(std::io::Error::other("cannot reach the guardian"));
-            }
-            Ok(())
-        });
-    }
-    // Handlers first, so a signal that arrives right after CMD starts is forwarded.
-    let (mut int_rx, mut term_rx, mut hup_rx) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(i), Ok(t), Ok(h)) => (i, t, h),
-        _ => return fail("cannot install signal handlers"),
-    };
-    let mut child = match tokio::process::Command::from(command).spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!("fencelock: cannot run {}: {e}", args.command[0].to_string_lossy());
-            return match e.kind() {
-                std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
-                std::io::ErrorKind::PermissionDenied => exit_code::NOT_EXECUTABLE,
-                _ => exit_code::OWN_ERROR,
-            };
-        }
-    };
-    let pgid = child.id().map(|id| id as libc::pid_t).unwrap_or(0);
-
-    let lost = lease.lost_signal();
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    let mut terminated_for_grace = false;
-    let mut lost_seen = false;
-    let status = loop {
-        tokio::select! {
-            status = child.wait() => break status,
-            _ = int_rx.recv() => kill_group(pgid, libc::SIGINT),
-            _ = term_rx.recv() => kill_group(pgid, libc::SIGTERM),
-            _ = hup_rx.recv() => kill_group(pgid, libc::SIGHUP),
-            reason = lost.wait(), if !lost_seen => {
-                lost_seen = true;
-                eprintln!("fencelock: lock {:?} lost ({reason}); killing CMD's process group", args.name);
-                kill_group(pgid, libc::SIGKILL);
-            }
-            _ = tick.tick(), if !terminated_for_grace && !lost_seen => {
-                let left = BootInstant::now().until(lease.deadline());
-                if lease.renewal_failing() && left <= args.grace {
-                    terminated_for_grace = true;
-                    eprintln!(
-                        "fencelock: renewals of lock {:?} are failing and the lease ends in {:.1}s; sending SIGTERM to CMD",
-                        args.name, left.as_secs_f64()
-                    );
-                    kill_group(pgid, libc::SIGTERM);
-                }
-            }
-        }
-    };
-    // Whatever CMD left running in its group must not outlive the lock.
-    kill_group(pgid, libc::SIGKILL);
-    if lost_seen || lease.is_lost() {
-        return exit_code::LOST;
-    }
-    match status {
-        Ok(status) => match (status.code(), status.signal()) {
-            (Some(code), _) => code,
-            (None, Some(sig)) => exit_code::SIGNAL_BASE + sig,
-            (None, None) => exit_code::OWN_ERROR,
-        },
-        Err(e) => fail(format!("lost track of CMD: {e}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pgid_message_is_decimal() {
-        let mut buf = [0u8; 32];
-        let n = pgid_message(40321, &mut buf);
-        assert_eq!(&buf[..n], b"pgid 40321\n");
-        let n = pgid_message(7, &mut buf);
-        assert_eq!(&buf[..n], b"pgid 7\n");
-    }
-}

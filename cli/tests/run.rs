@@ -1,102 +1,11 @@
 //! Real OS processes of the built `fencelock` command on one SQLite file.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fencelock");
+mod support;
 
-struct Sandbox {
-    dir: tempfile::TempDir,
-}
-
-impl Sandbox {
-    fn new() -> Self {
-        Sandbox { dir: tempfile::tempdir().unwrap() }
-    }
-    fn url(&self) -> String {
-        format!("sqlite://{}", self.path("locks.db").display())
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-    fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.env("FENCELOCK_URL", self.url()).current_dir(self.dir.path());
-        c
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        self.command().args(args).output().unwrap()
-    }
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.command().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
-    }
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn wait_for_file(path: &Path, within: Duration) -> String {
-    let started = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if text.ends_with('\n') {
-                return text;
-            }
-        }
-        assert!(started.elapsed() < within, "{} did not appear within {within:?}", path.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Alive and not a zombie.
-fn is_running(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next().unwrap_or('?'));
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-    }
-}
-
-fn wait_until_gone(pid: i32, within: Duration) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < within {
-        if !is_running(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    !is_running(pid)
-}
-
-fn wait_child(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if started.elapsed() > within {
-            let _ = child.kill();
-            panic!("fencelock did not exit within {within:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn token_of(status_output: &str) -> u64 {
-    status_output
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("token:").or_else(|| l.trim().strip_prefix("last token:")))
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no token in {status_output:?}"))
-}
+use support::*;
 
 #[test]
 fn contenders_never_overlap_and_tokens_increase_in_the_order_sections_ran() {

@@ -1,0 +1,141 @@
+//! `fencelock elect NAME -- CMD…`: run CMD only while this process leads the election NAME.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use fencelock::{ErrorCode, LockName, LockOptions, Locker};
+
+use crate::child::{ChildSpec, Signals, find_program, run_child, unrunnable};
+use crate::guardian::Guardian;
+use crate::{UrlArg, duration, exit_code, fail, locker_options, runtime};
+
+pub const AFTER_HELP: &str = "\
+fencelock campaigns for NAME (waits to hold its lock) and runs CMD once it leads, with
+FENCELOCK_TERM and FENCELOCK_TOKEN set to its term: the lock's fencing token, larger than every
+earlier leader's term, for fencing CMD's writes. If leadership is lost, CMD's process group is
+killed and fencelock campaigns again. When CMD exits by itself, fencelock resigns and exits with
+CMD's code; with --restart it resigns, campaigns again and reruns CMD. INT, TERM and HUP are
+forwarded to CMD and end fencelock (no restart); while campaigning they end it at once.
+
+Exit codes: CMD's own; 125 fencelock's own error; 126 CMD not executable; 127 CMD not found;
+128+N CMD (or fencelock while campaigning) stopped by signal N.
+
+Examples:
+  fencelock elect report-scheduler -- ./scheduler            one scheduler in the cluster
+  fencelock elect --restart --ttl 10s indexer -- ./indexer   keep an indexer running somewhere";
+
+#[derive(clap::Args, Debug)]
+pub struct ElectArgs {
+    #[command(flatten)]
+    url: UrlArg,
+    /// Lease length; renewed every ttl/3 while leading. A leader that dies unannounced is
+    /// replaced within about this long.
+    #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION", allow_hyphen_values = true)]
+    ttl: Duration,
+    /// When renewals fail, SIGTERM the group this long before the client deadline.
+    #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION", allow_hyphen_values = true)]
+    grace: Duration,
+    /// When CMD exits by itself, resign, campaign again and rerun it instead of exiting.
+    #[arg(long)]
+    restart: bool,
+    /// With --restart, how long to wait before campaigning again (so a CMD that fails at once
+    /// does not spin, and other candidates get their turn).
+    #[arg(long, default_value = "1s", value_parser = duration::parse, value_name = "DURATION", allow_hyphen_values = true)]
+    restart_delay: Duration,
+    /// Text stored with the leader's lock so `status` shows who leads.
+    #[arg(long, value_name = "TEXT")]
+    holder: Option<String>,
+    /// The election's name (any text up to 255 bytes; it is data, never a path).
+    name: String,
+    /// The program to run while leading, and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+pub fn main(args: ElectArgs) -> i32 {
+    let url = match crate::url::resolve(&args.url) {
+        Ok(url) => url,
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = LockName::new(args.name.clone()) {
+        return fail(e);
+    }
+    let options = LockOptions::default().with_ttl(args.ttl);
+    let options = match &args.holder {
+        Some(text) => options.with_holder(text.clone()),
+        None => options,
+    };
+    if let Err(e) = options.validate() {
+        return fail(e);
+    }
+    let program = match find_program(&args.command[0]) {
+        Ok(p) => p,
+        Err(why) => return unrunnable(&args.command[0], why),
+    };
+    // Before any thread exists (the runtime and the deadline watchdog start below).
+    let guardian = match Guardian::start() {
+        Ok(g) => g,
+        Err(e) => return fail(format!("cannot start the guardian process: {e}")),
+    };
+    let code = match runtime() {
+        Ok(rt) => rt.block_on(lead(&url, &args, &options, &program, guardian.write_fd())),
+        Err(e) => fail(format!("cannot start: {e}")),
+    };
+    guardian.dismiss();
+    code
+}
+
+async fn lead(url: &str, args: &ElectArgs, options: &LockOptions, program: &Path, guardian_fd: i32) -> i32 {
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => return fail(format!("cannot install signal handlers: {e}")),
+    };
+    let locker = match Locker::connect_with(url, locker_options()).await {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
+    let code = loop {
+        let leadership = tokio::select! {
+            won = locker.campaign(&args.name, options) => match won {
+                Ok(leadership) => leadership,
+                Err(e) => break fail(e),
+            },
+            sig = signals.next() => break exit_code::SIGNAL_BASE + sig,
+        };
+        let term = leadership.term().to_string();
+        eprintln!("fencelock: leading {:?} in term {term}", args.name);
+        let spec = ChildSpec {
+            command: &args.command,
+            program,
+            lock_name: &args.name,
+            grace: args.grace,
+            env: vec![("FENCELOCK_TERM", term.clone()), ("FENCELOCK_TOKEN", term)],
+        };
+        let outcome = run_child(&spec, leadership.lease(), guardian_fd, &mut signals).await;
+        if outcome.lost {
+            eprintln!("fencelock: no longer leading {:?}; campaigning again", args.name);
+            continue;
+        }
+        match leadership.resign().await {
+            Ok(()) => {}
+            Err(e) if e.code() == ErrorCode::Lost => {
+                eprintln!("fencelock: leadership of {:?} was lost before CMD ended: {e}", args.name);
+                if !args.restart || outcome.forwarded {
+                    break exit_code::LOST;
+                }
+            }
+            Err(e) => eprintln!("fencelock: resigning failed ({e}); the lock expires on its own"),
+        }
+        if !args.restart || outcome.forwarded {
+            break outcome.code;
+        }
+        eprintln!("fencelock: CMD exited with {}; campaigning again (--restart)", outcome.code);
+        tokio::select! {
+            _ = tokio::time::sleep(args.restart_delay) => {}
+            sig = signals.next() => break exit_code::SIGNAL_BASE + sig,
+        }
+    };
+    locker.close().await;
+    code
+}
