@@ -7,19 +7,19 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fencelock::{BootInstant, Lease};
+use fencelock::{BootInstant, Lease, LockName, LockOptions};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::guardian::write_all;
-use crate::{exit_code, fail};
+use crate::guardian::{Guardian, write_all};
+use crate::{UrlArg, exit_code, fail, runtime};
 
 /// What stops CMD from being started at all.
-pub enum Unrunnable {
+enum Unrunnable {
     NotFound,
     NotExecutable,
 }
 
-pub fn find_program(program: &OsStr) -> Result<PathBuf, Unrunnable> {
+fn find_program(program: &OsStr) -> Result<PathBuf, Unrunnable> {
     let check = |path: &Path| -> Option<Result<PathBuf, Unrunnable>> {
         let meta = std::fs::metadata(path).ok()?;
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
@@ -42,8 +42,54 @@ pub fn find_program(program: &OsStr) -> Result<PathBuf, Unrunnable> {
     Err(if seen_unexecutable { Unrunnable::NotExecutable } else { Unrunnable::NotFound })
 }
 
+/// What `run` and `elect` settle before any lock work (the URL, the lock name and options,
+/// CMD's executable), then the guardian, forked while this process still has one thread, then
+/// `body(url, options, program, guardian_fd)` on the command's runtime. Returns the exit code.
+pub fn launch<F, Fut>(
+    url: &UrlArg,
+    name: &str,
+    options: LockOptions,
+    holder: Option<&String>,
+    command: &[OsString],
+    body: F,
+) -> i32
+where
+    F: FnOnce(String, LockOptions, PathBuf, i32) -> Fut,
+    Fut: Future<Output = i32>,
+{
+    let url = match crate::url::resolve(url) {
+        Ok(url) => url,
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = LockName::new(name) {
+        return fail(e);
+    }
+    let options = match holder {
+        Some(text) => options.with_holder(text.clone()),
+        None => options,
+    };
+    if let Err(e) = options.validate() {
+        return fail(e);
+    }
+    let program = match find_program(&command[0]) {
+        Ok(p) => p,
+        Err(why) => return unrunnable(&command[0], why),
+    };
+    // Before any thread exists (the runtime and the deadline watchdog start below).
+    let guardian = match Guardian::start() {
+        Ok(g) => g,
+        Err(e) => return fail(format!("cannot start the guardian process: {e}")),
+    };
+    let code = match runtime() {
+        Ok(rt) => rt.block_on(body(url, options, program, guardian.write_fd())),
+        Err(e) => fail(format!("cannot start: {e}")),
+    };
+    guardian.dismiss();
+    code
+}
+
 /// Says why CMD cannot run, and returns the exit code for it.
-pub fn unrunnable(program: &OsStr, why: Unrunnable) -> i32 {
+fn unrunnable(program: &OsStr, why: Unrunnable) -> i32 {
     match why {
         Unrunnable::NotFound => {
             eprintln!("fencelock: {}: command not found", program.to_string_lossy());

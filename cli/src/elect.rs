@@ -4,11 +4,10 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use fencelock::{ErrorCode, LockName, LockOptions, Locker};
+use fencelock::{ErrorCode, LockOptions, Locker};
 
-use crate::child::{ChildSpec, Signals, find_program, run_child, unrunnable};
-use crate::guardian::Guardian;
-use crate::{UrlArg, duration, exit_code, fail, locker_options, runtime};
+use crate::child::{ChildSpec, Signals, launch, run_child};
+use crate::{UrlArg, duration, exit_code, fail, locker_options};
 
 pub const AFTER_HELP: &str = "\
 fencelock campaigns for NAME (waits to hold its lock) and runs CMD once it leads, with
@@ -54,36 +53,11 @@ pub struct ElectArgs {
 }
 
 pub fn main(args: ElectArgs) -> i32 {
-    let url = match crate::url::resolve(&args.url) {
-        Ok(url) => url,
-        Err(e) => return fail(e),
-    };
-    if let Err(e) = LockName::new(args.name.clone()) {
-        return fail(e);
-    }
     let options = LockOptions::default().with_ttl(args.ttl);
-    let options = match &args.holder {
-        Some(text) => options.with_holder(text.clone()),
-        None => options,
-    };
-    if let Err(e) = options.validate() {
-        return fail(e);
-    }
-    let program = match find_program(&args.command[0]) {
-        Ok(p) => p,
-        Err(why) => return unrunnable(&args.command[0], why),
-    };
-    // Before any thread exists (the runtime and the deadline watchdog start below).
-    let guardian = match Guardian::start() {
-        Ok(g) => g,
-        Err(e) => return fail(format!("cannot start the guardian process: {e}")),
-    };
-    let code = match runtime() {
-        Ok(rt) => rt.block_on(lead(&url, &args, &options, &program, guardian.write_fd())),
-        Err(e) => fail(format!("cannot start: {e}")),
-    };
-    guardian.dismiss();
-    code
+    let args = &args;
+    launch(&args.url, &args.name, options, args.holder.as_ref(), &args.command, |url, options, program, guardian_fd| async move {
+        lead(&url, args, &options, &program, guardian_fd).await
+    })
 }
 
 async fn lead(url: &str, args: &ElectArgs, options: &LockOptions, program: &Path, guardian_fd: i32) -> i32 {

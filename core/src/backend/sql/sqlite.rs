@@ -56,15 +56,34 @@ pub(crate) async fn open_pool(url: &LockerUrl, options: &LockerOptions) -> Resul
     if !read_only {
         connect = connect.journal_mode(SqliteJournalMode::Wal);
     }
-    let pool = SqlitePoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(options.operation_timeout)
-        .connect_with(connect)
-        .await
-        .map_err(|e| map_sqlx_error(&format!("opening sqlite database {}", path.display()), e))?;
+    // Switching a new file to WAL takes an exclusive lock, and SQLite answers BUSY at once,
+    // without its busy handler, when several processes open one new file together: try again
+    // for up to the operation timeout.
+    let started = std::time::Instant::now();
+    let pool = loop {
+        let opened = SqlitePoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(options.operation_timeout)
+            .connect_with(connect.clone())
+            .await;
+        match opened {
+            Ok(pool) => break pool,
+            Err(e) if is_busy(&e) && started.elapsed() < options.operation_timeout => {
+                let pause: u64 = rand::Rng::random_range(&mut rand::rng(), 5..50);
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
+            Err(e) => return Err(map_sqlx_error(&format!("opening sqlite database {}", path.display()), e)),
+        }
+    };
     // Writes take the write lock first: a read-then-write in a deferred transaction can fail
     // with a busy snapshot under WAL whatever the busy timeout.
     Ok(Pooled { pool, begin_sql: Some("BEGIN IMMEDIATE") })
+}
+
+/// SQLITE_BUSY or SQLITE_LOCKED, with or without an extended code.
+fn is_busy(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = error else { return false };
+    db.code().and_then(|code| code.parse::<i32>().ok()).is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }
 
 fn check_folder(path: &Path) -> Result<()> {
