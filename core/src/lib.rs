@@ -23,6 +23,7 @@ pub mod name;
 pub mod options;
 pub mod reentry;
 pub mod signal;
+pub mod sql_value;
 pub mod url;
 mod watchdog;
 
@@ -30,7 +31,8 @@ pub use backend::LockInfo;
 pub use clock::BootInstant;
 pub use election::{Leader, Leadership};
 pub use error::{Error, ErrorCode, Result};
-pub use fence::{Fence, FenceToken, LockIdentity, SqlValue, Statement};
+pub use fence::{Fence, FenceToken, LockIdentity, Statement};
+pub use sql_value::SqlValue;
 pub use holder::HolderDescription;
 pub use lease::Lease;
 pub use locker::Locker;

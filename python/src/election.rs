@@ -7,7 +7,7 @@ use pyo3::types::PyDict;
 
 use crate::error::guard;
 use crate::lease::PyLease;
-use crate::locker::holder_dict;
+use crate::holder::holder_dict;
 use crate::signal::PyLostSignal;
 
 /// Leadership of an election, from `with locker.leadership(name) as leadership:` (or

@@ -12,7 +12,6 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyModule;
 
-use crate::runtime::panic_message;
 
 /// The Python class for each code. `LockError` itself stands in for a code this binding does
 /// not know yet (a newer core), and then carries the code on the instance.
@@ -78,4 +77,15 @@ pub(crate) fn panic_to_py(payload: Box<dyn Any + Send>) -> PyErr {
 /// Every `#[pyfunction]` and `#[pymethods]` entry goes through this.
 pub(crate) fn guard<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| Err(panic_to_py(payload)))
+}
+
+/// The text of a panic payload.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
 }

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 mod election;
 mod error;
 mod fence;
+mod holder;
 mod lease;
 mod locker;
 mod options;

@@ -10,6 +10,7 @@ use pyo3::types::PyDict;
 
 use crate::error::{closed, guard, invalid, to_py};
 use crate::election::{PyLeader, PyLeadership};
+use crate::holder::holder_dict;
 use crate::lease::{PyLease, exit_async, exit_blocking};
 use crate::options::{
     LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options, locker_options, text,
@@ -746,22 +747,4 @@ pub(crate) fn connect_async<'py>(
                 .map_err(to_py)
         })
     })
-}
-
-/// A holder's description as a dict with the keys it has: host, pid, language, text.
-pub(crate) fn holder_dict<'py>(py: Python<'py>, holder: &HolderDescription) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(py);
-    if let Some(host) = &holder.host {
-        dict.set_item("host", host)?;
-    }
-    if let Some(pid) = holder.pid {
-        dict.set_item("pid", pid)?;
-    }
-    if let Some(language) = &holder.language {
-        dict.set_item("language", language)?;
-    }
-    if let Some(text) = &holder.text {
-        dict.set_item("text", text)?;
-    }
-    Ok(dict)
 }

@@ -1,10 +1,13 @@
 //! The one tokio runtime of this process, and the two ways Python waits on it.
 //!
-//! - Blocking calls run the core future with `Runtime::block_on` on the calling thread, inside
-//!   `py.detach` (the GIL is released, other Python threads run), in slices of at most
-//!   [`SLICE`]; between slices `py.check_signals()` lets Ctrl-C (KeyboardInterrupt) through.
-//!   On an interrupt the future is either dropped (acquire: cancel-safe in the core) or left to
-//!   finish in the background (release, close: so nothing is left behind).
+//! - Blocking calls spawn the core future onto the runtime and wait for its answer on a plain
+//!   channel inside `py.detach` (the GIL is released, other Python threads run), in slices of
+//!   at most [`SLICE`]; between slices `py.check_signals()` lets Ctrl-C (KeyboardInterrupt)
+//!   through. On an interrupt the task is either aborted (acquire: cancel-safe in the core) or
+//!   left to finish in the background (release, close: so nothing is left behind). Running the
+//!   future on a worker, next to the I/O driver, instead of `block_on` on the caller's thread
+//!   saves a cross-thread wake-up per network reply and a tokio timer per call (arming the
+//!   timer for the slice woke the parked driver thread every time).
 //! - Awaitable calls hand the future to pyo3-async-runtimes (`future_into_py`), which runs it on
 //!   this runtime and completes an asyncio future on the caller's event loop: the loop is never
 //!   blocked.
@@ -16,12 +19,12 @@
 //! rebuilt after fork, so its generic API is used with [`PyRuntime`], which spawns onto the
 //! runtime of this process.
 
-use std::any::Any;
 use std::cell::OnceCell;
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Mutex;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -87,29 +90,33 @@ where
             "a blocking fencelock call was made from a thread of fencelock's async runtime; use the async API there",
         )));
     }
-    let mut fut: Pin<Box<F>> = Box::pin(fut);
+    let (answer, answered) = mpsc::sync_channel(1);
+    let task = rt.spawn(async move {
+        let outcome = AssertUnwindSafe(fut).catch_unwind().await;
+        let _ = answer.send(outcome);
+    });
+    let mut answered = answered;
     loop {
-        let step = py.detach(|| {
-            // The timer is made inside block_on: it needs the runtime's context.
-            catch_unwind(AssertUnwindSafe(|| {
-                rt.block_on(async { tokio::time::timeout(SLICE, fut.as_mut()).await })
-            }))
-        });
-        match step {
-            Err(payload) => return Err(panic_to_py(payload)),
+        // The receiver is moved in and back out: `detach` takes only what may cross threads.
+        let (reply, receiver) = py.detach(move || (answered.recv_timeout(SLICE), answered));
+        answered = receiver;
+        match reply {
             Ok(Ok(result)) => return Ok(result),
-            Ok(Err(_slice_over)) => {
+            Ok(Err(payload)) => return Err(panic_to_py(payload)),
+            Err(RecvTimeoutError::Timeout) => {
                 if let Err(interrupt) = py.check_signals() {
                     match on_interrupt {
-                        OnInterrupt::Cancel => drop(fut),
-                        OnInterrupt::FinishInBackground => {
-                            rt.spawn(async move {
-                                let _ = fut.await;
-                            });
-                        }
+                        // Aborting drops the future at its next await, on the runtime.
+                        OnInterrupt::Cancel => task.abort(),
+                        OnInterrupt::FinishInBackground => {}
                     }
                     return Err(interrupt);
                 }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Ok(Err(fencelock::Error::internal(
+                    "the operation was dropped by fencelock's runtime before it answered",
+                )));
             }
         }
     }
@@ -191,16 +198,5 @@ impl ContextExt for PyRuntime {
         TASK_LOCALS
             .try_with(|c| c.get().cloned())
             .unwrap_or_default()
-    }
-}
-
-/// The text of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_string()
     }
 }

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::options::LockerOptions;
 use crate::url::{BackendKind, LockerUrl};
+pub use crate::sql_value::SqlValue;
 
 /// Which lock a token belongs to: tokens are only ordered per lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,16 +89,6 @@ impl From<&Lease> for FenceToken {
     fn from(lease: &Lease) -> Self {
         FenceToken::from_lease(lease)
     }
-}
-
-/// A value bound to a statement parameter.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SqlValue {
-    Null,
-    Int(i64),
-    Float(f64),
-    Text(String),
-    Bytes(Vec<u8>),
 }
 
 /// One statement of the caller's, run inside the fence's transaction.

@@ -31,7 +31,7 @@ use std::time::Duration;
 use super::fnv1a64;
 use super::session::Col;
 use crate::error::{Error, Result};
-use crate::fence::SqlValue;
+use crate::sql_value::SqlValue;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flavor {

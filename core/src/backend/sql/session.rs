@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Arguments, Row as _};
 
-use crate::fence::SqlValue;
+use crate::sql_value::SqlValue;
 
 /// What a statement's result column is read as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

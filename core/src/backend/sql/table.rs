@@ -25,7 +25,7 @@ use super::{SqlSettings, conflict_pause, is_conflict, is_duplicate_create, is_mi
 use crate::backend::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::unix_micros;
 use crate::error::{Error, Result};
-use crate::fence::SqlValue;
+use crate::sql_value::SqlValue;
 use crate::ids::OwnerId;
 use crate::name::LockName;
 use crate::options::LockerOptions;
