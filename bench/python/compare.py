@@ -138,25 +138,23 @@ def contender(
         out.put((os.getpid(), sections, f"{type(error).__name__}: {error}"))
 
 
-def run_contended(spec: Spec, seconds: float, hold: float, think: float) -> Contended:
-    context = mp.get_context("spawn")
-    out: "mp.Queue" = context.Queue()
-    name = unique_name("shared")
-    # Spawned interpreters take a while to import and connect; all start together.
-    start_at = time.monotonic() + 4.0
-    stop_at = start_at + seconds
-    workers = [
-        context.Process(target=contender, args=(spec, name, start_at, stop_at, hold, think, out))
-        for _ in range(CONTENDERS)
-    ]
+Timeline = List[Tuple[float, float, int]]
+
+
+def run_processes(
+    context: "mp.context.SpawnContext", target: object, arguments: List[tuple], out: "mp.Queue", seconds: float
+) -> Timeline:
+    """Starts one process per argument tuple and merges their (acquired, releasing) sections,
+    each tagged with its process, in acquisition order; raises if any process failed."""
+    workers = [context.Process(target=target, args=args) for args in arguments]
     for worker in workers:
         worker.start()
-    timeline: List[Tuple[float, float, int]] = []
+    timeline: Timeline = []
     errors: List[str] = []
     for _ in workers:
         # A waiter of a slow lock may finish a poll interval late; bound it all the same.
-        pid, sections, error = out.get(timeout=seconds + 120)
-        timeline.extend((acquired, releasing, pid) for acquired, releasing in sections)
+        who, sections, error = out.get(timeout=seconds + 120)
+        timeline.extend((acquired, releasing, who) for acquired, releasing in sections)
         if error:
             errors.append(error)
     for worker in workers:
@@ -164,15 +162,31 @@ def run_contended(spec: Spec, seconds: float, hold: float, think: float) -> Cont
     if errors:
         raise RuntimeError("; ".join(sorted(set(errors))))
     timeline.sort()
-    overlaps = sum(
-        1 for previous, following in zip(timeline, timeline[1:]) if following[0] < previous[1]
-    )
-    handoffs = [
+    return timeline
+
+
+def handoff_gaps(timeline: Timeline) -> List[float]:
+    """Release-to-acquire times of the sections that went to another process, sorted."""
+    return sorted(
         following[0] - previous[1]
         for previous, following in zip(timeline, timeline[1:])
         if following[2] != previous[2]
-    ]
-    handoffs.sort()
+    )
+
+
+def run_contended(spec: Spec, seconds: float, hold: float, think: float) -> Contended:
+    context = mp.get_context("spawn")
+    out: "mp.Queue" = context.Queue()
+    name = unique_name("shared")
+    # Spawned interpreters take a while to import and connect; all start together.
+    start_at = time.monotonic() + 4.0
+    stop_at = start_at + seconds
+    arguments = [(spec, name, start_at, stop_at, hold, think, out) for _ in range(CONTENDERS)]
+    timeline = run_processes(context, contender, arguments, out, seconds)
+    overlaps = sum(
+        1 for previous, following in zip(timeline, timeline[1:]) if following[0] < previous[1]
+    )
+    handoffs = handoff_gaps(timeline)
     pairs = max(1, len(timeline) - 1)
     return Contended(
         sections_per_s=len(timeline) / seconds,
@@ -222,31 +236,8 @@ def run_handoff(spec: Spec, seconds: float, hold: float) -> Handoff:
     name = unique_name("handoff")
     start_at = time.monotonic() + 4.0
     stop_at = start_at + seconds
-    workers = [
-        context.Process(
-            target=alternate, args=(spec, me, name, start_at, stop_at, hold, last_holder, out)
-        )
-        for me in range(2)
-    ]
-    for worker in workers:
-        worker.start()
-    timeline: List[Tuple[float, float, int]] = []
-    errors: List[str] = []
-    for _ in workers:
-        me, sections, error = out.get(timeout=seconds + 120)
-        timeline.extend((acquired, releasing, me) for acquired, releasing in sections)
-        if error:
-            errors.append(error)
-    for worker in workers:
-        worker.join(timeout=30)
-    if errors:
-        raise RuntimeError("; ".join(sorted(set(errors))))
-    timeline.sort()
-    gaps = sorted(
-        following[0] - previous[1]
-        for previous, following in zip(timeline, timeline[1:])
-        if following[2] != previous[2]
-    )
+    arguments = [(spec, me, name, start_at, stop_at, hold, last_holder, out) for me in range(2)]
+    gaps = handoff_gaps(run_processes(context, alternate, arguments, out, seconds))
     if not gaps:
         raise RuntimeError("no handoff happened")
     return Handoff(percentile(gaps, 0.5) * 1e3, percentile(gaps, 0.99) * 1e3, len(gaps))

@@ -5,9 +5,10 @@
 //!   at most [`SLICE`]; between slices `py.check_signals()` lets Ctrl-C (KeyboardInterrupt)
 //!   through. On an interrupt the task is either aborted (acquire: cancel-safe in the core) or
 //!   left to finish in the background (release, close: so nothing is left behind). Running the
-//!   future on a worker, next to the I/O driver, instead of `block_on` on the caller's thread
-//!   saves a cross-thread wake-up per network reply and a tokio timer per call (arming the
-//!   timer for the slice woke the parked driver thread every time).
+//!   future on a worker, next to the I/O driver and the connection tasks, instead of
+//!   `block_on` on the caller's thread, needs no tokio timer per call and fewer wake-ups:
+//!   strace counted 8 futex calls per uncontended Redis acquire+release against 11.7 with
+//!   `block_on` (wall-clock time was equal within the noise of a busy machine).
 //! - Awaitable calls hand the future to pyo3-async-runtimes (`future_into_py`), which runs it on
 //!   this runtime and completes an asyncio future on the caller's event loop: the loop is never
 //!   blocked.
