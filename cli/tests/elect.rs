@@ -151,3 +151,82 @@ fn bad_inputs_get_the_usage_exit_code() {
     let out = sandbox.run(&["elect", "scheduler", "--", "/nonexistent/program"]);
     assert_eq!(code(&out), 127, "{}", stderr(&out));
 }
+
+/// The backends to campaign on: SQLite always, and each server whose URL the environment gives
+/// (`tests/servers.sh env`; CI sets them all).
+fn backends(sandbox: &Sandbox) -> Vec<(String, String)> {
+    let mut found = vec![("sqlite".to_string(), sandbox.url())];
+    for (backend, var) in [
+        ("redis", "FENCELOCK_TEST_REDIS_URL"),
+        ("zookeeper", "FENCELOCK_TEST_ZK_URL"),
+        ("postgres", "FENCELOCK_TEST_POSTGRES_URL"),
+        ("mariadb", "FENCELOCK_TEST_MARIADB_URL"),
+    ] {
+        match std::env::var(var) {
+            Ok(url) => found.push((backend.to_string(), url)),
+            Err(_) => assert!(
+                std::env::var("FENCELOCK_REQUIRE_SERVERS").as_deref() != Ok("1"),
+                "{var} is not set"
+            ),
+        }
+    }
+    found
+}
+
+#[test]
+fn kill_9_of_the_leader_elects_another_within_its_ttl_on_every_backend() {
+    let sandbox = Sandbox::new();
+    for (backend, url) in backends(&sandbox) {
+        // A fresh election per backend; a short ZooKeeper session plays the part of the ttl.
+        let election = format!("elect-kill-{backend}-{}", std::process::id());
+        let url = if backend == "zookeeper" { format!("{url}?session_timeout_ms=2000") } else { url };
+        let log = sandbox.path(&format!("{backend}.log"));
+        let script = r#"echo "$WHO $FENCELOCK_TERM $FENCELOCK_TOKEN $$" >> "$LOG"; exec sleep 1000"#;
+        let spawn = |who: &str| {
+            let mut command = sandbox.command();
+            command.env("WHO", who).env("LOG", &log).env("FENCELOCK_URL", &url);
+            command.args(["elect", "--ttl", "2s", &election, "--", "sh", "-c", script]);
+            command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap()
+        };
+        let read = || -> Vec<(String, u64, i32)> {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .map(|line| {
+                    let parts: Vec<&str> = line.split_whitespace().collect();
+                    (parts[0].to_string(), parts[1].parse().unwrap(), parts[3].parse().unwrap())
+                })
+                .collect()
+        };
+        let wait_for = |count: usize| {
+            let started = Instant::now();
+            loop {
+                let lines = read();
+                if lines.len() >= count {
+                    return (lines, ());
+                }
+                assert!(started.elapsed() < LONG, "{backend}: only {} runs of CMD", lines.len());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let mut first = spawn("first");
+        let (lines, _) = wait_for(1);
+        let mut second = spawn("second");
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(read().len(), 1, "{backend}: only the leader runs CMD");
+
+        // kill -9: no resignation; the guardian kills CMD, and the lease runs out.
+        let killed = Instant::now();
+        first.kill().unwrap();
+        first.wait().unwrap();
+        assert!(wait_until_gone(lines[0].2, Duration::from_secs(10)), "{backend}: CMD outlived its fencelock");
+        let (lines, _) = wait_for(2);
+        let took = killed.elapsed();
+        assert_eq!(lines[1].0, "second", "{backend}");
+        assert!(lines[1].1 > lines[0].1, "{backend}: the new term is larger");
+        // ttl 2 s (or the 2 s session) plus a generous margin for a slow machine.
+        assert!(took < Duration::from_secs(2) + Duration::from_secs(8), "{backend}: took {took:?}");
+        signal(&second, libc::SIGTERM);
+        wait_child(&mut second, LONG);
+    }
+}
