@@ -43,7 +43,11 @@ pub struct Instance {
     pub label: String,
     client: redis::Client,
     connect_timeout: Duration,
-    conn: tokio::sync::Mutex<Option<Conn>>,
+    /// The connection once made; read without waiting, so every request of a fan-out is on
+    /// its connection by the fan-out's first poll.
+    ready: Mutex<Option<Conn>>,
+    /// Serializes making the connection.
+    connecting: tokio::sync::Mutex<()>,
     pub hub: Arc<WakeHub>,
     pub health: Mutex<Health>,
 }
@@ -64,7 +68,8 @@ impl Instance {
             label: host.to_string(),
             client: client(url, host)?,
             connect_timeout,
-            conn: tokio::sync::Mutex::new(None),
+            ready: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
             hub: Arc::new(WakeHub::default()),
             health: Mutex::new(Health::default()),
         }))
@@ -72,9 +77,12 @@ impl Instance {
 
     /// The connection, made on first use (and again after it could not be made).
     pub async fn conn(&self) -> Result<Conn> {
-        let mut slot = self.conn.lock().await;
-        if let Some(conn) = &*slot {
-            return Ok(conn.clone());
+        if let Some(conn) = lock(&self.ready).clone() {
+            return Ok(conn);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(conn) = lock(&self.ready).clone() {
+            return Ok(conn);
         }
         let hub = Arc::downgrade(&self.hub);
         let sink = move |push| {
@@ -90,7 +98,7 @@ impl Instance {
             .await
             .map_err(|e| map_error(&format!("connecting to redlock master {}", self.label), e))?;
         let conn = Conn::Single(manager);
-        *slot = Some(conn.clone());
+        *lock(&self.ready) = Some(conn.clone());
         Ok(conn)
     }
 

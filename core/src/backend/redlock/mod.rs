@@ -447,7 +447,7 @@ impl Backend for RedlockBackend {
 
     /// Asks every master. `held` when one owner's key is on a majority, or when keys exist
     /// and no majority says the lock is free (a master being down may hide the holder's
-    /// majority). `token` is that holder's (the largest on its keys, which phase 2 made T),
+    /// majority). `token` is that holder's (the one most of its keys carry: phase 2 wrote T),
     /// or else the largest counter seen; `time_left` the shortest among the holder's keys.
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
         self.ensure_open()?;
@@ -485,7 +485,10 @@ impl Backend for RedlockBackend {
         }
         let owner = best.map(|(o, _)| o);
         let keys_of: Vec<_> = seen.iter().filter(|s| s.owner.as_deref() == owner).collect();
-        let top = keys_of.iter().max_by_key(|s| s.token);
+        // Phase 2 wrote T on a majority; a master that granted late still shows its own
+        // phase-1 token. The token most of the holder's keys carry is T (ties: the larger).
+        let votes = |t: Option<u64>| keys_of.iter().filter(|s| s.token == t).count();
+        let top = keys_of.iter().max_by_key(|s| (votes(s.token), s.token));
         Ok(LockInfo {
             name: name.to_string(),
             held: true,
