@@ -94,6 +94,9 @@ use crate::url::{BackendKind, LockerUrl};
 /// not answer.
 const OFFSET_FRESH: Duration = Duration::from_secs(30);
 
+/// Each master's request carries its own timeout; the fan-out's is a backstop a little later.
+const SLACK: Duration = Duration::from_millis(50);
+
 pub struct RedlockBackend {
     instances: Vec<Arc<Instance>>,
     labels: Vec<String>,
@@ -130,7 +133,7 @@ impl RedlockBackend {
         let wanted = ms(settings.max_ttl);
         let answers = fan_out(
             instances.iter().map(|i| i.prepare(&redis_settings, &key, wanted)).collect(),
-            connect_timeout,
+            connect_timeout + SLACK,
             &labels,
             |_| false,
         )
@@ -254,8 +257,8 @@ impl RedlockBackend {
     async fn release_all(&self, name: &LockName, owner: OwnerId) -> Vec<Option<Result<bool>>> {
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
-        let requests = self.instances.iter().map(|i| i.release(&k.lock, &owner, &k.channel)).collect();
-        fan_out(requests, self.settings.instance_timeout, &self.labels, |_| false).await
+        let requests = self.instances.iter().map(|i| i.release(self.settings.instance_timeout, &k.lock, &owner, &k.channel)).collect();
+        fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await
     }
 
     /// Phase 1 on every master; returns the answers and which masters' votes count.
@@ -271,8 +274,8 @@ impl RedlockBackend {
         let (n, q) = (self.instances.len(), self.quorum);
         let cached = self.eligible_now();
         let (max_ttl, skew) = (self.max_ttl, self.settings.max_skew);
-        let requests = self.instances.iter().map(|i| i.acquire([&k.lock, &k.fence], &args)).collect();
-        let answers = fan_out(requests, per, &self.labels, |answers| {
+        let requests = self.instances.iter().map(|i| i.acquire(per, [&k.lock, &k.fence], &args)).collect();
+        let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
             // A provisional count (the skew check needs the whole round): stop early once a
             // majority granted, or once a majority can no longer grant.
             let votes = |i: usize, p: &Phase1| {
@@ -301,9 +304,9 @@ impl RedlockBackend {
         let counter_ttl = FENCE_COUNTER_TTL_MS.max(ms(ttl) * 2);
         let q = self.quorum;
         let labels: Vec<String> = granted.iter().map(|&i| self.labels[i].clone()).collect();
-        let requests = granted.iter().map(|&i| self.instances[i].raise([&k.lock, &k.fence], &owner, t, counter_ttl)).collect();
+        let requests = granted.iter().map(|&i| self.instances[i].raise(per, [&k.lock, &k.fence], &owner, t, counter_ttl)).collect();
         let total = granted.len();
-        let answers = fan_out(requests, per, &labels, |answers| {
+        let answers = fan_out(requests, per + SLACK, &labels, |answers| {
             let yes = ok_count(answers, |_, ok| *ok);
             let no = answers.iter().filter(|a| matches!(a, Some(Err(_)) | Some(Ok(false)))).count();
             yes >= q || total - no < q
@@ -397,8 +400,9 @@ impl Backend for RedlockBackend {
         let owner = owner_hex(owner);
         let (n, q) = (self.instances.len(), self.quorum);
         let eligible = self.eligible_now();
-        let requests = self.instances.iter().map(|i| i.renew(&k.lock, &owner, ms(ttl))).collect();
-        let answers = fan_out(requests, self.per_master(ttl), &self.labels, |answers| {
+        let per = self.per_master(ttl);
+        let requests = self.instances.iter().map(|i| i.renew(per, &k.lock, &owner, ms(ttl))).collect();
+        let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
             let yes = ok_count(answers, |i, ok| *ok && eligible[i]);
             let not_ours = ok_count(answers, |_, ok| !*ok);
             yes >= q || not_ours > n - q || answers.iter().all(Option::is_some)
@@ -452,8 +456,8 @@ impl Backend for RedlockBackend {
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        let requests = self.instances.iter().map(|i| i.inspect([&k.lock, &k.fence])).collect();
-        let answers = fan_out(requests, self.settings.instance_timeout, &self.labels, |_| false).await;
+        let requests = self.instances.iter().map(|i| i.inspect(self.settings.instance_timeout, [&k.lock, &k.fence])).collect();
+        let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await;
         if let Some(e) = fatal_error(&answers) {
             return Err(e);
         }
@@ -501,8 +505,8 @@ impl Backend for RedlockBackend {
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        let requests = self.instances.iter().map(|i| i.watch(&k.channel)).collect();
-        let answers = fan_out(requests, self.settings.instance_timeout, &self.labels, |_| false).await;
+        let requests = self.instances.iter().map(|i| i.watch(self.settings.instance_timeout, &k.channel)).collect();
+        let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await;
         if let Some(e) = fatal_error(&answers) {
             return Err(e);
         }
