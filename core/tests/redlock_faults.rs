@@ -3,7 +3,7 @@
 //! A restarted master abstains for max_ttl + 2 x max_skew of whichever client asks, so the
 //! scenarios run in one test, in order, each on a key prefix of its own whose stored max_ttl is
 //! 3 s (max_skew 100 ms), and the test ends by starting every master again and waiting until
-//! none abstains for the clients of the default prefix (the test URL's max_ttl is 15 s), so the
+//! none abstains for the clients of the default prefix (the test URL's max_ttl is 30 s, the default ttl), so the
 //! suites that run next find five voting masters. Master 1 (7001) is never stopped: the
 //! contention counter lives there.
 

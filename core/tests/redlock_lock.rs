@@ -8,7 +8,7 @@ mod redlock_support;
 use std::time::{Duration, Instant};
 
 use fencelock::{ErrorCode, LockOptions, Locker, LockerOptions};
-use redlock_support::{check_workers, masters, opts, redlock_url, servers_up, spawn_workers, with};
+use redlock_support::{base_url, check_workers, masters, opts, redlock_url, servers_up, spawn_workers, with};
 use support::{raw_redis, unique};
 
 fn lock_key(name: &str, prefix: &str) -> String {
@@ -174,7 +174,7 @@ async fn bad_inputs_are_invalid_arguments() {
     if !servers_up() {
         return;
     }
-    let url = redlock_url();
+    let url = base_url();
     let hosts = masters().iter().map(|m| m.trim_start_matches("redis://").to_string()).collect::<Vec<_>>();
     for bad in [
         "redlock://".to_string(),

@@ -14,7 +14,7 @@ use crate::support::{raw_redis, url};
 pub fn redlock_url() -> String {
     url(
         "REDLOCK",
-        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=15s",
+        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=30s",
     )
 }
 
@@ -187,7 +187,7 @@ pub async fn wait_until_voting(bound: Duration) {
 /// The longest abstention any client of the test masters may apply: the stored max_ttl of
 /// the default prefix (or the test URL's), plus twice the default skew.
 pub async fn default_abstention() -> Duration {
-    let mut longest = 15_000;
+    let mut longest = 30_000;
     for m in masters() {
         let stored = async {
             let mut c = redis::Client::open(m.as_str()).ok()?.get_multiplexed_async_connection().await.ok()?;
