@@ -430,7 +430,17 @@ impl Backend for RedlockBackend {
     /// over); UNAVAILABLE when fewer than a majority answered and none had it.
     async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
-        let answers = self.release_all(name, owner).await;
+        // Every request is on its connection after the fan-out's first poll; once a majority
+        // has released, nobody can be refused by the rest for long, so the slowest masters
+        // are not waited for. (An owner id is never used again after its release.)
+        let k = keys(&self.settings.prefix, name);
+        let owner = owner_hex(owner);
+        let requests = self.instances.iter().map(|i| i.release(self.settings.instance_timeout, &k.lock, &owner, &k.channel)).collect();
+        let q = self.quorum;
+        let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |answers| {
+            ok_count(answers, |_, ok| *ok) >= q
+        })
+        .await;
         if ok_count(&answers, |_, ok| *ok) > 0 {
             return Ok(true);
         }
