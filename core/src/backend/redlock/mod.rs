@@ -46,10 +46,11 @@
 //! without restarts (the argument above never uses the clocks); across a restart of the
 //! master that holds it, it is not, and docs/redlock.md says so.
 //!
-//! Without phase 2, `m` may be a master where A did not win (A won elsewhere with a larger
-//! token from a faster clock), and B's token can be below `T_A`: the randomized model in
-//! [`model`] finds this in every run with the phase switched off, and the test
-//! `tokens_increase_across_skewed_counters` on the real servers shows it.
+//! Without phase 2, the counter on `m` is only the token `m` itself minted for A, which may be
+//! below `T_A` (A's largest token came from a master with a faster clock, or a counter ahead),
+//! and B's token can fall below `T_A`: the randomized model in `model.rs` finds this with the
+//! phase switched off, and `tokens_increase_across_skewed_counters` in
+//! core/tests/redlock_lock.rs steers two majorities on the real masters into exactly this case.
 //!
 //! # Mutual exclusion
 //!
