@@ -123,10 +123,10 @@ impl Instance {
             Ok(answer) => answer,
             Err(_) => Err(Error::unavailable(format!("redlock master {} did not answer within {timeout:?}", self.label))),
         };
-        if let Err(e) = &answer {
-            if e.code() == ErrorCode::Unavailable {
-                self.mark_down(e);
-            }
+        if let Err(e) = &answer
+            && e.code() == ErrorCode::Unavailable
+        {
+            self.mark_down(e);
         }
         answer
     }

@@ -68,7 +68,7 @@ pub fn parse_duration(key: &str, text: &str) -> Result<Duration> {
         _ => return Err(bad()),
     };
     let secs = n * scale;
-    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
         return Err(bad());
     }
     Ok(Duration::from_secs_f64(secs))
