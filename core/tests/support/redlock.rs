@@ -14,7 +14,7 @@ use crate::support::{raw_redis, url};
 pub fn redlock_url() -> String {
     url(
         "REDLOCK",
-        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=30s",
+        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=30s&max_skew=100ms",
     )
 }
 
