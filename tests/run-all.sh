@@ -10,7 +10,7 @@ section() { printf '\n=== %s ===\n' "$*"; }
 export CARGO_TERM_COLOR=never
 
 section "Test servers (Debian packages, loopback)"
-bash tests/servers.sh start redis cluster postgres mariadb zookeeper zk-ensemble
+bash tests/servers.sh start redis redlock cluster postgres mariadb zookeeper zk-ensemble
 set -a
 eval "$(bash tests/servers.sh env)"
 set +a

@@ -728,7 +728,12 @@ print_env() {
   echo "FENCELOCK_TEST_REDIS_ACL_URL=redis://$ACL_USER:$ACL_PASS@$HOST:${PORT[redis-acl]}"
   echo "FENCELOCK_TEST_REDIS_ACL_ADMIN_URL=redis://default:$ACL_ADMIN_PASS@$HOST:${PORT[redis-acl]}"
   list=; for i in 1 2 3 4 5; do list+="${list:+,}$HOST:${PORT[redlock-$i]}"; done
-  echo "FENCELOCK_TEST_REDLOCK_URL=redlock://$list"
+  # max_ttl=30s (the default ttl): a master restarted by the fault tests abstains for
+  # max_ttl + 2 x max_skew (30.2 s; 61 s with the defaults), which those tests wait out.
+  # max_skew=100ms: the five masters share this machine's clock, and the smaller drift margin
+  # lets the language suites use their short ttls (500 ms) on Redlock too.
+  # Quoted: the output is eval'ed, and & would end the assignment there.
+  echo "FENCELOCK_TEST_REDLOCK_URL='redlock://$list?max_ttl=30s&max_skew=100ms'"
   list=; for i in 1 2 3; do list+="${list:+,}$HOST:${PORT[cluster-$i]}"; done
   echo "FENCELOCK_TEST_REDIS_CLUSTER_URL=redis+cluster://$list"
   echo "FENCELOCK_TEST_ZK_URL=zk://$HOST:${PORT[zookeeper]}"

@@ -5,6 +5,7 @@
 //! above it, in [`crate::locker`] and [`crate::lease`].
 
 pub(crate) mod redis;
+pub(crate) mod redlock;
 pub(crate) mod sql;
 pub(crate) mod zookeeper;
 
@@ -154,7 +155,7 @@ pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<
             Ok(Arc::new(redis::RedisBackend::connect(url, options).await?))
         }
         BackendKind::ZooKeeper => Ok(Arc::new(zookeeper::ZkBackend::connect(url, options).await?)),
-        other => Err(not_built(other)),
+        BackendKind::Redlock => Ok(Arc::new(redlock::RedlockBackend::connect(url, options).await?)),
     }
 }
 

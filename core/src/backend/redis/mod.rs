@@ -56,11 +56,11 @@ pub struct RedisBackend {
     closed: AtomicBool,
 }
 
-fn owner_hex(owner: OwnerId) -> String {
+pub(crate) fn owner_hex(owner: OwnerId) -> String {
     owner.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn ms(d: Duration) -> u64 {
+pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
@@ -70,7 +70,7 @@ fn wait_timeout(ttl: Duration) -> u64 {
     ms((ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1)))
 }
 
-fn as_i64(v: &Value) -> Option<i64> {
+pub(crate) fn as_i64(v: &Value) -> Option<i64> {
     match v {
         Value::Int(n) => Some(*n),
         Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
@@ -79,7 +79,7 @@ fn as_i64(v: &Value) -> Option<i64> {
     }
 }
 
-fn as_string(v: &Value) -> Option<String> {
+pub(crate) fn as_string(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
         Value::SimpleString(s) => Some(s.clone()),
@@ -89,7 +89,7 @@ fn as_string(v: &Value) -> Option<String> {
     }
 }
 
-fn parse_attempt(v: &Value) -> Result<Attempt> {
+pub(crate) fn parse_attempt(v: &Value) -> Result<Attempt> {
     let bad = || Error::internal(format!("unexpected reply to the acquire script: {v:?}"));
     let Value::Array(items) = v else { return Err(bad()) };
     match (items.first().and_then(as_i64), items.get(1)) {
@@ -187,7 +187,7 @@ impl RedisBackend {
     }
 }
 
-async fn check_eviction_policy(conn: &mut Conn, settings: &RedisSettings, url: &str) -> Result<()> {
+pub(crate) async fn check_eviction_policy(conn: &mut Conn, settings: &RedisSettings, url: &str) -> Result<()> {
     let reply: redis::RedisResult<Value> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(conn).await;
     match reply {
         Ok(value) => {

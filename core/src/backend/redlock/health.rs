@@ -1,0 +1,92 @@
+//! Which masters may vote: a master that restarted recently abstains, and a master whose
+//! clock is too far from the others' is left out of quorums (design §3, changes 3 and 4).
+//!
+//! Both are decided from `INFO server`, which is pipelined in front of every phase-1 acquire
+//! (and sent at connect): its `uptime_in_seconds` and `server_time_usec` describe the master at
+//! the moment it granted, so a restart between two acquires is never missed and costs no extra
+//! round trip.
+
+use std::time::Duration;
+
+/// What one `INFO server` said about a master.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Truncated to whole seconds by Redis: the true uptime is at least this.
+    pub uptime: Duration,
+    /// The master's clock minus this client's, in microseconds (estimated at the midpoint of
+    /// the round trip).
+    pub offset_us: i64,
+}
+
+/// Reads `uptime_in_seconds` and `server_time_usec` out of an `INFO server` reply.
+/// `local_mid_us` is this client's wall clock at the middle of the round trip.
+pub fn parse_info(text: &str, local_mid_us: i64) -> Option<Probe> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    let uptime = field("uptime_in_seconds")?;
+    let server_us = field("server_time_usec")?;
+    Some(Probe { uptime: Duration::from_secs(uptime.max(0) as u64), offset_us: server_us - local_mid_us })
+}
+
+/// How long a restarted master abstains: every lease it may have granted before the restart
+/// has expired (`max_ttl`), and its clock has passed every token it may have handed out (a
+/// token is at most the fastest master's clock, which may lead this one by up to twice the skew
+/// around the true time).
+pub fn abstain_bound(max_ttl: Duration, max_skew: Duration) -> Duration {
+    max_ttl + max_skew * 2
+}
+
+/// Whether a master with this (truncated, so conservative) uptime must not vote.
+pub fn abstains(uptime: Duration, max_ttl: Duration, max_skew: Duration) -> bool {
+    uptime < abstain_bound(max_ttl, max_skew)
+}
+
+/// Given each master's clock offset (`None` where unknown), says which are beyond `max_skew`
+/// from the median of the known ones. With fewer than two known offsets nobody is excluded.
+pub fn skewed(offsets: &[Option<i64>], max_skew: Duration) -> Vec<bool> {
+    let mut known: Vec<i64> = offsets.iter().flatten().copied().collect();
+    if known.len() < 2 {
+        return vec![false; offsets.len()];
+    }
+    known.sort_unstable();
+    // The lower median: with an even count it is one of the two middle values, so a pair
+    // of masters that disagree by more than the skew excludes one, not both.
+    let median = known[(known.len() - 1) / 2];
+    let limit = i64::try_from(max_skew.as_micros()).unwrap_or(i64::MAX);
+    offsets.iter().map(|o| o.is_some_and(|o| (o - median).abs() > limit)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_parses() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nserver_time_usec:1000500\r\nuptime_in_seconds:12\r\n";
+        assert_eq!(
+            parse_info(info, 1_000_000),
+            Some(Probe { uptime: Duration::from_secs(12), offset_us: 500 })
+        );
+        assert_eq!(parse_info("redis_version:7\r\n", 0), None);
+    }
+
+    #[test]
+    fn a_restarted_master_abstains_for_max_ttl_plus_twice_the_skew() {
+        let (ttl, skew) = (Duration::from_secs(2), Duration::from_millis(500));
+        assert!(abstains(Duration::from_secs(2), ttl, skew));
+        assert!(!abstains(Duration::from_secs(3), ttl, skew));
+        assert_eq!(abstain_bound(Duration::from_secs(60), skew), Duration::from_secs(61));
+    }
+
+    #[test]
+    fn skew_is_measured_against_the_median() {
+        let ms = |n: i64| Some(n * 1000);
+        let skew = Duration::from_millis(500);
+        assert_eq!(skewed(&[ms(0), ms(10), ms(-20), ms(900), None], skew), vec![false, false, false, true, false]);
+        assert_eq!(skewed(&[ms(0), ms(2000)], skew), vec![false, true]);
+        assert_eq!(skewed(&[ms(5000), None, None], skew), vec![false, false, false]);
+    }
+}

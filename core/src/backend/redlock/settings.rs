@@ -1,0 +1,190 @@
+//! What a `redlock://` URL says: the masters, and the options of its query.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::backend::redis::keys::{DEFAULT_PREFIX, validate_prefix};
+use crate::error::{Error, Result};
+use crate::options::{MAX_TTL, MIN_TTL};
+use crate::url::LockerUrl;
+
+/// The default longest lease (design §3): what a restarted master waits out before it votes.
+pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
+/// The default maximum clock skew between masters.
+pub const DEFAULT_MAX_SKEW: Duration = Duration::from_millis(500);
+/// The default cap on one request to one master.
+pub const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_millis(500);
+
+const KNOWN: [&str; 10] = [
+    "prefix",
+    "max_ttl",
+    "max_skew",
+    "instance_timeout",
+    "allow_eviction",
+    "strict_checks",
+    "tls",
+    "ca",
+    "cert",
+    "key",
+];
+
+#[derive(Debug, Clone)]
+pub struct RedlockSettings {
+    pub prefix: String,
+    /// The `max_ttl` this client would store if it is the first; the stored value wins.
+    pub max_ttl: Duration,
+    /// Masters whose clock is further than this from the others' are left out of quorums;
+    /// also added to the client deadline's drift margin and to a restarted master's wait.
+    pub max_skew: Duration,
+    /// The longest one request to one master may take (capped further at a tenth of the ttl).
+    pub instance_timeout: Duration,
+    pub allow_eviction: bool,
+    pub strict_checks: bool,
+}
+
+fn flag(url: &LockerUrl, key: &str, default: bool) -> Result<bool> {
+    match url.query.get(key).map(|v| v.to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v == "true" || v == "1" || v == "yes" => Ok(true),
+        Some(v) if v == "false" || v == "0" || v == "no" => Ok(false),
+        Some(v) => Err(Error::invalid(format!("{key} must be true or false, not {v:?}"))),
+    }
+}
+
+/// `60s`, `500ms`, `2m`, or a bare number of seconds (fractions allowed).
+pub fn parse_duration(key: &str, text: &str) -> Result<Duration> {
+    let bad = || Error::invalid(format!("{key} must be a duration like 60s, 500ms or 2m, not {text:?}"));
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => (&t[..at], &t[at..]),
+        None => (t, "s"),
+    };
+    let n: f64 = number.trim().parse().map_err(|_| bad())?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(bad()),
+    };
+    let secs = n * scale;
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn duration(url: &LockerUrl, key: &str, default: Duration) -> Result<Duration> {
+    url.query.get(key).map_or(Ok(default), |v| parse_duration(key, v))
+}
+
+impl RedlockSettings {
+    pub fn from_url(url: &LockerUrl) -> Result<Self> {
+        for key in url.query.keys() {
+            if !KNOWN.contains(&key.as_str()) {
+                return Err(Error::invalid(format!(
+                    "unknown redlock URL option {key:?}; known: {}",
+                    KNOWN.join(", ")
+                )));
+            }
+        }
+        if url.hosts.is_empty() {
+            return Err(Error::invalid("a redlock URL needs at least one master: redlock://h1:p1,h2:p2,h3:p3"));
+        }
+        let mut seen = HashSet::new();
+        for host in &url.hosts {
+            let key = (host.host.to_ascii_lowercase(), host.port.unwrap_or(6379));
+            if !seen.insert(key) {
+                return Err(Error::invalid(format!(
+                    "redlock master {host} is listed twice in {url}: every master must be a different server, \
+                     or one server would cast two votes"
+                )));
+            }
+        }
+        let prefix = url.query.get("prefix").cloned().unwrap_or_else(|| DEFAULT_PREFIX.to_string());
+        validate_prefix(&prefix)?;
+        let max_ttl = duration(url, "max_ttl", DEFAULT_MAX_TTL)?;
+        if !(MIN_TTL..=MAX_TTL).contains(&max_ttl) {
+            return Err(Error::invalid(format!("max_ttl must be between {MIN_TTL:?} and 7 days, not {max_ttl:?}")));
+        }
+        let max_skew = duration(url, "max_skew", DEFAULT_MAX_SKEW)?;
+        if max_skew > Duration::from_secs(60) {
+            return Err(Error::invalid(format!("max_skew of {max_skew:?} is longer than a minute")));
+        }
+        let instance_timeout = duration(url, "instance_timeout", DEFAULT_INSTANCE_TIMEOUT)?;
+        if !(Duration::from_millis(5)..=Duration::from_secs(60)).contains(&instance_timeout) {
+            return Err(Error::invalid("instance_timeout must be between 5 ms and 60 s"));
+        }
+        Ok(RedlockSettings {
+            prefix,
+            max_ttl,
+            max_skew,
+            instance_timeout,
+            allow_eviction: flag(url, "allow_eviction", false)?,
+            strict_checks: flag(url, "strict_checks", false)?,
+        })
+    }
+
+    /// Majority of all configured masters: N/2 + 1.
+    pub fn quorum(n: usize) -> usize {
+        n / 2 + 1
+    }
+
+    /// The key that stores the deployment's `max_ttl` (milliseconds) on every master.
+    pub fn max_ttl_key(&self) -> String {
+        format!("{}:redlock:max_ttl", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(url: &str) -> Result<RedlockSettings> {
+        RedlockSettings::from_url(&LockerUrl::parse(url)?)
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("x", "60s").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_duration("x", "500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("x", "2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("x", "1.5").unwrap(), Duration::from_millis(1500));
+        for bad in ["", "-1s", "1d", "abc", "nan"] {
+            assert!(parse_duration("x", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn options_and_hosts() {
+        let s = parse("redlock://a:1,b:2,c:3?max_ttl=2s&max_skew=100ms&prefix=t").unwrap();
+        assert_eq!(s.max_ttl, Duration::from_secs(2));
+        assert_eq!(s.max_skew, Duration::from_millis(100));
+        assert_eq!(s.max_ttl_key(), "t:redlock:max_ttl");
+        let d = parse("redlock://a:1,b:2,c:3").unwrap();
+        assert_eq!((d.max_ttl, d.max_skew), (DEFAULT_MAX_TTL, DEFAULT_MAX_SKEW));
+        assert_eq!(RedlockSettings::quorum(5), 3);
+        assert_eq!(RedlockSettings::quorum(4), 3);
+        assert_eq!(RedlockSettings::quorum(1), 1);
+    }
+
+    #[test]
+    fn bad_urls_are_invalid_arguments() {
+        for bad in [
+            "redlock://",
+            "redlock://a:1,a:1,b:2",
+            "redlock://A:1,a:1,b:2",
+            "redlock://a,a:6379",
+            "redlock://a:1,,b:2",
+            "redlock://a:1,b:2?bogus=1",
+            "redlock://a:1,b:2?max_ttl=0s",
+            "redlock://a:1,b:2?max_ttl=soon",
+            "redlock://a:1,b:2?max_skew=2h",
+            "redlock://a:1,b:2?prefix=x{y}",
+            "redlock://a:1,b:2?allow_eviction=maybe",
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{bad}: {err}");
+        }
+    }
+}
