@@ -265,16 +265,18 @@ def fmt(value: Optional[float], digits: int = 2) -> str:
 
 
 def table(results: List[Result]) -> str:
+    """One row per contestant. A rival's last two columns compare each fencelock contestant of
+    its family with it (in table order, e.g. "awaited release / pipelined release")."""
     lines = [
         "| contestant | uncontended cycles/s | p50 ms | p99 ms | 8 processes: sections/s "
         "| to another process | overlaps | alternating handoff p50 ms | p99 ms "
         "| fencelock's uncontended ratio | fencelock's handoff ratio |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    by_family: Dict[str, Result] = {}
+    ours_by_family: Dict[str, List[Result]] = {}
     for result in results:
-        if result.spec.is_fencelock and result.spec.family not in by_family:
-            by_family[result.spec.family] = result
+        if result.spec.is_fencelock and not result.error:
+            ours_by_family.setdefault(result.spec.family, []).append(result)
     for result in results:
         spec = result.spec
         if result.error:
@@ -282,13 +284,13 @@ def table(results: List[Result]) -> str:
             continue
         solo, shared, handoff = result.uncontended, result.contended, result.handoff
         assert solo is not None and shared is not None and handoff is not None
-        ours = by_family.get(spec.family)
-        if ours is None or ours is result or ours.error or spec.is_fencelock:
-            versus_solo = versus_handoff = "-"
-        else:
-            assert ours.uncontended is not None and ours.handoff is not None
-            versus_solo = ratio(ours.uncontended.cycles_per_s, solo.cycles_per_s)
-            versus_handoff = ratio(handoff.p50_ms, ours.handoff.p50_ms)
+        ours = [] if spec.is_fencelock else ours_by_family.get(spec.family, [])
+        versus_solo = " / ".join(
+            ratio(o.uncontended.cycles_per_s, solo.cycles_per_s) for o in ours if o.uncontended
+        ) or "-"
+        versus_handoff = " / ".join(
+            ratio(handoff.p50_ms, o.handoff.p50_ms) for o in ours if o.handoff
+        ) or "-"
         lines.append(
             f"| {spec.label} | {solo.cycles_per_s:.0f} | {solo.p50_ms:.3f} | {solo.p99_ms:.3f} "
             f"| {shared.sections_per_s:.0f} | {shared.to_other_share * 100:.0f}% "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 TTL_SECONDS = 30
 
@@ -24,6 +24,8 @@ class Spec:
     library: str
     url: str
     is_fencelock: bool = False
+    #: Keyword options of fencelock's acquire (e.g. pipelined_release).
+    options: Tuple[Tuple[str, object], ...] = ()
 
 
 class Client:
@@ -46,13 +48,14 @@ def _redis_client(url: str) -> Any:
 
 
 class FencelockClient(Client):
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, options: Dict[str, Any]) -> None:
         import fencelock
 
         self.locker = fencelock.connect(url)
+        self.options = options
 
     def acquire(self, name: str) -> Any:
-        return self.locker.acquire(name, ttl=TTL_SECONDS)
+        return self.locker.acquire(name, ttl=TTL_SECONDS, **self.options)
 
     def release(self, handle: Any) -> None:
         handle.release()
@@ -149,7 +152,6 @@ class KazooClientAdapter(Client):
 
 
 ADAPTERS: Dict[str, Callable[[str], Client]] = {
-    "fencelock": FencelockClient,
     "redis-py": RedisPyClient,
     "python-redis-lock": PythonRedisLockClient,
     "pottery": PotteryClient,
@@ -158,6 +160,8 @@ ADAPTERS: Dict[str, Callable[[str], Client]] = {
 
 
 def build(spec: Spec) -> Client:
+    if spec.library == "fencelock":
+        return FencelockClient(spec.url, dict(spec.options))
     return ADAPTERS[spec.library](spec.url)
 
 
@@ -183,10 +187,18 @@ def default_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List
 
     specs = [
         Spec("fencelock redis", "redis", "fencelock", redis_url, True),
+        Spec(
+            "fencelock redis, release pipelined", "redis", "fencelock", redis_url, True,
+            (("pipelined_release", True),),
+        ),
         Spec("redis-py Lock", "redis", "redis-py", redis_url),
         Spec("python-redis-lock", "redis", "python-redis-lock", redis_url),
         Spec("pottery Redlock, 1 master", "redis", "pottery", redis_url),
         Spec("fencelock redlock, 5 masters", "redlock", "fencelock", redlock_url, True),
+        Spec(
+            "fencelock redlock, 5 masters, release pipelined", "redlock", "fencelock", redlock_url,
+            True, (("pipelined_release", True),),
+        ),
         Spec("pottery Redlock, 5 masters", "redlock", "pottery", master_urls),
         Spec("fencelock zookeeper", "zookeeper", "fencelock", zk_url, True),
         Spec("kazoo Lock", "zookeeper", "kazoo", zk_url),

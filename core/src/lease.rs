@@ -58,6 +58,8 @@ pub(crate) struct LeaseShared {
     acquired_at: BootInstant,
     max_hold: Option<Duration>,
     operation_timeout: Duration,
+    /// See [`crate::LockOptions::pipelined_release`].
+    pipelined_release: bool,
     state: Mutex<State>,
     signal: LostSignal,
     /// Set once a release (explicit or on drop) has been sent, so it is sent only once.
@@ -79,6 +81,7 @@ pub(crate) struct NewLease {
     pub auto_renew: bool,
     pub max_hold: Option<Duration>,
     pub operation_timeout: Duration,
+    pub pipelined_release: bool,
 }
 
 fn client_deadline(backend: &dyn Backend, sent_at: BootInstant, ttl: Duration) -> BootInstant {
@@ -100,6 +103,7 @@ impl LeaseShared {
             pid: std::process::id(),
             acquired_at: new.sent_at,
             max_hold: new.max_hold,
+            pipelined_release: new.pipelined_release,
             operation_timeout: new.operation_timeout,
             state: Mutex::new(State {
                 phase: Phase::Held,
@@ -249,7 +253,7 @@ impl LeaseShared {
         }
     }
 
-    pub(crate) async fn release(&self) -> Result<()> {
+    pub(crate) async fn release(self: &Arc<Self>) -> Result<()> {
         if self.inherited_across_fork() {
             return self.ensure_held();
         }
@@ -284,6 +288,10 @@ impl LeaseShared {
         }
         self.release_sent.store(true, Ordering::Release);
         self.unregister();
+        if self.pipelined_release {
+            self.release_pipelined().await;
+            return Ok(());
+        }
         let ours = self.release_with_retries().await?;
         if !ours {
             self.signal.fire(LossReason::TakenOver);
@@ -294,6 +302,30 @@ impl LeaseShared {
             )));
         }
         Ok(())
+    }
+
+    /// Starts the release here, so its command is queued on the connection before the caller's
+    /// next one, and lets the runtime finish it and check the reply.
+    async fn release_pipelined(self: &Arc<Self>) {
+        let lease = self.clone();
+        let mut finish = Box::pin(async move {
+            match lease.release_with_retries().await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(lock = %lease.name, "fencelock: pipelined release found the lock no longer ours");
+                    lease.signal.fire(LossReason::TakenOver);
+                }
+                Err(e) => {
+                    tracing::warn!(lock = %lease.name, "fencelock: pipelined release failed ({e}); the lock expires at its ttl");
+                }
+            }
+        });
+        // One poll sends the command (on Redis it is queued on the shared connection); the rest
+        // (the reply) is awaited in the background.
+        let sent = std::future::poll_fn(|cx| std::task::Poll::Ready(finish.as_mut().poll(cx))).await;
+        if sent.is_pending() {
+            self.runtime.spawn(finish);
+        }
     }
 
     /// A release that fails fast (a connection being re-established) is tried twice more,

@@ -376,6 +376,7 @@ impl Locker {
                     ttl: self.inner.backend.lease_ttl(options.ttl),
                     auto_renew: options.auto_renew,
                     max_hold: options.max_hold,
+                    pipelined_release: options.pipelined_release,
                     operation_timeout: timeout,
                 });
                 lock(&self.inner.leases).insert(id, Arc::downgrade(&shared));

@@ -39,6 +39,11 @@ pub struct LockOptions {
     pub reentrant: bool,
     /// Free text stored with the holder's description (host and pid are added).
     pub holder: Option<String>,
+    /// `release()` returns once the release is queued on the connection, without waiting for
+    /// the reply, so it rides along with the caller's next command (design §8). The reply is
+    /// still checked: a lock found no longer ours fires the lost signal, and a failure is
+    /// logged (the lock then expires at its ttl). Default off.
+    pub pipelined_release: bool,
 }
 
 impl Default for LockOptions {
@@ -50,6 +55,7 @@ impl Default for LockOptions {
             max_hold: None,
             reentrant: false,
             holder: None,
+            pipelined_release: false,
         }
     }
 }
@@ -75,6 +81,11 @@ impl LockOptions {
         self.reentrant = on;
         self
     }
+    pub fn with_pipelined_release(mut self, on: bool) -> Self {
+        self.pipelined_release = on;
+        self
+    }
+
     pub fn with_holder(mut self, holder: impl Into<String>) -> Self {
         self.holder = Some(holder.into());
         self

@@ -63,6 +63,7 @@ class Locker:
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
         reentrant: bool = False,
+        pipelined_release: bool = False,
     ) -> Lock[Lease]: ...
     def leadership(
         self,
@@ -97,6 +98,7 @@ class Locker:
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
         reentrant: bool = False,
+        pipelined_release: bool = False,
     ) -> Lease: ...
     def try_acquire(
         self,
@@ -107,6 +109,7 @@ class Locker:
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
         reentrant: bool = False,
+        pipelined_release: bool = False,
     ) -> Optional[Lease]: ...
     def acquire_async(
         self,
@@ -118,6 +121,7 @@ class Locker:
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
         reentrant: bool = False,
+        pipelined_release: bool = False,
     ) -> Awaitable[Lease]: ...
     def try_acquire_async(
         self,
@@ -128,6 +132,7 @@ class Locker:
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
         reentrant: bool = False,
+        pipelined_release: bool = False,
     ) -> Awaitable[Optional[Lease]]: ...
     def inspect(self, name: str) -> LockInfo: ...
     def inspect_async(self, name: str) -> Awaitable[LockInfo]: ...

@@ -110,10 +110,13 @@ impl PyLocker {
     ///
     /// Options: ttl (lease length in seconds or a timedelta, default 30), wait (how long to
     /// block; None = forever, 0 = try once), auto_renew (renew every ttl/3, default True),
-    /// max_hold (stop renewing after this long), holder (text stored with the lock).
+    /// max_hold (stop renewing after this long), holder (text stored with the lock), reentrant
+    /// (re-enter in the same thread or task), pipelined_release (release returns once the
+    /// command is sent; its reply is checked in the background and a lock found no longer ours
+    /// sets `lost`).
     #[pyo3(
         signature = (name, **options),
-        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
     )]
     fn lock(
         slf: &Bound<'_, Self>,
@@ -205,7 +208,7 @@ impl PyLocker {
     /// Ctrl-C interrupts the wait, leaving nothing behind. Options as for `lock()`.
     #[pyo3(
         signature = (name, **options),
-        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
     )]
     fn acquire(
         &self,
@@ -230,7 +233,7 @@ impl PyLocker {
     /// Tries once: the Lease, or None when somebody else holds the lock.
     #[pyo3(
         signature = (name, **options),
-        text_signature = "($self, name, *, ttl=30, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+        text_signature = "($self, name, *, ttl=30, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
     )]
     fn try_acquire(
         &self,
@@ -256,7 +259,7 @@ impl PyLocker {
     /// stops waiting and leaves nothing behind.
     #[pyo3(
         signature = (name, **options),
-        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
     )]
     fn acquire_async<'py>(
         &self,
@@ -282,7 +285,7 @@ impl PyLocker {
     /// Awaitable `try_acquire`.
     #[pyo3(
         signature = (name, **options),
-        text_signature = "($self, name, *, ttl=30, auto_renew=True, max_hold=None, holder=None, reentrant=False)"
+        text_signature = "($self, name, *, ttl=30, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
     )]
     fn try_acquire_async<'py>(
         &self,

@@ -186,9 +186,10 @@ pub(crate) const LOCK_OPTIONS: &[&str] = &[
     "max_hold",
     "holder",
     "reentrant",
+    "pipelined_release",
 ];
 pub(crate) const TRY_LOCK_OPTIONS: &[&str] =
-    &["ttl", "auto_renew", "max_hold", "holder", "reentrant"];
+    &["ttl", "auto_renew", "max_hold", "holder", "reentrant", "pipelined_release"];
 /// An election's lock is never re-entered: a candidate that leads does not campaign again.
 pub(crate) const LEADERSHIP_OPTIONS: &[&str] = &["ttl", "wait", "auto_renew", "max_hold", "holder"];
 pub(crate) const LOCKER_OPTIONS: &[&str] = &["poll_interval", "operation_timeout"];
@@ -220,6 +221,9 @@ pub(crate) fn lock_options(options: &Options<'_, '_>) -> PyResult<LockOptions> {
     }
     if let Some(on) = options.get("reentrant")? {
         out = out.with_reentrant(boolean(&on, "reentrant")?);
+    }
+    if let Some(on) = options.get("pipelined_release")? {
+        out = out.with_pipelined_release(boolean(&on, "pipelined_release")?);
     }
     out.validate().map_err(crate::error::to_py)?;
     Ok(out)

@@ -277,3 +277,15 @@ def test_reprs_and_docs(locker: fencelock.Locker) -> None:
     assert "ttl=30" in (getattr(fencelock.Locker.lock, "__text_signature__", None) or "")
     assert fencelock.Timeout.__module__ == "fencelock._errors"
     assert fencelock.__version__
+
+
+def test_pipelined_release_frees_the_lock(locker: fencelock.Locker, rival: fencelock.Locker) -> None:
+    tokens = []
+    for _ in range(3):
+        lease = locker.acquire("pipelined", pipelined_release=True, wait=LONG)
+        tokens.append(lease.token)
+        lease.release()  # returns once the release is sent; the reply is checked behind it
+        assert not lease.is_held
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    with rival.lock("pipelined", wait=LONG) as lease:
+        assert lease.token > tokens[-1]

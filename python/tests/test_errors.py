@@ -98,6 +98,7 @@ BAD_LOCK_OPTIONS = {
     "unknown-option": ({"ttl_ms": 5}, "unknown option"),
     "reentrant-str": ({"reentrant": "yes"}, "True or False"),
     "reentrant-int": ({"reentrant": 1}, "True or False"),
+    "pipelined-release-str": ({"pipelined_release": "no"}, "True or False"),
 }
 
 
