@@ -60,6 +60,10 @@ pub(crate) struct LeaseShared {
     operation_timeout: Duration,
     /// See [`crate::LockOptions::pipelined_release`].
     pipelined_release: bool,
+    /// Held while a renewal or an extend is in flight, so they never overlap: otherwise the
+    /// server could apply them in one order and the client confirm them in the other (two SQL
+    /// connections), leaving the client deadline past the server's expiry.
+    renewing: tokio::sync::Mutex<()>,
     state: Mutex<State>,
     signal: LostSignal,
     /// Set once a release (explicit or on drop) has been sent, so it is sent only once.
@@ -104,6 +108,7 @@ impl LeaseShared {
             acquired_at: new.sent_at,
             max_hold: new.max_hold,
             pipelined_release: new.pipelined_release,
+            renewing: tokio::sync::Mutex::new(()),
             operation_timeout: new.operation_timeout,
             state: Mutex::new(State {
                 phase: Phase::Held,
@@ -354,6 +359,8 @@ impl LeaseShared {
             }
             None => lock(&self.state).ttl,
         };
+        let _turn = self.renewing.lock().await;
+        self.ensure_held()?;
         let sent_at = BootInstant::now();
         let sent_wall = SystemTime::now();
         match self.with_timeout("extend", self.backend.renew(&self.name, self.owner, ttl)).await? {
@@ -404,6 +411,11 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
                 tracing::info!(lock = %lease.name, "fencelock: max_hold reached; renewals stop and the lease ends at its deadline");
                 return;
             }
+        }
+        // Held until the outcome is recorded (end of this iteration).
+        let _turn = lease.renewing.lock().await;
+        if lease.current_phase() != Phase::Held {
+            return;
         }
         let ttl = lock(&lease.state).ttl;
         let sent_at = BootInstant::now();
