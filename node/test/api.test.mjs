@@ -107,6 +107,8 @@ test('a nested withLock or acquire of the same name in the same scope is DEADLOC
     await locker.withLock('outer', async () => {
       await assert.rejects(locker.withLock('outer', async () => {}), { code: 'DEADLOCK' });
       await assert.rejects(locker.acquire('outer'), { code: 'DEADLOCK' });
+      // tryAcquire too (the core's rule, the same in every language): the name is the scope's own.
+      await assert.rejects(locker.tryAcquire('outer'), (e) => e.code === 'DEADLOCK' && e.message.includes('"outer"'));
       // Another name nests fine.
       await locker.withLock('inner', async () => {});
     });
