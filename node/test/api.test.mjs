@@ -81,7 +81,8 @@ test('withLock runs the function holding the lock and releases after it', async 
   try {
     const result = await locker.withLock('scoped', { ttl: 10_000 }, async (lease) => {
       assert.equal((await locker.inspect('scoped')).token, lease.token);
-      assert.equal(await locker.tryAcquire('scoped'), null);
+      // The callback's own scope holds it: tryAcquire is DEADLOCK there (the core's rule), not null.
+      await assert.rejects(locker.tryAcquire('scoped'), { code: 'DEADLOCK' });
       return 42;
     });
     assert.equal(result, 42);
