@@ -187,7 +187,7 @@ const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
 
 /// A scope id from `index.js`: a safe non-negative integer, never reused in the process.
 fn scope_of(id: f64) -> Result<Scope> {
-    if !(id.is_finite() && id >= 0.0 && id <= MAX_SAFE && id.fract() == 0.0) {
+    if !((0.0..=MAX_SAFE).contains(&id) && id.fract() == 0.0) {
         return Err(crate::error::invalid(format!("scope id must be a safe integer, got {id}")));
     }
     Ok(Scope::new(id as u64))
