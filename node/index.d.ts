@@ -45,7 +45,12 @@ export interface LockOptions {
   maxHold?: number | null;
   /** Free text stored with the holder's description (host and pid are added). */
   holder?: string | null;
-  /** Not available yet: true is refused with INVALID_ARGUMENT. */
+  /**
+   * Re-entry in this execution scope (default false). Inside a withLock callback that (or an
+   * enclosing one, across awaits) holds `name` through this Locker, true gives a nested lease at
+   * once with the same token over the same server lease; without it such an acquire (or
+   * tryAcquire) is DEADLOCK at once. Outside any withLock every call is its own scope.
+   */
   reentrant?: boolean;
 }
 
@@ -104,11 +109,59 @@ export declare class Locker implements AsyncDisposable {
   /** Runs `fn` while holding `name`; releases when it settles; rejects with LOST if the lease was lost meanwhile. */
   withLock<T>(name: string, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
   withLock<T>(name: string, options: AcquireOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  /** Campaigns for leadership of `name` (waits to win its lock); resolves to the Leadership. */
+  campaign(name: string, options?: CampaignOptions): Promise<Leadership>;
+  /** Runs `fn` while leading `name`; resigns when it settles; rejects with LOST if leadership was lost meanwhile. */
+  withLeadership<T>(name: string, fn: (leadership: Leadership) => T | Promise<T>): Promise<T>;
+  withLeadership<T>(name: string, options: CampaignOptions, fn: (leadership: Leadership) => T | Promise<T>): Promise<T>;
+  /** Who leads `name` now and in which term, without campaigning; null when nobody does. */
+  leader(name: string): Promise<Leader | null>;
   /** Who holds `name`, read without acquiring it. */
   inspect(name: string): Promise<LockInfo>;
   /** Releases every lease still held and closes the connections. Closing twice is harmless. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Options of a campaign: the election lock's (ttl bounds how long a dead leader keeps the role). */
+export interface CampaignOptions {
+  /** Lease length in ms (default 30000). */
+  ttl?: number;
+  /** Renew every ttl/3 while leading (default true). */
+  autoRenew?: boolean;
+  /** Free text stored with the leader's description; observers see it in leader(). */
+  holder?: string | null;
+  /** How long to campaign, ms: absent or null waits forever. TIMEOUT when it ends first. */
+  wait?: number | null;
+  /** Cancels the campaign: rejects with an AbortError and leaves nothing behind. */
+  signal?: AbortSignal | null;
+}
+
+/** Leadership of an election, won by locker.campaign(). `await using` resigns at scope end. */
+export declare class Leadership implements AsyncDisposable {
+  private constructor();
+  /** The election's name. */
+  readonly name: string;
+  /** The term: the lease's fencing token, larger than every earlier term on the backend. */
+  readonly term: bigint;
+  /** Still leading: neither resigned nor lost. */
+  readonly isLeader: boolean;
+  /** Aborted, with a LOST LockError as its reason, the moment leadership is lost. */
+  readonly signal: AbortSignal;
+  /** The lease behind the leadership, to fence writes with. */
+  readonly lease: Lease;
+  /** Throws LOST after a loss (NOT_HELD after resign). */
+  throwIfLost(): void;
+  /** Steps down. NOT_HELD when already resigned, LOST if leadership was lost first. */
+  resign(): Promise<void>;
+  /** Resigns; quiet after an explicit resign, LOST after a loss. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Who leads an election now, as an observer sees it. */
+export interface Leader {
+  term: bigint;
+  holder: { host?: string | null; pid?: number | null; language?: string | null; text?: string | null } | null;
 }
 
 /** One statement run inside a fence's transaction: `[sql, params]`, `{ sql, params }` or bare sql. */

@@ -125,6 +125,7 @@ function checkKeys(options, known, call) {
 
 const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder', 'reentrant'];
 const TRY_ACQUIRE_OPTIONS = ['ttl', 'autoRenew', 'maxHold', 'holder', 'reentrant'];
+const CAMPAIGN_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'holder'];
 const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout'];
 
 /** Lock options as the native module takes them, and the AbortSignal apart. */
@@ -275,20 +276,95 @@ class Lease {
   }
 }
 
-// Which lock names the enclosing withLock callbacks hold, per async scope: acquiring one of
-// them again from inside would wait forever (locks are not reentrant), so it is DEADLOCK.
+/** Leadership of an election, won by locker.campaign(): the lease on its name, seen as a term. */
+class Leadership {
+  #native;
+  #lease;
+  #term;
+  #name;
+
+  constructor(key, nativeLeadership) {
+    if (key !== PRIVATE) throw new TypeError('a Leadership comes from locker.campaign()');
+    this.#native = nativeLeadership;
+    this.#lease = new Lease(PRIVATE, nativeLeadership.lease());
+    this.#term = BigInt(nativeLeadership.term);
+    this.#name = nativeLeadership.name;
+  }
+
+  /** The election's name. */
+  get name() {
+    return this.#name;
+  }
+
+  /** This leader's term: the lease's fencing token, larger than every earlier term. */
+  get term() {
+    return this.#term;
+  }
+
+  /** Still the leader: neither resigned nor lost. */
+  get isLeader() {
+    return this.#native.isLeader;
+  }
+
+  /** Aborted (with a LOST LockError as its reason) the moment leadership is lost. */
+  get signal() {
+    return this.#lease.signal;
+  }
+
+  /** The lease behind the leadership, to fence writes with (its token is the term). */
+  get lease() {
+    return this.#lease;
+  }
+
+  /** Throws LOST if leadership was lost (NOT_HELD after resign). */
+  throwIfLost() {
+    this.#lease.throwIfLost();
+  }
+
+  /** Steps down. NOT_HELD when already resigned; LOST if leadership was lost first. */
+  async resign() {
+    try {
+      await this.#native.resign();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Leaving a scope resigns: quiet after an explicit resign, LOST after a loss. */
+  async [asyncDispose]() {
+    try {
+      await this.resign();
+    } catch (e) {
+      if (e instanceof LockError && e.code === 'NOT_HELD') return;
+      throw e;
+    }
+  }
+
+  [util.inspect.custom]() {
+    const state = this.isLeader ? 'leading' : this.#lease.isLost ? 'lost' : 'resigned';
+    return `Leadership { name: ${JSON.stringify(this.#name)}, term: ${this.#term}n, ${state} }`;
+  }
+}
+
+// Execution scopes (design §2) for re-entry: the core counts re-entries per (Locker, name,
+// scope), and this layer only names the scope. A withLock callback runs in the scope that
+// acquired its lock, an integer kept in AsyncLocalStorage, so acquire/tryAcquire/withLock called
+// inside it (across awaits) belong to that scope; a call outside any withLock gets a scope of its
+// own, so top-level calls contend as usual. Ids are never reused in the process.
 const scopes = new AsyncLocalStorage();
-let nextLockerId = 1;
+let nextScope = 1;
+
+function currentScope() {
+  return scopes.getStore() ?? nextScope++;
+}
 
 /** A client bound to one backend; made by connect(). */
 class Locker {
   #native;
-  #id;
 
   constructor(key, nativeLocker) {
     if (key !== PRIVATE) throw new TypeError('a Locker comes from connect(url)');
     this.#native = nativeLocker;
-    this.#id = nextLockerId++;
   }
 
   /** The URL, with any password redacted. */
@@ -301,21 +377,11 @@ class Locker {
     return this.#native.closed;
   }
 
-  #checkScope(name) {
-    const held = scopes.getStore()?.get(`${this.#id}\0${name}`);
-    if (held !== undefined && held.isHeld) {
-      throw new LockError(
-        'DEADLOCK',
-        `lock ${JSON.stringify(name)} is already held by an enclosing withLock() of this Locker; ` +
-          'it is not reentrant, so acquiring it again would wait forever',
-      );
-    }
-  }
-
-  async #acquire(name, options, signal) {
+  // Runs a native call that waits, with `signal` driving its cancel handle.
+  async #cancellable(signal, call) {
     if (!signal) {
       try {
-        return new Lease(PRIVATE, await this.#native.acquire(name, options));
+        return await call(undefined);
       } catch (e) {
         throw fromNative(e);
       }
@@ -325,7 +391,7 @@ class Locker {
     const onAbort = () => cancel.cancel();
     signal.addEventListener('abort', onAbort, { once: true });
     try {
-      return new Lease(PRIVATE, await this.#native.acquire(name, options, cancel));
+      return await call(cancel);
     } catch (e) {
       const err = fromNative(e);
       throw err instanceof AbortError ? abortError(signal) : err;
@@ -334,15 +400,21 @@ class Locker {
     }
   }
 
+  async #acquire(name, options, signal, scope) {
+    const nativeLease = await this.#cancellable(signal, (cancel) => this.#native.acquire(name, options, scope, cancel));
+    return new Lease(PRIVATE, nativeLease);
+  }
+
   /**
    * Acquires `name`, waiting up to `wait` ms (forever by default). Rejects with TIMEOUT when the
    * wait ends first, and with an AbortError when `signal` aborts (leaving nothing behind).
+   * Inside a withLock callback that (or an enclosing one) holds `name`: with `reentrant` the
+   * nested lease comes at once with the same token; without it, DEADLOCK.
    */
   async acquire(name, options) {
     checkString(name, 'lock name');
     const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'acquire');
-    this.#checkScope(name);
-    return this.#acquire(name, opts, signal);
+    return this.#acquire(name, opts, signal, currentScope());
   }
 
   /** Tries once: the Lease, or null when somebody else holds the lock. */
@@ -351,10 +423,11 @@ class Locker {
     if (options && typeof options === 'object' && 'wait' in options) {
       throw invalid('tryAcquire() tries once and takes no wait option; use acquire(name, { wait }) to wait');
     }
-    // No DEADLOCK check: trying once cannot wait forever; a held name gives null.
+    // As acquire: a name the caller's own scope holds is DEADLOCK without reentrant (the core's
+    // rule, the same in every language), a nested lease with it.
     const { options: opts } = lockOptions(options, TRY_ACQUIRE_OPTIONS, 'tryAcquire');
     try {
-      const lease = await this.#native.tryAcquire(name, opts);
+      const lease = await this.#native.tryAcquire(name, opts, currentScope());
       return lease === null || lease === undefined ? null : new Lease(PRIVATE, lease);
     } catch (e) {
       throw fromNative(e);
@@ -374,19 +447,65 @@ class Locker {
     checkString(name, 'lock name');
     if (typeof fn !== 'function') throw invalid(`withLock() needs a function to run while holding the lock, not ${describe(fn)}`);
     const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withLock');
-    this.#checkScope(name);
-    const lease = await this.#acquire(name, opts, signal);
-    const held = new Map(scopes.getStore() ?? []);
-    held.set(`${this.#id}\0${name}`, lease);
+    const scope = currentScope();
+    const lease = await this.#acquire(name, opts, signal, scope);
     let result;
     try {
-      result = await scopes.run(held, () => fn(lease));
+      result = await scopes.run(scope, () => fn(lease));
     } catch (err) {
       await lease.release().catch(() => {});
       throw err;
     }
     await lease[asyncDispose]();
     return result;
+  }
+
+  /**
+   * Campaigns for leadership of `name`: waits (up to `wait` ms, forever by default) to win its
+   * lock, and resolves to the Leadership. Its term is the lease's fencing token; auto-renew keeps
+   * it; it ends on resign(), on close(), or the moment the lease is lost (`signal` aborts).
+   */
+  async campaign(name, options) {
+    checkString(name, 'election name');
+    const { options: opts, signal } = lockOptions(options, CAMPAIGN_OPTIONS, 'campaign');
+    const nativeLeadership = await this.#cancellable(signal, (cancel) => this.#native.campaign(name, opts, cancel));
+    return new Leadership(PRIVATE, nativeLeadership);
+  }
+
+  /**
+   * Runs `fn(leadership)` while leading `name` (after campaigning for it), and resigns when it
+   * settles. If leadership was lost meanwhile, rejects with LOST (unless `fn` threw: that wins).
+   */
+  async withLeadership(name, options, fn) {
+    if (fn === undefined && typeof options === 'function') {
+      fn = options;
+      options = undefined;
+    }
+    checkString(name, 'election name');
+    if (typeof fn !== 'function') throw invalid(`withLeadership() needs a function to run while leading, not ${describe(fn)}`);
+    const leadership = await this.campaign(name, options);
+    let result;
+    try {
+      result = await fn(leadership);
+    } catch (err) {
+      await leadership.resign().catch(() => {});
+      throw err;
+    }
+    await leadership[asyncDispose]();
+    return result;
+  }
+
+  /** Who leads `name` now and in which term, without campaigning: `{ term, holder }` or null. */
+  async leader(name) {
+    checkString(name, 'election name');
+    let leader;
+    try {
+      leader = await this.#native.leader(name);
+    } catch (e) {
+      throw fromNative(e);
+    }
+    if (leader === null || leader === undefined) return null;
+    return { term: BigInt(leader.term), holder: leader.holder ?? null };
   }
 
   /** Who holds `name`, read without acquiring it. */
@@ -613,6 +732,7 @@ module.exports = {
   connect,
   Locker,
   Lease,
+  Leadership,
   Fence,
   LockError,
   AbortError,

@@ -5,6 +5,7 @@ export const {
   connect,
   Locker,
   Lease,
+  Leadership,
   Fence,
   LockError,
   AbortError,

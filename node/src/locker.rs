@@ -1,6 +1,6 @@
 //! `NativeLocker` (wrapped by the JS `Locker`), `connect`, and lock info.
 
-use fencelock::{HolderDescription, LockInfo, Locker};
+use fencelock::{HolderDescription, Leadership, LockInfo, Locker, Scope};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -29,23 +29,26 @@ pub struct NativeLocker {
 
 #[napi]
 impl NativeLocker {
-    /// Acquires `name`; `cancel` (driven by an AbortSignal) stops the wait and leaves nothing
-    /// behind.
+    /// Acquires `name` on behalf of the execution scope `scope` (an id `index.js` keeps in
+    /// AsyncLocalStorage; see the core's `reentry`); `cancel` (driven by an AbortSignal) stops
+    /// the wait and leaves nothing behind.
     #[napi]
     pub fn acquire(
         &self,
         env: Env,
         name: String,
         options: Option<AcquireOptions>,
+        scope: f64,
         cancel: Option<&CancelHandle>,
     ) -> Result<AsyncBlock<NativeLease>> {
         guard(|| {
             let options = lock_options(options)?;
+            let scope = scope_of(scope)?;
             let locker = self.locker.clone();
             let cancel = cancel.cloned();
             promise(&env, async move {
                 let lease = cancellable(cancel, async {
-                    locker.acquire(&name, &options).await.map_err(to_js)
+                    locker.acquire_in(scope, &name, &options).await.map_err(to_js)
                 })
                 .await?;
                 Ok(NativeLease::new(lease))
@@ -53,20 +56,57 @@ impl NativeLocker {
         })
     }
 
-    /// Tries once: a `NativeLease`, or null when somebody else holds the lock.
+    /// Tries once, in `scope`: a `NativeLease`, or null when somebody else holds the lock.
     #[napi]
     pub fn try_acquire(
         &self,
         env: Env,
         name: String,
         options: Option<AcquireOptions>,
+        scope: f64,
     ) -> Result<AsyncBlock<Option<NativeLease>>> {
         guard(|| {
             let options = lock_options(options)?;
+            let scope = scope_of(scope)?;
             let locker = self.locker.clone();
             promise(&env, async move {
-                let lease = locker.try_acquire(&name, &options).await.map_err(to_js)?;
+                let lease = locker.try_acquire_in(scope, &name, &options).await.map_err(to_js)?;
                 Ok(lease.map(NativeLease::new))
+            })
+        })
+    }
+
+    /// Campaigns for leadership of `name` (the core's `campaign`); `cancel` as for `acquire`.
+    #[napi]
+    pub fn campaign(
+        &self,
+        env: Env,
+        name: String,
+        options: Option<AcquireOptions>,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<AsyncBlock<NativeLeadership>> {
+        guard(|| {
+            let options = lock_options(options)?;
+            let locker = self.locker.clone();
+            let cancel = cancel.cloned();
+            promise(&env, async move {
+                let leadership = cancellable(cancel, async {
+                    locker.campaign(&name, &options).await.map_err(to_js)
+                })
+                .await?;
+                Ok(NativeLeadership { leadership })
+            })
+        })
+    }
+
+    /// Who leads `name` now (the core's `leader`), or null.
+    #[napi]
+    pub fn leader(&self, env: Env, name: String) -> Result<AsyncBlock<Option<NativeLeader>>> {
+        guard(|| {
+            let locker = self.locker.clone();
+            promise(&env, async move {
+                let leader = locker.leader(&name).await.map_err(to_js)?;
+                Ok(leader.map(|l| NativeLeader { term: l.term.to_string(), holder: l.holder.map(native_holder) }))
             })
         })
     }
@@ -132,11 +172,69 @@ impl From<LockInfo> for NativeLockInfo {
             name: info.name,
             held: info.held,
             token: info.token.map(|t| t.to_string()),
-            holder: info.holder.as_deref().map(|h| {
-                let h = HolderDescription::parse(h);
-                NativeHolder { host: h.host, pid: h.pid, language: h.language, text: h.text }
-            }),
+            holder: info.holder.as_deref().map(|h| native_holder(HolderDescription::parse(h))),
             time_left: info.time_left.map(|d| d.as_secs_f64() * 1000.0),
         }
     }
+}
+
+fn native_holder(h: HolderDescription) -> NativeHolder {
+    NativeHolder { host: h.host, pid: h.pid, language: h.language, text: h.text }
+}
+
+/// The largest integer a JS number holds exactly.
+const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+
+/// A scope id from `index.js`: a safe non-negative integer, never reused in the process.
+fn scope_of(id: f64) -> Result<Scope> {
+    if !((0.0..=MAX_SAFE).contains(&id) && id.fract() == 0.0) {
+        return Err(crate::error::invalid(format!("scope id must be a safe integer, got {id}")));
+    }
+    Ok(Scope::new(id as u64))
+}
+
+/// Leadership won by `campaign`: the lease on the election's name, seen as a term.
+#[napi]
+pub struct NativeLeadership {
+    leadership: Leadership,
+}
+
+#[napi]
+impl NativeLeadership {
+    #[napi(getter)]
+    pub fn name(&self) -> Result<String> {
+        guard(|| Ok(self.leadership.name().to_string()))
+    }
+
+    /// The term (the lease's fencing token) as a decimal string.
+    #[napi(getter)]
+    pub fn term(&self) -> Result<String> {
+        guard(|| Ok(self.leadership.term().to_string()))
+    }
+
+    #[napi(getter)]
+    pub fn is_leader(&self) -> Result<bool> {
+        guard(|| Ok(self.leadership.is_leader()))
+    }
+
+    /// The lease behind the leadership (one `index.js` wraps once, for fences and the signal).
+    #[napi]
+    pub fn lease(&self) -> Result<NativeLease> {
+        guard(|| Ok(NativeLease::new(self.leadership.lease().clone())))
+    }
+
+    #[napi]
+    pub fn resign(&self, env: Env) -> Result<AsyncBlock<()>> {
+        guard(|| {
+            let leadership = self.leadership.clone();
+            promise(&env, async move { leadership.resign().await.map_err(to_js) })
+        })
+    }
+}
+
+/// Who leads an election now: the term as a decimal string, and the holder.
+#[napi(object)]
+pub struct NativeLeader {
+    pub term: String,
+    pub holder: Option<NativeHolder>,
 }

@@ -81,7 +81,8 @@ test('withLock runs the function holding the lock and releases after it', async 
   try {
     const result = await locker.withLock('scoped', { ttl: 10_000 }, async (lease) => {
       assert.equal((await locker.inspect('scoped')).token, lease.token);
-      assert.equal(await locker.tryAcquire('scoped'), null);
+      // The callback's own scope holds it: tryAcquire is DEADLOCK there (the core's rule), not null.
+      await assert.rejects(locker.tryAcquire('scoped'), { code: 'DEADLOCK' });
       return 42;
     });
     assert.equal(result, 42);
@@ -107,6 +108,8 @@ test('a nested withLock or acquire of the same name in the same scope is DEADLOC
     await locker.withLock('outer', async () => {
       await assert.rejects(locker.withLock('outer', async () => {}), { code: 'DEADLOCK' });
       await assert.rejects(locker.acquire('outer'), { code: 'DEADLOCK' });
+      // tryAcquire too (the core's rule, the same in every language): the name is the scope's own.
+      await assert.rejects(locker.tryAcquire('outer'), (e) => e.code === 'DEADLOCK' && e.message.includes('"outer"'));
       // Another name nests fine.
       await locker.withLock('inner', async () => {});
     });

@@ -10,13 +10,13 @@ import { tempDir } from './helpers.mjs';
 
 const pkg = fileURLToPath(new URL('..', import.meta.url));
 
-test('the README example runs', () => {
-  const readme = readFileSync(join(pkg, 'README.md'), 'utf8');
-  const block = /```js\n([\s\S]*?)```/.exec(readme);
-  assert.ok(block, 'README.md has a ```js example');
+const readme = readFileSync(join(pkg, 'README.md'), 'utf8');
+const blocks = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
+
+function runBlock(block) {
   const entry = pathToFileURL(join(pkg, 'index.mjs')).href;
-  const code = block[1].replaceAll("from 'fencelock'", `from '${entry}'`);
-  assert.notEqual(code, block[1], 'the example imports fencelock');
+  const code = block.replaceAll("from 'fencelock'", `from '${entry}'`);
+  assert.notEqual(code, block, 'the example imports fencelock');
   const dir = tempDir();
   const file = join(dir, 'example.mjs');
   writeFileSync(file, code);
@@ -26,5 +26,23 @@ test('the README example runs', () => {
     timeout: 120_000,
   });
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /holding nightly-report with token \d+/);
+  return r.stdout;
+}
+
+test('the README example runs', () => {
+  assert.ok(blocks.length >= 1, 'README.md has a ```js example');
+  assert.match(runBlock(blocks[0]), /holding nightly-report with token \d+/);
+});
+
+test('the README re-entry example runs', () => {
+  const block = blocks.find((b) => b.includes('reentrant: true'));
+  assert.ok(block, 'README.md has a re-entry example');
+  assert.match(runBlock(block), /re-entered with the same token: true/);
+});
+
+test('the README election example runs', () => {
+  const block = blocks.find((b) => b.includes('campaign('));
+  assert.ok(block, 'README.md has an election example');
+  const out = runBlock(block);
+  assert.match(out, /leading in term \d+\nobservers see term \d+ held by worker-1\nafter resigning: null/);
 });

@@ -1,5 +1,5 @@
 // Compiled by `tsc --noEmit` in run-tests.sh (never run): the public types as users see them.
-import { connect, Fence, LockError, AbortError, ERROR_CODES, type ErrorCode, type Lease, type LockInfo } from 'fencelock';
+import { connect, Fence, LockError, AbortError, ERROR_CODES, type ErrorCode, type Lease, type LockInfo, type Leadership, type Leader } from 'fencelock';
 
 async function example(): Promise<bigint> {
   const locker = await connect('sqlite:///tmp/x.db', { pollInterval: 50, operationTimeout: 10_000 });
@@ -15,6 +15,23 @@ async function example(): Promise<bigint> {
   const n: number = await locker.withLock('job', async (l) => Number(l.token));
   const s: string = await locker.withLock('job', { wait: 0 }, () => 'sync is fine');
   const info: LockInfo = await locker.inspect('job');
+  const nested: bigint = await locker.withLock('job', { reentrant: true }, () =>
+    locker.withLock('job', { reentrant: true }, (inner) => inner.token),
+  );
+  const leadership: Leadership = await locker.campaign('reports', { ttl: 10_000, wait: null, signal: controller.signal, holder: 'me', autoRenew: true });
+  const term: bigint = leadership.term;
+  const leading: boolean = leadership.isLeader;
+  const onLoss: AbortSignal = leadership.signal;
+  const termLease: Lease = leadership.lease;
+  leadership.throwIfLost();
+  await leadership.resign();
+  const who: Leader | null = await locker.leader('reports');
+  const whoTerm: bigint | undefined = who?.term;
+  const ran: string = await locker.withLeadership('reports', async (l) => `term ${l.term}`);
+  {
+    await using led = await locker.campaign('reports');
+    void led.term;
+  }
   const fence = await Fence.open('sqlite:///tmp/data.db', 'counter');
   const rows: number[] = await fence.fencedExecute(lease, [['UPDATE t SET n = ? WHERE id = ?', [1, 2n]], 'SELECT 1', { sql: 'SELECT ?', params: [null] }]);
   await fence.fencedSet(token, 'key', Buffer.from('v'));
@@ -34,7 +51,7 @@ async function example(): Promise<bigint> {
     }
   }
   await locker.close();
-  void [when, lost, maybe, n, s, info, rows, highest];
+  void [when, lost, maybe, n, s, info, rows, highest, nested, term, leading, onLoss, termLease, who, whoTerm, ran];
   return token;
 }
 void example;
