@@ -52,6 +52,11 @@ export interface LockOptions {
    * tryAcquire) is DEADLOCK at once. Outside any withLock every call is its own scope.
    */
   reentrant?: boolean;
+  /**
+   * `release()` resolves once the release is sent, taking a round trip off the lock cycle; the
+   * reply is still checked, and a lock found no longer ours then aborts `lease.signal`.
+   */
+  pipelinedRelease?: boolean;
 }
 
 export interface AcquireOptions extends LockOptions {

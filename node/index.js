@@ -123,8 +123,8 @@ function checkKeys(options, known, call) {
   return options;
 }
 
-const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder', 'reentrant'];
-const TRY_ACQUIRE_OPTIONS = ['ttl', 'autoRenew', 'maxHold', 'holder', 'reentrant'];
+const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder', 'reentrant', 'pipelinedRelease'];
+const TRY_ACQUIRE_OPTIONS = ['ttl', 'autoRenew', 'maxHold', 'holder', 'reentrant', 'pipelinedRelease'];
 const CAMPAIGN_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'holder'];
 const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout'];
 
@@ -142,6 +142,7 @@ function lockOptions(options, known, call) {
   if (given.maxHold !== undefined && given.maxHold !== null) out.maxHold = checkMs(given.maxHold, 'maxHold');
   if (given.holder !== undefined && given.holder !== null) out.holder = checkString(given.holder, 'holder');
   if (given.reentrant !== undefined) out.reentrant = checkBool(given.reentrant, 'reentrant');
+  if (given.pipelinedRelease !== undefined) out.pipelinedRelease = checkBool(given.pipelinedRelease, 'pipelinedRelease');
   let signal;
   if (given.signal !== undefined && given.signal !== null) {
     if (!isAbortSignal(given.signal)) throw invalid(`signal must be an AbortSignal, not ${describe(given.signal)}`);

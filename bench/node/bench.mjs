@@ -129,6 +129,7 @@ const { redlock: rl5, clients: c5 } = makeRedlock(REDLOCK_URLS, { retryCount: -1
 
 row('uncontended, 1 master', 'node-redlock', await uncontended(async () => (await rl1.acquire([`bench:rl1:${id}`], TTL)).release(), CYCLES));
 row('uncontended, 1 master', 'fencelock', await uncontended(async () => (await single.acquire(`bench-fl1-${id}`, { ttl: TTL })).release(), CYCLES));
+row('uncontended, 1 master', 'fencelock, release pipelined', await uncontended(async () => (await single.acquire(`bench-fl1p-${id}`, { ttl: TTL, pipelinedRelease: true })).release(), CYCLES));
 row('uncontended, 5 masters', 'node-redlock', await uncontended(async () => (await rl5.acquire([`bench:rl5:${id}`], TTL)).release(), CYCLES));
 let redlockLocker = null;
 try {
@@ -138,6 +139,7 @@ try {
 }
 if (redlockLocker) {
   row('uncontended, 5 masters', 'fencelock', await uncontended(async () => (await redlockLocker.acquire(`bench-fl5-${id}`, { ttl: TTL })).release(), CYCLES));
+  row('uncontended, 5 masters', 'fencelock, release pipelined', await uncontended(async () => (await redlockLocker.acquire(`bench-fl5p-${id}`, { ttl: TTL, pipelinedRelease: true })).release(), CYCLES));
 }
 
 const other = await connect(REDIS_URL);

@@ -49,6 +49,7 @@ pub struct AcquireOptions {
     pub max_hold: Option<f64>,
     pub holder: Option<String>,
     pub reentrant: Option<bool>,
+    pub pipelined_release: Option<bool>,
 }
 
 pub(crate) fn lock_options(given: Option<AcquireOptions>) -> Result<LockOptions> {
@@ -67,6 +68,9 @@ pub(crate) fn lock_options(given: Option<AcquireOptions>) -> Result<LockOptions>
     }
     if let Some(on) = given.reentrant {
         out = out.with_reentrant(on);
+    }
+    if let Some(on) = given.pipelined_release {
+        out = out.with_pipelined_release(on);
     }
     out.validate().map_err(to_js)?;
     Ok(out)

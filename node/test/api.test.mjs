@@ -274,3 +274,26 @@ await locker.close();
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout.trim(), 'released');
 });
+
+test('pipelinedRelease: release resolves once sent and the lock is free for the next holder', async () => {
+  const url = `sqlite://${join(tempDir(), 'pipelined.db')}`;
+  const locker = await fencelock.connect(url);
+  const rival = await fencelock.connect(url);
+  try {
+    let last = 0n;
+    for (let i = 0; i < 3; i++) {
+      const lease = await locker.acquire('pipelined', { pipelinedRelease: true, wait: 10_000 });
+      assert.ok(lease.token > last);
+      last = lease.token;
+      await lease.release();
+      assert.equal(lease.isHeld, false);
+    }
+    const next = await rival.acquire('pipelined', { wait: 10_000 });
+    assert.ok(next.token > last);
+    await next.release();
+    await assert.rejects(locker.acquire('x', { pipelinedRelease: 'yes' }), { code: 'INVALID_ARGUMENT' });
+  } finally {
+    await locker.close();
+    await rival.close();
+  }
+});
