@@ -1,4 +1,5 @@
-// Runs the example of node/README.md (the first ```js block), as users would copy it.
+// Runs the examples of node/README.md, and the Node example of the repository's README.md, as
+// users would copy them.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -10,8 +11,11 @@ import { tempDir } from './helpers.mjs';
 
 const pkg = fileURLToPath(new URL('..', import.meta.url));
 
-const readme = readFileSync(join(pkg, 'README.md'), 'utf8');
-const blocks = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
+function jsBlocks(path) {
+  return [...readFileSync(path, 'utf8').matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
+}
+
+const blocks = jsBlocks(join(pkg, 'README.md'));
 
 function runBlock(block) {
   const entry = pathToFileURL(join(pkg, 'index.mjs')).href;
@@ -32,6 +36,12 @@ function runBlock(block) {
 test('the README example runs', () => {
   assert.ok(blocks.length >= 1, 'README.md has a ```js example');
   assert.match(runBlock(blocks[0]), /holding nightly-report with token \d+/);
+});
+
+test("the repository README's Node example runs", () => {
+  const [block] = jsBlocks(join(pkg, '..', 'README.md'));
+  assert.ok(block, 'README.md has a ```js example');
+  assert.match(runBlock(block), /holding nightly-report with token \d+/);
 });
 
 test('the README re-entry example runs', () => {
