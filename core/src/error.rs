@@ -151,6 +151,19 @@ impl Error {
     pub fn internal(message: impl Into<String>) -> Self {
         Error::new(ErrorCode::Internal, message)
     }
+
+    /// A panic caught at a language boundary (bindings catch every unwind): INTERNAL, with the
+    /// panic's message, asking for a report.
+    pub fn from_panic(payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "a panic without a message".to_string()
+        };
+        Error::internal(format!("a bug in fencelock: a Rust panic was caught ({message}); please report it"))
+    }
 }
 
 impl fmt::Display for Error {

@@ -24,23 +24,9 @@ pub(crate) fn aborted() -> napi::Error {
     napi::Error::from_reason(format!("{ABORTED}: the operation was aborted"))
 }
 
-/// The text of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_string()
-    }
-}
-
 /// A caught panic: code INTERNAL.
 pub(crate) fn panic_to_js(payload: Box<dyn Any + Send>) -> napi::Error {
-    to_js(fencelock::Error::internal(format!(
-        "a bug in fencelock: a Rust panic was caught ({}); please report it",
-        panic_message(payload.as_ref())
-    )))
+    to_js(fencelock::Error::from_panic(payload.as_ref()))
 }
 
 /// Runs the body of an exported function, turning a panic into an INTERNAL error. Every

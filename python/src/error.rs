@@ -67,25 +67,11 @@ pub(crate) fn closed(message: impl Into<String>) -> PyErr {
 
 /// A caught panic: `fencelock.InternalError`, never pyo3's PanicException.
 pub(crate) fn panic_to_py(payload: Box<dyn Any + Send>) -> PyErr {
-    to_py(Error::internal(format!(
-        "a bug in fencelock: a Rust panic was caught ({}); please report it",
-        panic_message(payload.as_ref())
-    )))
+    to_py(Error::from_panic(payload.as_ref()))
 }
 
 /// Runs the body of an exported function, turning a panic into `fencelock.InternalError`.
 /// Every `#[pyfunction]` and `#[pymethods]` entry goes through this.
 pub(crate) fn guard<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| Err(panic_to_py(payload)))
-}
-
-/// The text of a panic payload.
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_string()
-    }
 }
