@@ -277,34 +277,31 @@ class Lease {
   }
 }
 
-/** Leadership of an election, won by locker.campaign(): the lease on its name, seen as a term. */
+/**
+ * Leadership of an election, won by locker.campaign(): a view of the lease on its name, whose
+ * token is the term. Resigning is releasing that lease.
+ */
 class Leadership {
-  #native;
   #lease;
-  #term;
-  #name;
 
-  constructor(key, nativeLeadership) {
+  constructor(key, lease) {
     if (key !== PRIVATE) throw new TypeError('a Leadership comes from locker.campaign()');
-    this.#native = nativeLeadership;
-    this.#lease = new Lease(PRIVATE, nativeLeadership.lease());
-    this.#term = BigInt(nativeLeadership.term);
-    this.#name = nativeLeadership.name;
+    this.#lease = lease;
   }
 
   /** The election's name. */
   get name() {
-    return this.#name;
+    return this.#lease.name;
   }
 
   /** This leader's term: the lease's fencing token, larger than every earlier term. */
   get term() {
-    return this.#term;
+    return this.#lease.token;
   }
 
   /** Still the leader: neither resigned nor lost. */
   get isLeader() {
-    return this.#native.isLeader;
+    return this.#lease.isHeld;
   }
 
   /** Aborted (with a LOST LockError as its reason) the moment leadership is lost. */
@@ -324,26 +321,17 @@ class Leadership {
 
   /** Steps down. NOT_HELD when already resigned; LOST if leadership was lost first. */
   async resign() {
-    try {
-      await this.#native.resign();
-    } catch (e) {
-      throw fromNative(e);
-    }
+    await this.#lease.release();
   }
 
   /** Leaving a scope resigns: quiet after an explicit resign, LOST after a loss. */
   async [asyncDispose]() {
-    try {
-      await this.resign();
-    } catch (e) {
-      if (e instanceof LockError && e.code === 'NOT_HELD') return;
-      throw e;
-    }
+    await this.#lease[asyncDispose]();
   }
 
   [util.inspect.custom]() {
     const state = this.isLeader ? 'leading' : this.#lease.isLost ? 'lost' : 'resigned';
-    return `Leadership { name: ${JSON.stringify(this.#name)}, term: ${this.#term}n, ${state} }`;
+    return `Leadership { name: ${JSON.stringify(this.name)}, term: ${this.term}n, ${state} }`;
   }
 }
 
@@ -469,8 +457,8 @@ class Locker {
   async campaign(name, options) {
     checkString(name, 'election name');
     const { options: opts, signal } = lockOptions(options, CAMPAIGN_OPTIONS, 'campaign');
-    const nativeLeadership = await this.#cancellable(signal, (cancel) => this.#native.campaign(name, opts, cancel));
-    return new Leadership(PRIVATE, nativeLeadership);
+    const nativeLease = await this.#cancellable(signal, (cancel) => this.#native.campaign(name, opts, cancel));
+    return new Leadership(PRIVATE, new Lease(PRIVATE, nativeLease));
   }
 
   /**

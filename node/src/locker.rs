@@ -1,6 +1,6 @@
 //! `NativeLocker` (wrapped by the JS `Locker`), `connect`, and lock info.
 
-use fencelock::{HolderDescription, Leadership, LockInfo, Locker, Scope};
+use fencelock::{HolderDescription, LockInfo, Locker, Scope};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -84,7 +84,7 @@ impl NativeLocker {
         name: String,
         options: Option<AcquireOptions>,
         cancel: Option<&CancelHandle>,
-    ) -> Result<AsyncBlock<NativeLeadership>> {
+    ) -> Result<AsyncBlock<NativeLease>> {
         guard(|| {
             let options = lock_options(options)?;
             let locker = self.locker.clone();
@@ -94,7 +94,8 @@ impl NativeLocker {
                     locker.campaign(&name, &options).await.map_err(to_js)
                 })
                 .await?;
-                Ok(NativeLeadership { leadership })
+                // index.js wraps the lease as a Leadership (term = token, resign = release).
+                Ok(NativeLease::new(leadership.lease().clone()))
             })
         })
     }
@@ -191,45 +192,6 @@ fn scope_of(id: f64) -> Result<Scope> {
         return Err(crate::error::invalid(format!("scope id must be a safe integer, got {id}")));
     }
     Ok(Scope::new(id as u64))
-}
-
-/// Leadership won by `campaign`: the lease on the election's name, seen as a term.
-#[napi]
-pub struct NativeLeadership {
-    leadership: Leadership,
-}
-
-#[napi]
-impl NativeLeadership {
-    #[napi(getter)]
-    pub fn name(&self) -> Result<String> {
-        guard(|| Ok(self.leadership.name().to_string()))
-    }
-
-    /// The term (the lease's fencing token) as a decimal string.
-    #[napi(getter)]
-    pub fn term(&self) -> Result<String> {
-        guard(|| Ok(self.leadership.term().to_string()))
-    }
-
-    #[napi(getter)]
-    pub fn is_leader(&self) -> Result<bool> {
-        guard(|| Ok(self.leadership.is_leader()))
-    }
-
-    /// The lease behind the leadership (one `index.js` wraps once, for fences and the signal).
-    #[napi]
-    pub fn lease(&self) -> Result<NativeLease> {
-        guard(|| Ok(NativeLease::new(self.leadership.lease().clone())))
-    }
-
-    #[napi]
-    pub fn resign(&self, env: Env) -> Result<AsyncBlock<()>> {
-        guard(|| {
-            let leadership = self.leadership.clone();
-            promise(&env, async move { leadership.resign().await.map_err(to_js) })
-        })
-    }
 }
 
 /// Who leads an election now: the term as a decimal string, and the holder.
