@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use fencelock::{HolderDescription, LockInfo, LockOptions, Locker, Scope};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 
 use crate::error::{closed, guard, invalid, to_py};
@@ -85,11 +86,11 @@ impl PyLocker {
 /// The caller's execution scope for re-entry: its asyncio task, else its thread
 /// (`fencelock._scope.current_scope`, where the reasons are written down).
 fn current_scope(py: Python<'_>) -> PyResult<Scope> {
-    let number: u64 = py
-        .import("fencelock._scope")?
-        .getattr("current_scope")?
-        .call0()?
-        .extract()?;
+    static CURRENT_SCOPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let function = CURRENT_SCOPE.get_or_try_init(py, || {
+        py.import("fencelock._scope")?.getattr("current_scope").map(Bound::unbind)
+    })?;
+    let number: u64 = function.call0(py)?.extract(py)?;
     Ok(Scope::new(number))
 }
 
