@@ -27,7 +27,7 @@ pub mod sql_value;
 pub mod url;
 mod watchdog;
 
-pub use backend::LockInfo;
+pub use backend::{LIST_LIMIT, LockInfo, LockList, Waiter};
 pub use clock::BootInstant;
 pub use election::{Leader, Leadership};
 pub use error::{Error, ErrorCode, Result};

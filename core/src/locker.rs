@@ -402,6 +402,56 @@ impl Locker {
             .map_err(|_| Error::unavailable(format!("inspect got no answer within {timeout:?}")))?
     }
 
+    /// The locks held now whose names start with `prefix` (empty: every lock), read without
+    /// acquiring, sorted by name; at most [`crate::LIST_LIMIT`], with `truncated` set when
+    /// more matched. The prefix is data (escaped for each backend's pattern language).
+    ///
+    /// Redis scans the key space (every master of a Cluster) with `SCAN MATCH`; Redlock asks
+    /// every master and lists a lock when [`Locker::inspect`]'s majority rule says it is held;
+    /// ZooKeeper lists the lock folders; SQL reads a range of the primary key.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a prefix longer than 255 bytes or containing NUL; CLOSED after
+    /// [`Locker::close`]; UNAVAILABLE when the backend does not answer.
+    pub async fn list(&self, prefix: &str) -> Result<crate::LockList> {
+        crate::name::validate_prefix(prefix)?;
+        self.ensure_open()?;
+        let timeout = self.inner.options.operation_timeout;
+        let mut locks = tokio::time::timeout(timeout, self.inner.backend.list(prefix, crate::LIST_LIMIT + 1))
+            .await
+            .map_err(|_| Error::unavailable(format!("list got no answer within {timeout:?}")))??;
+        locks.retain(|l| l.held && l.name.starts_with(prefix));
+        locks.sort_by(|a, b| a.name.cmp(&b.name));
+        locks.dedup_by(|a, b| a.name == b.name);
+        let truncated = locks.len() > crate::LIST_LIMIT;
+        locks.truncate(crate::LIST_LIMIT);
+        Ok(crate::LockList { locks, truncated })
+    }
+
+    /// Frees `name` whoever holds it: for an operator clearing a lock whose holder is stuck.
+    /// DANGEROUS: the holder may still be working; it learns of the loss only at its next
+    /// renewal (within a third of its ttl; on ZooKeeper at once, from the watch on its node),
+    /// and until then two holders may run. Writes guarded by a [`crate::Fence`] stay safe:
+    /// the fencing counter is left alone, so the next holder's token is larger and the old
+    /// holder's writes are refused.
+    ///
+    /// # Errors
+    /// NOT_HELD when nobody held the lock (nothing was changed); INVALID_ARGUMENT for a bad
+    /// name; CLOSED after [`Locker::close`]; UNAVAILABLE when the backend does not answer.
+    pub async fn force_release(&self, name: &str) -> Result<()> {
+        let name = LockName::new(name)?;
+        self.ensure_open()?;
+        let timeout = self.inner.options.operation_timeout;
+        let freed = tokio::time::timeout(timeout, self.inner.backend.force_release(&name))
+            .await
+            .map_err(|_| Error::unavailable(format!("force release got no answer within {timeout:?}")))??;
+        if !freed {
+            return Err(Error::not_held(format!("lock {:?} is not held by anybody: nothing was released", name.as_str())));
+        }
+        tracing::warn!(target: "fencelock", lock = %name, "fencelock: lock force-released by an operator");
+        Ok(())
+    }
+
     /// Releases every lease this Locker still holds and closes its connections. Later calls
     /// fail with CLOSED. Closing twice is harmless.
     pub async fn close(&self) {

@@ -68,6 +68,21 @@ impl fmt::Debug for LockName {
     }
 }
 
+/// Checks a prefix of lock names (`Locker::list`): the name rules, except that it may be
+/// empty (every name starts with it).
+pub fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.len() > MAX_NAME_BYTES {
+        return Err(Error::invalid(format!(
+            "name prefix is {} bytes of UTF-8; no lock name is longer than {MAX_NAME_BYTES}",
+            prefix.len()
+        )));
+    }
+    if prefix.contains('\0') {
+        return Err(Error::invalid("name prefix contains a NUL character"));
+    }
+    Ok(())
+}
+
 /// Percent-encodes every byte outside `A-Z a-z 0-9 - _ ~`, with uppercase hex.
 pub fn encode(name: &str) -> String {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -148,6 +163,16 @@ mod tests {
         // 128 two-byte characters are 256 bytes: the limit counts bytes, not characters.
         assert!(LockName::new("é".repeat(128)).is_err());
         assert!(LockName::new("a\0b").unwrap_err().message().contains("NUL"));
+    }
+
+    #[test]
+    fn prefixes_follow_the_name_rules_but_may_be_empty() {
+        validate_prefix("").unwrap();
+        validate_prefix("batch/").unwrap();
+        assert!(validate_prefix("a\0").unwrap_err().message().contains("NUL"));
+        assert_eq!(validate_prefix(&"x".repeat(256)).unwrap_err().code(), crate::ErrorCode::InvalidArgument);
+        // Encoding is byte by byte, so the encoded prefix is a prefix of every encoded name.
+        assert!(encode("zürich 1").starts_with(&encode("zür")));
     }
 
     #[test]

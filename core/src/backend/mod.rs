@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
+use crate::holder::HolderDescription;
 use crate::ids::OwnerId;
 pub use crate::lease::LeaseEvents;
 use crate::name::LockName;
@@ -45,10 +46,52 @@ pub struct LockInfo {
     pub held: bool,
     /// The last token minted for this lock (the current holder's, while held).
     pub token: Option<u64>,
-    /// The holder's description (JSON with host, pid, language and the user's text).
+    /// The holder's description (JSON with host, pid, language and the user's text);
+    /// [`LockInfo::holder_description`] parses it.
     pub holder: Option<String>,
     /// Time left on the server's clock (TTL backends, while held).
     pub time_left: Option<Duration>,
+    /// The waiters queued behind the holder, first in line first (ZooKeeper, whose waiters
+    /// queue; empty on TTL backends, whose waiters do not register anywhere). At most
+    /// [`MAX_WAITERS_SHOWN`] are read.
+    pub waiters: Vec<Waiter>,
+}
+
+impl LockInfo {
+    /// A lock nobody holds.
+    pub fn free(name: &LockName, token: Option<u64>) -> Self {
+        LockInfo { name: name.to_string(), held: false, token, holder: None, time_left: None, waiters: Vec::new() }
+    }
+
+    /// The holder's description, parsed (host, pid, language, the user's text).
+    pub fn holder_description(&self) -> Option<HolderDescription> {
+        self.holder.as_deref().map(HolderDescription::parse)
+    }
+}
+
+/// One waiter in a lock's queue (ZooKeeper).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    /// Its queue node's name (Curator's protected layout: `_c_<owner uuid>-lock-<sequence>`).
+    pub node: String,
+    /// Its description, as the holder's (JSON), when the node carries one.
+    pub holder: Option<String>,
+}
+
+/// How many waiters [`LockInfo::waiters`] lists at most.
+pub const MAX_WAITERS_SHOWN: usize = 100;
+
+/// The most locks [`crate::Locker::list`] returns in one call; [`LockList::truncated`] says
+/// there were more (narrow the prefix to see them).
+pub const LIST_LIMIT: usize = 1000;
+
+/// The held locks whose names start with a prefix ([`crate::Locker::list`]), by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockList {
+    pub locks: Vec<LockInfo>,
+    /// More than [`LIST_LIMIT`] locks matched; only the first ones by name are in `locks`
+    /// (on Redis and Redlock, the first ones found).
+    pub truncated: bool,
 }
 
 /// Everything a backend needs to take a lock.
@@ -123,6 +166,16 @@ pub trait Backend: Send + Sync + 'static {
     async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool>;
 
     async fn inspect(&self, name: &LockName) -> Result<LockInfo>;
+
+    /// The locks held now whose names start with `prefix` (empty: every lock), read without
+    /// acquiring; at most `limit` (the caller asks for one more than it shows, to know that
+    /// it truncated). Order does not matter: the caller sorts.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>>;
+
+    /// An operator's release: frees `name` whoever holds it. `Ok(false)` when nobody held it.
+    /// The fencing counter is left alone, so the next token is still larger than every token
+    /// handed out; the holder learns of it at its next renewal (or from its node's watch).
+    async fn force_release(&self, name: &LockName) -> Result<bool>;
 
     /// Subscribes to release notifications for `name`; confirmed when this returns.
     async fn watch(&self, _name: &LockName) -> Result<Box<dyn ReleaseWatch>> {

@@ -33,9 +33,43 @@ pub fn keys(prefix: &str, name: &LockName) -> Keys {
     Keys { fence: format!("{base}:fence"), channel: format!("{base}:released"), lock: base }
 }
 
+/// The `SCAN MATCH` pattern of the lock keys whose names start with `name_prefix`: the key
+/// prefix is escaped (it may hold glob characters), the encoded name prefix needs no escape
+/// (it only holds `A-Z a-z 0-9 - _ ~ %`), and the closing brace keeps `:fence` keys out.
+pub fn scan_pattern(prefix: &str, name_prefix: &str) -> String {
+    let mut pattern = String::with_capacity(prefix.len() + name_prefix.len() * 3 + 6);
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '^' | '-') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push_str(":{");
+    pattern.push_str(&crate::name::encode(name_prefix));
+    pattern.push_str("*}");
+    pattern
+}
+
+/// The lock name of a lock key (`<prefix>:{ENC}`); `None` for any other key.
+pub fn name_of_lock_key(prefix: &str, key: &str) -> Option<LockName> {
+    let encoded = key.strip_prefix(prefix)?.strip_prefix(":{")?.strip_suffix('}')?;
+    LockName::new(crate::name::decode(encoded)?).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scan_patterns_treat_the_prefixes_as_data() {
+        assert_eq!(scan_pattern("fencelock", "batch/"), "fencelock:{batch%2F*}");
+        assert_eq!(scan_pattern("app*[x]", ""), "app\\*\\[x\\]:{*}");
+        assert_eq!(scan_pattern("fencelock", "a*?"), "fencelock:{a%2A%3F*}");
+        let name = LockName::new("batch/1").unwrap();
+        assert_eq!(name_of_lock_key("fencelock", &keys("fencelock", &name).lock), Some(name));
+        assert_eq!(name_of_lock_key("fencelock", "fencelock:{job}:fence"), None);
+        assert_eq!(name_of_lock_key("fencelock", "other:{job}"), None);
+    }
 
     #[test]
     fn every_key_of_a_lock_shares_one_nonempty_hash_tag() {

@@ -35,9 +35,9 @@ use redis::aio::ConnectionManager;
 
 use self::conn::Conn;
 use self::connect::{RedisSettings, client, cluster_client, manager_config, map_error};
-use self::keys::keys;
+use self::keys::{keys, name_of_lock_key, scan_pattern};
 use self::pubsub::WakeHub;
-use self::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, INSPECT, LAYOUT_VERSION, RELEASE, RENEW};
+use self::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, FORCE_RELEASE, INSPECT, LAYOUT_VERSION, RELEASE, RENEW};
 use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
@@ -372,7 +372,36 @@ impl Backend for RedisBackend {
             token,
             holder: if held { reply.get(2).and_then(as_string) } else { None },
             time_left: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
+            waiters: Vec::new(),
         })
+    }
+
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
+        self.ensure_open()?;
+        let found = scan_keys(&self.conn, &scan_pattern(&self.settings.prefix, prefix), limit).await?;
+        let mut locks = Vec::with_capacity(found.len());
+        for key in found {
+            if let Some(name) = name_of_lock_key(&self.settings.prefix, &key) {
+                let info = self.inspect(&name).await?;
+                if info.held {
+                    locks.push(info);
+                }
+            }
+        }
+        Ok(locks)
+    }
+
+    async fn force_release(&self, name: &LockName) -> Result<bool> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, name);
+        let n: i64 = FORCE_RELEASE
+            .key(&k.lock)
+            .arg(&k.channel)
+            .arg(self.conn.publish_command())
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| map_error("redis force release", e))?;
+        Ok(n == 1)
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
@@ -384,6 +413,84 @@ impl Backend for RedisBackend {
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
+}
+
+/// How many keys one SCAN step looks at.
+const SCAN_COUNT: u64 = 1000;
+
+/// The keys matching `pattern` on one server, or on every master of a Cluster (a SCAN sees
+/// only the node it is sent to), until `limit` are found. SCAN may return a key twice; the
+/// caller deduplicates.
+pub(crate) async fn scan_keys(conn: &Conn, pattern: &str, limit: usize) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    match conn {
+        Conn::Single(single) => scan_node(&mut found, pattern, limit, |cmd| {
+            let mut c = single.clone();
+            async move { cmd.query_async::<Value>(&mut c).await }
+        })
+        .await?,
+        Conn::Cluster(cluster) => {
+            for (host, port) in cluster_masters(&mut cluster.clone()).await? {
+                if found.len() >= limit {
+                    break;
+                }
+                scan_node(&mut found, pattern, limit, |cmd| {
+                    let mut c = cluster.clone();
+                    let node = redis::cluster_routing::RoutingInfo::SingleNode(
+                        redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host: host.clone(), port },
+                    );
+                    async move { c.route_command(cmd, node).await }
+                })
+                .await?;
+            }
+        }
+    }
+    Ok(found)
+}
+
+async fn scan_node<F, Fut>(found: &mut Vec<String>, pattern: &str, limit: usize, send: F) -> Result<()>
+where
+    F: Fn(redis::Cmd) -> Fut,
+    Fut: Future<Output = redis::RedisResult<Value>>,
+{
+    let mut cursor = "0".to_string();
+    loop {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(&cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(SCAN_COUNT);
+        let reply = send(cmd).await.map_err(|e| map_error("redis scan", e))?;
+        let bad = || Error::internal(format!("unexpected reply to SCAN: {reply:?}"));
+        let Value::Array(parts) = &reply else { return Err(bad()) };
+        let (Some(next), Some(Value::Array(keys))) = (parts.first().and_then(as_string), parts.get(1)) else {
+            return Err(bad());
+        };
+        found.extend(keys.iter().filter_map(as_string));
+        if next == "0" || found.len() >= limit {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// The masters of a Cluster, from `CLUSTER SLOTS` (each slot range names its master first).
+async fn cluster_masters(conn: &mut redis::cluster_async::ClusterConnection) -> Result<Vec<(String, u16)>> {
+    let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await.map_err(|e| map_error("redis cluster slots", e))?;
+    let mut masters: Vec<(String, u16)> = Vec::new();
+    if let Value::Array(ranges) = &reply {
+        for range in ranges {
+            if let Value::Array(parts) = range
+                && let Some(Value::Array(master)) = parts.get(2)
+                && let (Some(host), Some(port)) = (master.first().and_then(as_string), master.get(1).and_then(as_i64))
+                && let Ok(port) = u16::try_from(port)
+                && !masters.iter().any(|(h, p)| *h == host && *p == port)
+            {
+                masters.push((host, port));
+            }
+        }
+    }
+    if masters.is_empty() {
+        return Err(Error::backend(format!("CLUSTER SLOTS named no master: {reply:?}")));
+    }
+    Ok(masters)
 }
 
 #[cfg(test)]

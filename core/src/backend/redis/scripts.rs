@@ -67,6 +67,20 @@ return 0
     )
 });
 
+/// An operator's release, whoever holds the lock. KEYS: lock. ARGV: release channel, publish
+/// command. The fence counter is not touched: the next token still exceeds every earlier one.
+pub static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('DEL', KEYS[1]) == 1 then
+  redis.call(ARGV[2], ARGV[1], 'released')
+  return 1
+end
+return 0
+"#,
+    )
+});
+
 /// KEYS: lock, fence counter. Returns `{pttl, token or false, holder or false, counter or false}`.
 pub static INSPECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(

@@ -496,7 +496,7 @@ impl Backend for RedlockBackend {
         let held = best.is_some_and(|(_, c)| c >= self.quorum) || (best.is_some() && free < self.quorum);
         let counter = seen.iter().filter_map(|s| s.counter.or(s.token)).max();
         if !held {
-            return Ok(LockInfo { name: name.to_string(), held: false, token: counter, holder: None, time_left: None });
+            return Ok(LockInfo::free(name, counter));
         }
         let owner = best.map(|(o, _)| o);
         let keys_of: Vec<_> = seen.iter().filter(|s| s.owner.as_deref() == owner).collect();
@@ -510,7 +510,75 @@ impl Backend for RedlockBackend {
             token: top.and_then(|s| s.token),
             holder: top.and_then(|s| s.holder.clone()),
             time_left: keys_of.iter().filter_map(|s| s.pttl).filter(|p| *p >= 0).min().map(|p| Duration::from_millis(p as u64)),
+            waiters: Vec::new(),
         })
+    }
+
+    /// The names whose keys a majority of masters scanned (each master's keys, in union: a
+    /// holder's keys may sit on different majorities), each then inspected with the majority
+    /// rule of [`Backend::inspect`], so only locks a majority agrees are held are listed.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
+        self.ensure_open()?;
+        let pattern = crate::backend::redis::keys::scan_pattern(&self.settings.prefix, prefix);
+        let timeout = self.settings.instance_timeout.max(Duration::from_secs(2));
+        let requests = self.instances.iter().map(|i| i.scan(timeout, &pattern, limit)).collect();
+        let answers = fan_out(requests, timeout + SLACK, &self.labels, |_| false).await;
+        if let Some(e) = fatal_error(&answers) {
+            return Err(e);
+        }
+        let answered = ok_count(&answers, |_, _| true);
+        if answered < self.quorum {
+            return Err(Error::unavailable(format!(
+                "no quorum to list locks: {answered} of {} redlock masters answered: {}",
+                self.instances.len(),
+                error_summary(&answers, &self.labels)
+            )));
+        }
+        let mut names: Vec<LockName> = answers
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .filter_map(|key| crate::backend::redis::keys::name_of_lock_key(&self.settings.prefix, &key))
+            .collect();
+        names.sort();
+        names.dedup();
+        let mut locks = Vec::new();
+        for name in names.into_iter().take(limit) {
+            let info = self.inspect(&name).await?;
+            if info.held {
+                locks.push(info);
+            }
+        }
+        Ok(locks)
+    }
+
+    /// Sent to every master: `Ok(true)` when at least one master had a key for the lock;
+    /// `Ok(false)` when a majority answered and none had one; UNAVAILABLE when fewer than a
+    /// majority answered and none had one. A master that was down keeps its key until its
+    /// ttl, but without a majority of keys nobody can renew.
+    async fn force_release(&self, name: &LockName) -> Result<bool> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, name);
+        let requests =
+            self.instances.iter().map(|i| i.force_release(self.settings.instance_timeout, &k.lock, &k.channel)).collect();
+        let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await;
+        if ok_count(&answers, |_, freed| *freed) > 0 {
+            return Ok(true);
+        }
+        if let Some(e) = fatal_error(&answers) {
+            return Err(e);
+        }
+        let answered = ok_count(&answers, |_, _| true);
+        if answered >= self.quorum {
+            return Ok(false);
+        }
+        Err(Error::unavailable(format!(
+            "no quorum to force release lock {:?}: {answered} of {} redlock masters answered: {}",
+            name.as_str(),
+            self.instances.len(),
+            error_summary(&answers, &self.labels)
+        )))
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {

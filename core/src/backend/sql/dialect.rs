@@ -58,9 +58,11 @@ pub(crate) enum P {
     Resource,
     Token,
     LockKey,
+    /// The exclusive upper bound of a range of names (`list`).
+    Upper,
 }
 
-const P_COUNT: usize = 15;
+const P_COUNT: usize = 16;
 
 impl P {
     fn from_name(name: &str) -> Option<P> {
@@ -80,6 +82,7 @@ impl P {
             "resource" => P::Resource,
             "token" => P::Token,
             "lock_key" => P::LockKey,
+            "upper" => P::Upper,
             _ => return None,
         })
     }
@@ -334,6 +337,10 @@ pub(crate) struct LockSql {
     pub renew: Stmt,
     pub release: Stmt,
     pub inspect: Stmt,
+    /// The held locks in the range of names `[:name, :upper)`, by name (`list`).
+    pub list: Stmt,
+    /// An operator's release: frees the row whoever holds it, if it is held.
+    pub force_release: Stmt,
     /// Every write runs in a write transaction, with the clock read inside it (SQLite).
     pub writes_in_tx: bool,
     pub schema: SchemaSql,
@@ -412,6 +419,15 @@ impl LockSql {
             Flavor::Postgres => format!("WITH released AS ({free_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"),
             _ => free_row,
         };
+        // The token column is left alone: the next holder's token still exceeds it.
+        let force_row = format!(
+            "UPDATE {t} SET owner = NULL, expires_at = NULL, holder = NULL \
+             WHERE name = :name AND owner IS NOT NULL AND expires_at >= {now}"
+        );
+        let force_release = match flavor {
+            Flavor::Postgres => format!("WITH released AS ({force_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"),
+            _ => force_row,
+        };
         let meta = format!("{t}_meta");
         let key = w.key;
         let mut create = vec![
@@ -454,6 +470,16 @@ impl LockSql {
                 &format!("SELECT {held}, token, holder, {left_us} FROM {t} WHERE name = :name"),
                 &[Col::Int, Col::Int, Col::Text, Col::Int],
             )?,
+            list: c(
+                &format!(
+                    "SELECT name, token, holder, {left_us} FROM {t} \
+                     WHERE name >= :name AND name < :upper AND owner IS NOT NULL AND expires_at >= {now} \
+                     ORDER BY name LIMIT {}",
+                    crate::LIST_LIMIT + 1
+                ),
+                &[Col::Text, Col::Int, Col::Text, Col::Int],
+            )?,
+            force_release: c(&force_release, &[])?,
             writes_in_tx: flavor == Flavor::Sqlite,
             schema: schema(flavor, vec![t.to_string(), meta.clone()], create, timeout)?,
             read_meta: c(
@@ -569,7 +595,8 @@ mod tests {
             .with(P::GuardTimeout, SqlValue::Int(1))
             .with(P::Resource, SqlValue::Bytes(b"r".to_vec()))
             .with(P::Token, SqlValue::Int(1))
-            .with(P::LockKey, SqlValue::Text("k".into()));
+            .with(P::LockKey, SqlValue::Text("k".into()))
+            .with(P::Upper, SqlValue::Bytes(b"o".to_vec()));
         for flavor in [Flavor::Sqlite, Flavor::Postgres, Flavor::MySql] {
             let lock = LockSql::new(flavor, "t", Duration::from_secs(10)).unwrap();
             let fence = FenceSql::new(flavor, "f", Duration::from_secs(10)).unwrap();
@@ -577,7 +604,7 @@ mod tests {
                 Flavor::MySql => s.sql.matches('?').count(),
                 _ => s.params.len(),
             };
-            let mut stmts = vec![&lock.renew, &lock.release, &lock.inspect, &lock.read_meta, &lock.seed_meta, &lock.schema.exists];
+            let mut stmts = vec![&lock.renew, &lock.release, &lock.inspect, &lock.list, &lock.force_release, &lock.read_meta, &lock.seed_meta, &lock.schema.exists];
             stmts.extend(lock.schema.create.iter());
             stmts.extend([&fence.lock, &fence.read, &fence.seed, &fence.set_lock, &fence.advance, &fence.schema.exists]);
             for s in stmts {

@@ -50,6 +50,8 @@ pub(crate) trait Session: Send {
         params: Vec<SqlValue>,
         cols: &[Col],
     ) -> Result<Option<Row>, sqlx::Error>;
+    /// Runs a statement and reads every row as `cols`.
+    async fn fetch_all(&mut self, sql: &Arc<str>, params: Vec<SqlValue>, cols: &[Col]) -> Result<Vec<Row>, sqlx::Error>;
     /// Commits a transaction (nothing to do for a plain connection).
     async fn commit(self: Box<Self>) -> Result<(), sqlx::Error>;
     /// Rolls a transaction back (nothing to do for a plain connection).
@@ -146,6 +148,12 @@ macro_rules! driver {
 
         #[async_trait]
         impl Session for Conn<$db> {
+            async fn fetch_all(&mut self, sql: &Arc<str>, params: Vec<SqlValue>, cols: &[Col]) -> Result<Vec<Row>, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args).fetch_all(&mut *self.0).await?;
+                rows.iter().map(|r| Pooled::<$db>::decode(r, cols)).collect()
+            }
+
             async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
                 let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args).execute(&mut *self.0).await?;
@@ -174,6 +182,12 @@ macro_rules! driver {
 
         #[async_trait]
         impl Session for Tx<$db> {
+            async fn fetch_all(&mut self, sql: &Arc<str>, params: Vec<SqlValue>, cols: &[Col]) -> Result<Vec<Row>, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args).fetch_all(&mut *self.0).await?;
+                rows.iter().map(|r| Pooled::<$db>::decode(r, cols)).collect()
+            }
+
             async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
                 let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args).execute(&mut *self.0).await?;

@@ -377,7 +377,7 @@ impl SqlBackend {
         let stmt = &self.sql.inspect;
         let row = conn.fetch_optional(&stmt.sql, stmt.bind(&args)?, &stmt.cols).await?;
         let Some(row) = row else {
-            return Ok(LockInfo { name: name.to_string(), held: false, token: None, holder: None, time_left: None });
+            return Ok(LockInfo::free(name, None));
         };
         let held = int(&row, 0) == Some(1);
         Ok(LockInfo {
@@ -386,7 +386,49 @@ impl SqlBackend {
             token: int(&row, 1).filter(|t| *t > 0).map(|t| t as u64),
             holder: if held { text(&row, 2) } else { None },
             time_left: if held { int(&row, 3).map(duration_from_micros) } else { None },
+            waiters: Vec::new(),
         })
+    }
+
+    /// A range of the primary key: every name starting with `prefix` lies in
+    /// `[prefix, prefix + 0xFF)`, since no byte of UTF-8 is 0xFF; no other name does.
+    async fn list_once(&self, prefix: &str, limit: usize) -> std::result::Result<Vec<LockInfo>, OpError> {
+        let mut conn = self.pool.connection().await?;
+        let mut upper = prefix.as_bytes().to_vec();
+        upper.push(0xFF);
+        let args = Args::new()
+            .with(P::Name, SqlValue::Bytes(prefix.as_bytes().to_vec()))
+            .with(P::Upper, SqlValue::Bytes(upper))
+            .with(P::Now, SqlValue::Int(unix_micros()));
+        let stmt = &self.sql.list;
+        let rows = conn.fetch_all(&stmt.sql, stmt.bind(&args)?, &stmt.cols).await?;
+        Ok(rows
+            .into_iter()
+            .take(limit)
+            .filter_map(|row| {
+                Some(LockInfo {
+                    name: text(&row, 0)?,
+                    held: true,
+                    token: int(&row, 1).filter(|t| *t > 0).map(|t| t as u64),
+                    holder: text(&row, 2),
+                    time_left: int(&row, 3).map(duration_from_micros),
+                    waiters: Vec::new(),
+                })
+            })
+            .collect())
+    }
+
+    async fn force_release_once(&self, name: &LockName) -> std::result::Result<bool, OpError> {
+        let mut s = if self.sql.writes_in_tx { self.pool.begin().await? } else { self.pool.connection().await? };
+        let mut args = Args::new()
+            .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
+            .with(P::Now, SqlValue::Int(unix_micros()));
+        if let Some(channel) = self.sql.channel(name.as_str()) {
+            args.set(P::Channel, SqlValue::Text(channel));
+        }
+        let n = s.execute(&self.sql.force_release.sql, self.sql.force_release.bind(&args)?).await?;
+        s.commit().await?;
+        Ok(n == 1)
     }
 }
 
@@ -418,6 +460,16 @@ impl Backend for SqlBackend {
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
         self.ensure_open()?;
         with_conflict_retries(&self.context("inspect"), &self.sql.table, || self.inspect_once(name)).await
+    }
+
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
+        self.ensure_open()?;
+        with_conflict_retries(&self.context("list"), &self.sql.table, || self.list_once(prefix, limit)).await
+    }
+
+    async fn force_release(&self, name: &LockName) -> Result<bool> {
+        self.ensure_open()?;
+        with_conflict_retries(&self.context("force release"), &self.sql.table, || self.force_release_once(name)).await
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {

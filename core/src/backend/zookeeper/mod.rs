@@ -326,6 +326,47 @@ impl Inner {
         Err(Error::unavailable("looking for our lock node: the connection kept dropping"))
     }
 
+    /// The first node of the queue is the holder; the rest are waiters, in order.
+    async fn inspect_in(&self, session: &Session, name: &LockName) -> Result<LockInfo> {
+        let folder = layout::lock_folder(&self.settings.root, name);
+        'again: for _ in 0..CONNECTION_RETRIES {
+            let Some(children) = self.list(session, &folder, "listing the lock queue").await? else {
+                return Ok(LockInfo::free(name, None));
+            };
+            let queue = layout::queue(children);
+            let Some((_, first)) = queue.first() else {
+                return Ok(LockInfo::free(name, None));
+            };
+            let (data, stat) = match session.client.get_data(&format!("{folder}/{first}")).await {
+                Ok(found) => found,
+                // Released meanwhile, or the connection dropped: look again.
+                Err(ZkError::NoNode) => continue,
+                Err(e) if is_connection_loss(&e) => continue,
+                Err(e) => return Err(map_error("reading the lock holder", e)),
+            };
+            let mut waiters = Vec::new();
+            for (_, node) in queue.iter().skip(1).take(crate::backend::MAX_WAITERS_SHOWN) {
+                let holder = match session.client.get_data(&format!("{folder}/{node}")).await {
+                    Ok((data, _)) => layout::holder_from_data(&data),
+                    // Gave up waiting meanwhile: not a waiter any more.
+                    Err(ZkError::NoNode) => continue,
+                    Err(e) if is_connection_loss(&e) => continue 'again,
+                    Err(e) => return Err(map_error("reading a waiter", e)),
+                };
+                waiters.push(crate::backend::Waiter { node: node.clone(), holder });
+            }
+            return Ok(LockInfo {
+                name: name.to_string(),
+                held: true,
+                token: Some(stat.czxid as u64),
+                holder: layout::holder_from_data(&data),
+                time_left: None,
+                waiters,
+            });
+        }
+        Err(Error::unavailable("inspect: the lock queue kept changing or the connection kept dropping"))
+    }
+
     async fn list(&self, session: &Session, folder: &str, context: &str) -> Result<Option<Vec<String>>> {
         for _ in 0..CONNECTION_RETRIES {
             match session.client.list_children(folder).await {
@@ -817,32 +858,62 @@ impl Backend for ZkBackend {
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
         let inner = &self.inner;
         let session = inner.session().await?;
-        let folder = layout::lock_folder(&inner.settings.root, name);
-        let free = LockInfo { name: name.to_string(), held: false, token: None, holder: None, time_left: None };
-        for _ in 0..CONNECTION_RETRIES {
-            let Some(children) = inner.list(&session, &folder, "listing the lock queue").await? else {
-                return Ok(free);
-            };
-            let Some((_, first)) = layout::queue(children).into_iter().next() else {
-                return Ok(free);
-            };
-            match session.client.get_data(&format!("{folder}/{first}")).await {
-                Ok((data, stat)) => {
-                    return Ok(LockInfo {
-                        name: name.to_string(),
-                        held: true,
-                        token: Some(stat.czxid as u64),
-                        holder: layout::holder_from_data(&data),
-                        time_left: None,
-                    });
-                }
-                // Released meanwhile, or the connection dropped: look again.
-                Err(ZkError::NoNode) => continue,
-                Err(e) if is_connection_loss(&e) => continue,
-                Err(e) => return Err(map_error("reading the lock holder", e)),
+        inner.inspect_in(&session, name).await
+    }
+
+    /// The lock folders under the root whose decoded names start with `prefix` (folders are
+    /// containers: the server removes them some time after they empty, so a free lock may
+    /// still have one; only held locks are listed).
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
+        let inner = &self.inner;
+        let session = inner.session().await?;
+        let Some(folders) = inner.list(&session, &inner.settings.root, "listing the lock folders").await? else {
+            return Ok(Vec::new());
+        };
+        let encoded_prefix = crate::name::encode(prefix);
+        let mut names: Vec<LockName> = folders
+            .into_iter()
+            .filter(|f| f.starts_with(&encoded_prefix))
+            .filter_map(|f| crate::name::decode(&f).and_then(|n| LockName::new(n).ok()))
+            .collect();
+        names.sort();
+        let mut locks = Vec::new();
+        for name in names {
+            if locks.len() >= limit {
+                break;
+            }
+            let info = inner.inspect_in(&session, &name).await?;
+            if info.held {
+                locks.push(info);
             }
         }
-        Err(Error::unavailable("inspect: the lock queue kept changing or the connection kept dropping"))
+        Ok(locks)
+    }
+
+    /// Deletes the first node of the queue (the holder's, whoever's it is): its session's
+    /// watch on it fires and the holder is told at once; the next waiter's watch on its
+    /// predecessor fires too, so it takes the lock.
+    async fn force_release(&self, name: &LockName) -> Result<bool> {
+        let inner = &self.inner;
+        let session = inner.session().await?;
+        let folder = layout::lock_folder(&inner.settings.root, name);
+        for _ in 0..CONNECTION_RETRIES {
+            let Some(children) = inner.list(&session, &folder, "listing the lock queue").await? else {
+                return Ok(false);
+            };
+            let Some((_, first)) = layout::queue(children).into_iter().next() else {
+                return Ok(false);
+            };
+            match session.client.delete(&format!("{folder}/{first}"), None).await {
+                Ok(()) => return Ok(true),
+                // Released meanwhile (then the next one holds: look again), or the outcome
+                // of a delete is unknown (look again: a first node gone is what we wanted).
+                Err(ZkError::NoNode) => continue,
+                Err(e) if is_connection_loss(&e) => continue,
+                Err(e) => return Err(map_error("deleting the holder's lock node", e)),
+            }
+        }
+        Err(Error::unavailable("force release: the lock queue kept changing or the connection kept dropping"))
     }
 
     async fn watch_for(&self, _name: &LockName, owner: OwnerId) -> Result<Box<dyn ReleaseWatch>> {
