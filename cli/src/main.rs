@@ -1,5 +1,6 @@
 //! `fencelock`: run a program while holding a distributed lock.
 
+mod admin;
 mod child;
 mod duration;
 mod elect;
@@ -37,8 +38,12 @@ enum Command {
     Run(run::RunArgs),
     /// Run CMD only while this process leads the election NAME; campaign again on loss.
     Elect(elect::ElectArgs),
-    /// Show who holds lock NAME, its token and the time left.
+    /// Show who holds lock NAME, its token and the time left (or its queue of waiters).
     Status(status::StatusArgs),
+    /// List the locks held now, or those whose names start with PREFIX.
+    List(admin::ListArgs),
+    /// Free lock NAME whoever holds it: needs --force; DANGEROUS (see its --help).
+    Release(admin::ReleaseArgs),
 }
 
 /// `--url`, then `FENCELOCK_URL`, then the per-user SQLite default.
@@ -72,6 +77,8 @@ fn real_main() -> i32 {
         .after_help(after_help.clone())
         .mut_subcommand("run", |c| c.after_help(run_help))
         .mut_subcommand("elect", |c| c.after_help(elect_help))
+        .mut_subcommand("list", |c| c.after_help(after_help.clone()))
+        .mut_subcommand("release", |c| c.after_help(format!("{}\n\n{after_help}", admin::RELEASE_AFTER_HELP)))
         .mut_subcommand("status", |c| c.after_help(after_help));
     let matches = match command.try_get_matches_from(args) {
         Ok(m) => m,
@@ -92,6 +99,8 @@ fn real_main() -> i32 {
         Command::Run(args) => run::main(args),
         Command::Elect(args) => elect::main(args),
         Command::Status(args) => status::main(args),
+        Command::List(args) => admin::list(args),
+        Command::Release(args) => admin::release(args),
     }
 }
 

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use fencelock::{HolderDescription, Locker, LockerUrl};
+use fencelock::HolderDescription;
 
-use crate::{UrlArg, fail, locker_options, runtime};
+use crate::{UrlArg, fail};
 
 #[derive(clap::Args, Debug)]
 pub struct StatusArgs {
@@ -15,20 +15,7 @@ pub struct StatusArgs {
 }
 
 pub fn main(args: StatusArgs) -> i32 {
-    let url = match crate::url::resolve(&args.url) {
-        Ok(url) => url,
-        Err(e) => return fail(e),
-    };
-    let shown = LockerUrl::parse(&url).map(|u| u.redacted()).unwrap_or_else(|_| fencelock::url::redact_secrets(&url));
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(e) => return fail(format!("cannot start: {e}")),
-    };
-    rt.block_on(async {
-        let locker = match Locker::connect_with(&url, locker_options()).await {
-            Ok(l) => l,
-            Err(e) => return fail(e),
-        };
+    crate::admin::with_locker(&args.url, |locker, shown| async move {
         let info = match locker.inspect(&args.name).await {
             Ok(info) => info,
             Err(e) => return fail(e),
@@ -39,11 +26,18 @@ pub fn main(args: StatusArgs) -> i32 {
             if let Some(token) = info.token {
                 println!("  token:     {token}");
             }
-            if let Some(holder) = info.holder.as_deref().map(HolderDescription::parse) {
+            if let Some(holder) = info.holder_description() {
                 println!("  holder:    {}", describe(&holder));
             }
             if let Some(left) = info.time_left {
                 println!("  time left: {}", human(left));
+            }
+            if !info.waiters.is_empty() {
+                println!("  waiting:   {}", info.waiters.len());
+                for waiter in &info.waiters {
+                    let who = waiter.holder.as_deref().map(HolderDescription::parse).map(|h| describe(&h));
+                    println!("    {} {}", waiter.node, who.unwrap_or_default());
+                }
             }
         } else {
             println!("  state:     free");
@@ -51,12 +45,11 @@ pub fn main(args: StatusArgs) -> i32 {
                 println!("  last token: {token}");
             }
         }
-        locker.close().await;
         0
     })
 }
 
-fn describe(h: &HolderDescription) -> String {
+pub(crate) fn describe(h: &HolderDescription) -> String {
     let mut parts = Vec::new();
     if let Some(host) = &h.host {
         parts.push(format!("host {host}"));
@@ -73,7 +66,7 @@ fn describe(h: &HolderDescription) -> String {
     parts.join(", ")
 }
 
-fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     if d >= Duration::from_secs(120) {
         format!("{}m{}s", d.as_secs() / 60, d.as_secs() % 60)
     } else {
