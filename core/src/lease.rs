@@ -15,6 +15,7 @@ use tokio::runtime::Handle;
 use crate::backend::{Backend, Renewal};
 use crate::clock::{BootInstant, drift_margin};
 use crate::error::{Error, Result};
+use crate::events::{EventHub, LockEvent, LockEventKind};
 use crate::ids::OwnerId;
 use crate::locker::LockerInner;
 use crate::name::LockName;
@@ -68,6 +69,8 @@ pub(crate) struct LeaseShared {
     signal: LostSignal,
     /// Set once a release (explicit or on drop) has been sent, so it is sent only once.
     release_sent: AtomicBool,
+    /// The Locker's event subscribers (see [`crate::events`]).
+    events: Arc<EventHub>,
 }
 
 /// What the locker knows when it creates a lease.
@@ -86,6 +89,7 @@ pub(crate) struct NewLease {
     pub max_hold: Option<Duration>,
     pub operation_timeout: Duration,
     pub pipelined_release: bool,
+    pub events: Arc<EventHub>,
 }
 
 fn client_deadline(backend: &dyn Backend, sent_at: BootInstant, ttl: Duration) -> BootInstant {
@@ -120,13 +124,54 @@ impl LeaseShared {
             }),
             signal: LostSignal::default(),
             release_sent: AtomicBool::new(false),
+            events: new.events,
         });
+        shared.emit(LockEventKind::Acquired, None, None);
         watchdog::watch(&shared, deadline);
         if new.auto_renew {
             let weak = Arc::downgrade(&shared);
             shared.runtime.spawn(renew_loop(weak));
         }
         shared
+    }
+
+    /// Tells the Locker's event subscribers. Called while the state is locked where another
+    /// thread could report a change of the same lease, so subscribers see them in order.
+    fn emit(&self, kind: LockEventKind, reason: Option<String>, loss: Option<LossReason>) {
+        if !self.events.is_active() {
+            return;
+        }
+        let event = LockEvent {
+            kind,
+            name: self.name.to_string(),
+            token: self.token,
+            backend: self.backend.kind(),
+            at: SystemTime::now(),
+            reason,
+            loss,
+        };
+        self.events.publish(&event, |_| true);
+    }
+
+    fn emit_lost(&self, reason: LossReason) {
+        self.emit(LockEventKind::Lost, Some(reason.describe().to_string()), Some(reason));
+    }
+
+    /// Marks the lease suspended (its backend connection is down) or not, telling
+    /// subscribers when that changes while it is held.
+    pub(crate) fn set_suspended(&self, suspended: bool) {
+        let mut state = lock(&self.state);
+        if state.suspended == suspended {
+            return;
+        }
+        state.suspended = suspended;
+        if state.phase == Phase::Held {
+            if suspended {
+                self.emit(LockEventKind::Suspended, Some("the connection to the backend is down".to_string()), None);
+            } else {
+                self.emit(LockEventKind::Resumed, None, None);
+            }
+        }
     }
 
     fn inherited_across_fork(&self) -> bool {
@@ -147,6 +192,7 @@ impl LeaseShared {
                 return;
             }
             state.phase = Phase::Released;
+            self.emit(LockEventKind::Released, Some("dropped without release: released in the background".to_string()), None);
         }
         if self.inherited_across_fork() || self.release_sent.swap(true, Ordering::AcqRel) {
             return;
@@ -171,8 +217,9 @@ impl LeaseShared {
                 return;
             }
             state.phase = Phase::Lost(reason);
+            self.emit_lost(reason);
         }
-        tracing::warn!(lock = %self.name, token = self.token, "fencelock: lease lost: {reason}");
+        flog!(warn, lock = self.name, "lease lost: {reason}");
         self.signal.fire(reason);
     }
 
@@ -236,6 +283,7 @@ impl LeaseShared {
         state.expires_at = sent_wall + ttl;
         state.ttl = ttl;
         state.renewal_failing = false;
+        self.emit(LockEventKind::Renewed, None, None);
         let deadline = state.deadline;
         drop(state);
         watchdog::watch(self, deadline);
@@ -298,7 +346,10 @@ impl LeaseShared {
             return Ok(());
         }
         let ours = self.release_with_retries().await?;
-        if !ours {
+        if ours {
+            self.emit(LockEventKind::Released, None, None);
+        } else {
+            self.emit_lost(LossReason::TakenOver);
             self.signal.fire(LossReason::TakenOver);
             return Err(Error::lost(format!(
                 "lock {:?} was no longer ours when released: {}",
@@ -315,13 +366,14 @@ impl LeaseShared {
         let lease = self.clone();
         let mut finish = Box::pin(async move {
             match lease.release_with_retries().await {
-                Ok(true) => {}
+                Ok(true) => lease.emit(LockEventKind::Released, None, None),
                 Ok(false) => {
-                    tracing::warn!(lock = %lease.name, "fencelock: pipelined release found the lock no longer ours");
+                    flog!(warn, lock = lease.name, "pipelined release found the lock no longer ours");
+                    lease.emit_lost(LossReason::TakenOver);
                     lease.signal.fire(LossReason::TakenOver);
                 }
                 Err(e) => {
-                    tracing::warn!(lock = %lease.name, "fencelock: pipelined release failed ({e}); the lock expires at its ttl");
+                    flog!(warn, lock = lease.name, "pipelined release failed ({e}); the lock expires at its ttl");
                 }
             }
         });
@@ -408,7 +460,7 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
         }
         if let Some(max_hold) = lease.max_hold {
             if lease.acquired_at.elapsed() >= max_hold {
-                tracing::info!(lock = %lease.name, "fencelock: max_hold reached; renewals stop and the lease ends at its deadline");
+                flog!(info, lock = lease.name, "max_hold reached; renewals stop and the lease ends at its deadline");
                 return;
             }
         }
@@ -432,8 +484,14 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
                 return;
             }
             Err(e) => {
-                lock(&lease.state).renewal_failing = true;
-                tracing::warn!(lock = %lease.name, "fencelock: renewal failed, retrying until the client deadline: {e}");
+                {
+                    let mut state = lock(&lease.state);
+                    state.renewal_failing = true;
+                    if state.phase == Phase::Held {
+                        lease.emit(LockEventKind::RenewalRetried, Some(e.to_string()), None);
+                    }
+                }
+                flog!(warn, lock = lease.name, "renewal failed, retrying until the client deadline: {e}");
                 retry_in = Some((ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1)));
             }
         }
@@ -463,7 +521,7 @@ impl LeaseEvents {
     /// Marks the lease suspended (connection down) or not.
     pub fn set_suspended(&self, suspended: bool) {
         if let Some(lease) = self.lease.upgrade() {
-            lock(&lease.state).suspended = suspended;
+            lease.set_suspended(suspended);
         }
     }
 

@@ -9,14 +9,18 @@
 //! This crate knows nothing of FFI: bindings convert arguments, call it, and map its
 //! [`Error`] codes.
 
+#[macro_use]
+pub mod logs;
 pub mod backend;
 pub mod blocking;
 pub mod clock;
 pub mod election;
 pub mod error;
+pub mod events;
 pub mod fence;
 pub mod holder;
 pub mod ids;
+pub mod inbox;
 pub mod lease;
 pub mod locker;
 pub mod name;
@@ -31,6 +35,8 @@ pub use backend::{LIST_LIMIT, LockInfo, LockList, Waiter};
 pub use clock::BootInstant;
 pub use election::{Leader, Leadership};
 pub use error::{Error, ErrorCode, Result};
+pub use events::{EventSubscription, LockEvent, LockEventKind};
+pub use logs::{LogLevel, LogRecord, LogSubscription};
 pub use fence::{Fence, FenceToken, LockIdentity, Statement};
 pub use sql_value::SqlValue;
 pub use holder::HolderDescription;

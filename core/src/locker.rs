@@ -36,6 +36,8 @@ pub(crate) struct LockerInner {
     turnstiles: Mutex<HashMap<LockName, Weak<tokio::sync::Mutex<()>>>>,
     /// Which execution scopes hold which names (see [`Locker::acquire_in`]).
     scopes: Arc<ScopeRegistry>,
+    /// Subscribers to the leases' lifecycle events (see [`Locker::subscribe`]).
+    events: Arc<crate::events::EventHub>,
 }
 
 impl LockerInner {
@@ -99,6 +101,7 @@ impl Locker {
                 leases: Mutex::new(HashMap::new()),
                 turnstiles: Mutex::new(HashMap::new()),
                 scopes: Arc::new(ScopeRegistry::default()),
+                events: Arc::new(crate::inbox::Hub::new()),
             }),
         })
     }
@@ -272,7 +275,7 @@ impl Locker {
                     if since.elapsed() >= self.inner.options.operation_timeout {
                         return Err(e);
                     }
-                    tracing::debug!(lock = %name, "fencelock: acquire attempt failed, retrying: {e}");
+                    flog!(debug, lock = name, "acquire attempt failed, retrying: {e}");
                     last_error = Some(e);
                 }
                 Err(e) => return Err(e),
@@ -378,6 +381,7 @@ impl Locker {
                     max_hold: options.max_hold,
                     pipelined_release: options.pipelined_release,
                     operation_timeout: timeout,
+                    events: self.inner.events.clone(),
                 });
                 lock(&self.inner.leases).insert(id, Arc::downgrade(&shared));
                 self.inner.backend.track(name, owner, LeaseEvents::new(&shared));
@@ -400,6 +404,14 @@ impl Locker {
         tokio::time::timeout(timeout, self.inner.backend.inspect(&name))
             .await
             .map_err(|_| Error::unavailable(format!("inspect got no answer within {timeout:?}")))?
+    }
+
+    /// Subscribes to the lifecycle events of every lease this Locker acquires from now on
+    /// (acquired, renewed, renewal retried, suspended, resumed, lost, released), in order for
+    /// each lease; see [`crate::events`]. The subscription is a queue: drain it from a thread
+    /// or task of your own. It ends when the Locker is closed or the subscription dropped.
+    pub fn subscribe(&self) -> crate::EventSubscription {
+        crate::events::subscribe(&self.inner.events)
     }
 
     /// The locks held now whose names start with `prefix` (empty: every lock), read without
@@ -448,7 +460,7 @@ impl Locker {
         if !freed {
             return Err(Error::not_held(format!("lock {:?} is not held by anybody: nothing was released", name.as_str())));
         }
-        tracing::warn!(target: "fencelock", lock = %name, "fencelock: lock force-released by an operator");
+        flog!(warn, lock = name, "lock force-released by an operator");
         Ok(())
     }
 
@@ -464,6 +476,8 @@ impl Locker {
             let _ = lease.release().await;
         }
         self.inner.backend.close().await;
+        // Subscribers receive what is queued (the releases above), then the end.
+        self.inner.events.close_all();
     }
 
     pub fn is_closed(&self) -> bool {

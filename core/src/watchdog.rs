@@ -66,7 +66,7 @@ fn watchdog() -> Arc<Watchdog> {
     if let Err(e) = spawned {
         // Without the thread, is_lost() still computes the deadline on every read; only the
         // push notification is missing. Say so loudly rather than failing the acquire.
-        tracing::error!("fencelock: cannot start the deadline watchdog thread: {e}");
+        flog!(error, "cannot start the deadline watchdog thread: {e}");
     }
     *slot = Some((pid, dog.clone()));
     dog

@@ -44,6 +44,7 @@ on_all_backends!(
     list_finds_held_locks_by_prefix_and_treats_the_prefix_as_data,
     force_release_tells_the_holder_within_one_renewal_interval,
     bad_inputs_to_the_new_calls_get_typed_errors,
+    events_arrive_in_order_for_a_leases_whole_life_including_a_loss,
 );
 
 fn held_opts(ttl: Duration) -> LockOptions {
@@ -209,4 +210,69 @@ async fn zookeeper_inspect_shows_the_queue_of_waiters() {
     let second = waiting.await.unwrap().unwrap();
     assert!(holder.inspect(&name).await.unwrap().waiters.is_empty());
     second.release().await.unwrap();
+}
+
+/// Collects events for `name` until one of `last` arrives.
+async fn events_until(sub: &fencelock::EventSubscription, name: &str, last: fencelock::LockEventKind) -> Vec<fencelock::LockEvent> {
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(15), sub.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {last} event; saw {seen:?}"))
+            .expect("the subscription ended early");
+        if event.name != name {
+            continue;
+        }
+        let done = event.kind == last;
+        seen.push(event);
+        if done {
+            return seen;
+        }
+    }
+}
+
+async fn events_arrive_in_order_for_a_leases_whole_life_including_a_loss(url: &str) {
+    use fencelock::LockEventKind::*;
+    let locker = Locker::connect(url).await.unwrap();
+    let operator = Locker::connect(url).await.unwrap();
+    let sub = locker.subscribe();
+    let name = unique("ops-events");
+    // A short ttl so renewals come quickly (ZooKeeper's is its 2 s session).
+    let lease = locker.acquire(&name, &held_opts(Duration::from_millis(900))).await.unwrap();
+    let renewed = {
+        let first = events_until(&sub, &name, Renewed).await;
+        assert_eq!(first.first().map(|e| e.kind), Some(Acquired), "{first:?}");
+        first
+    };
+    lease.release().await.unwrap();
+    let rest = events_until(&sub, &name, Released).await;
+    let life: Vec<_> = renewed.iter().chain(&rest).collect();
+    let kinds: Vec<_> = life.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds.first(), Some(&Acquired));
+    assert_eq!(kinds.last(), Some(&Released));
+    assert!(kinds[1..kinds.len() - 1].iter().all(|k| *k == Renewed), "{kinds:?}");
+    for event in &life {
+        assert_eq!(event.token, lease.token());
+        assert_eq!(event.backend, locker.backend_kind());
+    }
+    assert!(life.windows(2).all(|w| w[0].at <= w[1].at));
+
+    // A second lease of the same name, lost to a force release.
+    let lease = locker.acquire(&name, &held_opts(Duration::from_secs(3))).await.unwrap();
+    operator.force_release(&name).await.unwrap();
+    let lost = events_until(&sub, &name, Lost).await;
+    assert_eq!(lost.first().map(|e| e.kind), Some(Acquired), "{lost:?}");
+    assert!(lost.iter().all(|e| e.token == lease.token()), "{lost:?}");
+    let last = lost.last().unwrap();
+    assert_eq!(last.loss, Some(LossReason::TakenOver));
+    assert!(last.reason.as_deref().is_some_and(|r| r.contains("no longer ours")), "{last:?}");
+    assert!(lost[1..lost.len() - 1].iter().all(|e| e.kind == Renewed), "{lost:?}");
+    // Nothing follows a loss; closing the Locker ends the subscription.
+    assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
+    locker.close().await;
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(5), sub.recv()).await.unwrap() {
+        assert_ne!(event.name, name, "an event after the loss: {event:?}");
+    }
+    assert!(sub.is_closed());
+    operator.close().await;
 }

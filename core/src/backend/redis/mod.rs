@@ -253,7 +253,7 @@ async fn count_replicas(conn: &mut Conn, settings: &RedisSettings, url: &str) ->
 fn connect_check_failed(what: &str, e: redis::RedisError, settings: &RedisSettings) -> Result<()> {
     let err = map_error(what, e);
     if err.code() == crate::ErrorCode::Auth && !settings.strict_checks {
-        tracing::warn!("fencelock: {err}; the check is skipped (strict_checks=true makes this an error)");
+        flog!(warn, "{err}; the check is skipped (strict_checks=true makes this an error)");
         return Ok(());
     }
     Err(err)

@@ -153,7 +153,7 @@ impl Instance {
                 if let Ok(Ok(_)) = tokio::time::timeout(instance.connect_timeout, ping).await {
                     *lock(&instance.down) = None;
                     instance.probing.store(false, Ordering::Release);
-                    tracing::info!("fencelock: redlock master {} answers again", instance.label);
+                    flog!(info, "redlock master {} answers again", instance.label);
                     return;
                 }
             }

@@ -153,8 +153,7 @@ impl RedlockBackend {
         let stored = answers.iter().flatten().flatten().map(|(stored, _)| *stored).max().unwrap_or(wanted);
         let max_ttl = Duration::from_millis(stored);
         if url.query.contains_key("max_ttl") && stored != wanted {
-            tracing::warn!(
-                "fencelock: redlock max_ttl={:?} from the URL is ignored: the masters store {max_ttl:?} ({key}), \
+            flog!(warn, "redlock max_ttl={:?} from the URL is ignored: the masters store {max_ttl:?} ({key}), \
                  which every client uses",
                 settings.max_ttl
             );
@@ -213,8 +212,7 @@ impl RedlockBackend {
             if let Some(probe) = probe {
                 let abstaining = abstains(probe.uptime, max_ttl, skew);
                 if abstaining && !instance.health().abstaining {
-                    tracing::warn!(
-                        "fencelock: redlock master {} is up for {:?} only: it abstains until {:?} (max_ttl + 2 x max_skew)",
+                    flog!(warn, "redlock master {} is up for {:?} only: it abstains until {:?} (max_ttl + 2 x max_skew)",
                         instance.label,
                         probe.uptime,
                         health::abstain_bound(max_ttl, skew)
@@ -238,8 +236,7 @@ impl RedlockBackend {
             .map(|(instance, &beyond)| {
                 let mut h = crate::signal::lock(&instance.health);
                 if beyond && !h.excluded {
-                    tracing::warn!(
-                        "fencelock: redlock master {} has a clock more than {skew:?} from the others': left out of quorums",
+                    flog!(warn, "redlock master {} has a clock more than {skew:?} from the others': left out of quorums",
                         instance.label
                     );
                 }

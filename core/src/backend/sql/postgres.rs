@@ -208,7 +208,7 @@ impl Notifier {
         let listening = tx.send(Command::Listen(channel.clone(), reply)).is_ok()
             && matches!(tokio::time::timeout(self.timeout, confirmed).await, Ok(Ok(true)));
         if !listening {
-            tracing::debug!("fencelock: LISTEN {channel} not confirmed; this waiter polls until it is");
+            flog!(debug, "LISTEN {channel} not confirmed; this waiter polls until it is");
         }
         let seen = state.generation.load(Ordering::Acquire);
         Box::new(PgWatch { hub: Arc::downgrade(&self.hub), tx, channel, state, seen })
@@ -296,7 +296,8 @@ async fn open_listener(connect: &PgConnectOptions, channels: Vec<&str>, timeout:
     match tokio::time::timeout(timeout, open).await {
         Ok(Ok(listener)) => Some(listener),
         Ok(Err(e)) => {
-            tracing::debug!("fencelock: the LISTEN connection failed: {}", super::map_sqlx_error("postgres listen", e));
+            let e = super::map_sqlx_error("postgres listen", e);
+            flog!(debug, "the LISTEN connection failed: {e}");
             None
         }
         Err(_) => None,
@@ -388,7 +389,8 @@ async fn listen_task(hub: Arc<Hub>, mut commands: mpsc::UnboundedReceiver<Comman
                 // The connection dropped (Ok(None)) or failed: notifications may be lost, so
                 // everybody retries, and the connection is made again.
                 if let Err(e) = result {
-                    tracing::debug!("fencelock: the LISTEN connection failed: {}", super::map_sqlx_error("postgres listen", e));
+                    let e = super::map_sqlx_error("postgres listen", e);
+            flog!(debug, "the LISTEN connection failed: {e}");
                 }
                 listener = None;
                 hub.wake_all();

@@ -63,7 +63,7 @@ where
             Ok(value) => return Ok(value),
             Err(OpError::Sql(e)) if is_conflict(&e) && attempt < 5 => {
                 attempt += 1;
-                tracing::debug!("fencelock: {context}: conflict with a concurrent transaction, retrying");
+                flog!(debug, "{context}: conflict with a concurrent transaction, retrying");
                 conflict_pause(attempt).await;
             }
             Err(OpError::Sql(e)) if is_missing_table(&e) => {
@@ -130,7 +130,7 @@ pub(crate) async fn ensure_tables(
             Ok(()) => return Ok(()),
             Err(e) if is_duplicate_create(&e) && attempt < 5 => {
                 attempt += 1;
-                tracing::debug!("fencelock: {context}: another process created it at the same moment; checking again");
+                flog!(debug, "{context}: another process created it at the same moment; checking again");
                 conflict_pause(attempt).await;
             }
             Err(e) => {

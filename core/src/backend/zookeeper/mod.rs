@@ -228,8 +228,7 @@ impl Inner {
         let generation = self.next_generation.fetch_add(1, Ordering::AcqRel) + 1;
         let timeout = client.session_timeout();
         if timeout != s.session_timeout {
-            tracing::info!(
-                "fencelock: ZooKeeper negotiated a session timeout of {timeout:?} (asked for {:?})",
+            flog!(info, "ZooKeeper negotiated a session timeout of {timeout:?} (asked for {:?})",
                 s.session_timeout
             );
         }
@@ -443,7 +442,7 @@ impl Inner {
             ended.iter().filter_map(|o| nodes.remove(o)).filter_map(|n| n.events).collect()
         };
         if !lost.is_empty() {
-            tracing::warn!("fencelock: ZooKeeper session ended ({state}): {} lease(s) lost", lost.len());
+            flog!(warn, "ZooKeeper session ended ({state}): {} lease(s) lost", lost.len());
         }
         for events in lost {
             events.lost(LossReason::SessionExpired);
@@ -477,7 +476,7 @@ async fn monitor(weak: Weak<Inner>, generation: u64, mut states: zookeeper_clien
         let Some(inner) = weak.upgrade() else { return };
         match state {
             SessionState::Disconnected => {
-                tracing::warn!("fencelock: disconnected from ZooKeeper; leases are suspended until it reconnects");
+                flog!(warn, "disconnected from ZooKeeper; leases are suspended until it reconnects");
                 inner.set_suspended(generation, true);
             }
             SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
@@ -506,7 +505,7 @@ async fn reconnect(weak: Weak<Inner>) {
         match inner.session().await {
             Ok(_) => return,
             Err(e) if e.code() == crate::ErrorCode::Closed => return,
-            Err(e) => tracing::warn!("fencelock: cannot make a new ZooKeeper session yet: {e}"),
+            Err(e) => flog!(warn, "cannot make a new ZooKeeper session yet: {e}"),
         }
         drop(inner);
         tokio::time::sleep(delay).await;
@@ -623,7 +622,8 @@ async fn watch_own_node(weak: Weak<Inner>, path: String, czxid: i64, generation:
             }
             Err(e) => {
                 if !is_connection_loss(&e) {
-                    tracing::warn!("fencelock: watching a lock node failed, retrying: {}", map_error("exists", e));
+                    let e = map_error("exists", e);
+                    flog!(warn, "watching a lock node failed, retrying: {e}");
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
