@@ -13,6 +13,9 @@ same guarantees.
 In asyncio: ``locker = await fencelock.connect_async(url)``, ``async with locker.lock(name)``,
 and the ``_async`` twin of each waiting method (``acquire_async``, ``release_async``, ...).
 
+Logs go to ``logging.getLogger("fencelock")``; ``locker.on_event(callback)`` reports each
+lease's lifecycle (acquired, renewed, renewal_retried, suspended, resumed, lost, released).
+
 Durations are seconds (int or float) or ``datetime.timedelta``. There is no ``timeout=``:
 ``ttl=`` is how long a lease lasts, ``wait=`` how long acquiring may block (None = forever).
 """
@@ -32,12 +35,15 @@ from ._errors import (
     Unavailable,
 )
 from ._native import (
+    EventSubscription,
     Fence,
     Leader,
     Leadership,
     Lease,
     Lock,
+    LockEvent,
     LockInfo,
+    LockList,
     Locker,
     LostSignal,
     __version__,
@@ -55,6 +61,9 @@ __all__ = [
     "Leader",
     "LostSignal",
     "LockInfo",
+    "LockList",
+    "LockEvent",
+    "EventSubscription",
     "Fence",
     "LockError",
     "Timeout",

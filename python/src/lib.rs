@@ -17,6 +17,7 @@ mod fence;
 mod holder;
 mod lease;
 mod locker;
+mod observe;
 mod options;
 mod runtime;
 mod signal;
@@ -46,6 +47,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<locker::PyLocker>()?;
     m.add_class::<locker::PyLock>()?;
     m.add_class::<locker::PyLockInfo>()?;
+    m.add_class::<locker::PyLockList>()?;
+    m.add_class::<observe::PyLockEvent>()?;
+    m.add_class::<observe::PyEventSubscription>()?;
+    m.add_class::<observe::PyLogSubscription>()?;
     m.add_class::<lease::PyLease>()?;
     m.add_class::<signal::PyLostSignal>()?;
     m.add_class::<fence::PyFence>()?;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fencelock::{HolderDescription, LockInfo, LockOptions, Locker, Scope};
+use fencelock::{HolderDescription, LockInfo, LockList, LockOptions, Locker, Scope};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
@@ -12,6 +12,7 @@ use pyo3::types::PyDict;
 use crate::error::{closed, guard, invalid, to_py};
 use crate::election::{PyLeader, PyLeadership};
 use crate::holder::holder_dict;
+use crate::observe::{PyEventSubscription, ensure_log_bridge};
 use crate::lease::{PyLease, exit_async, exit_blocking};
 use crate::options::{
     LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options, locker_options, text,
@@ -342,6 +343,78 @@ impl PyLocker {
         })
     }
 
+    /// The locks held now whose names start with `prefix` (plain text, no wildcards; "" for
+    /// every lock), read without acquiring, sorted by name: at most 1000, with
+    /// `truncated` set when more matched.
+    #[pyo3(signature = (prefix=None))]
+    fn list(&self, py: Python<'_>, prefix: Option<Bound<'_, PyAny>>) -> PyResult<PyLockList> {
+        guard(|| {
+            let prefix = prefix.map(|p| text(&p, "prefix")).transpose()?.unwrap_or_default();
+            let locker = self.core()?.clone();
+            let listed = wait(py, async move { locker.list(&prefix).await }, OnInterrupt::Cancel)?;
+            Ok(PyLockList::from(listed))
+        })
+    }
+
+    /// Awaitable `list`.
+    #[pyo3(signature = (prefix=None))]
+    fn list_async<'py>(&self, py: Python<'py>, prefix: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let prefix = prefix.map(|p| text(&p, "prefix")).transpose()?.unwrap_or_default();
+            let locker = self.core()?.clone();
+            awaitable(py, async move { locker.list(&prefix).await.map(PyLockList::from).map_err(to_py) })
+        })
+    }
+
+    /// Frees `name` whoever holds it. DANGEROUS: for an operator clearing a holder that is
+    /// dead or stuck. The holder is told it lost the lock at its next renewal (on ZooKeeper at
+    /// once); until then two holders may run, and only fenced writes stay safe. Raises
+    /// `fencelock.NotHeld` when nobody held it.
+    fn force_release(&self, py: Python<'_>, name: Bound<'_, PyAny>) -> PyResult<()> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            let locker = self.core()?.clone();
+            wait(py, async move { locker.force_release(&name).await }, OnInterrupt::Cancel)
+        })
+    }
+
+    /// Awaitable `force_release`.
+    fn force_release_async<'py>(&self, py: Python<'py>, name: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let name = text(&name, "lock name")?;
+            let locker = self.core()?.clone();
+            awaitable(py, async move { locker.force_release(&name).await.map_err(to_py) })
+        })
+    }
+
+    /// A subscription to the lifecycle events of this Locker's leases from now on, to read
+    /// from a thread of your own: `for event in locker.events(): ...`.
+    fn events(&self) -> PyResult<PyEventSubscription> {
+        guard(|| Ok(PyEventSubscription::new(self.core()?.subscribe())))
+    }
+
+    /// Calls `callback(event)` on a background thread for each lifecycle event of this
+    /// Locker's leases ("acquired", "renewed", "renewal_retried", "suspended", "resumed",
+    /// "lost", "released"), in order for each lease; with `kinds`, only for those. Returns the
+    /// subscription: `close()` it to stop. Exceptions in the callback are logged to the
+    /// `fencelock` logger.
+    #[pyo3(signature = (callback, kinds=None))]
+    fn on_event<'py>(
+        &self,
+        py: Python<'py>,
+        callback: Bound<'py, PyAny>,
+        kinds: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            if !callback.is_callable() {
+                return Err(crate::error::invalid("on_event needs a callable"));
+            }
+            let subscription = Bound::new(py, PyEventSubscription::new(self.core()?.subscribe()))?;
+            py.import("fencelock._observe")?.call_method1("_listen", (subscription.clone(), callback, kinds))?;
+            Ok(subscription.into_any())
+        })
+    }
+
     /// Releases every lease this Locker still holds and closes its connections; later calls
     /// raise `fencelock.Closed`. Closing twice is harmless. In a process forked from the one that
     /// connected, it does nothing (the parent's locks are the parent's).
@@ -643,17 +716,73 @@ pub struct PyLockInfo {
     token: Option<u64>,
     holder: Option<HolderDescription>,
     time_left: Option<Duration>,
+    waiters: Vec<(String, Option<HolderDescription>)>,
 }
 
 impl From<LockInfo> for PyLockInfo {
     fn from(info: LockInfo) -> Self {
         PyLockInfo {
+            holder: info.holder_description(),
             name: info.name,
             held: info.held,
             token: info.token,
-            holder: info.holder.as_deref().map(HolderDescription::parse),
             time_left: info.time_left,
+            waiters: info
+                .waiters
+                .into_iter()
+                .map(|w| (w.node, w.holder.as_deref().map(HolderDescription::parse)))
+                .collect(),
         }
+    }
+}
+
+/// The held locks whose names start with a prefix, by name (`locker.list(prefix)`): a
+/// sequence of `LockInfo`, plus `truncated` when more than 1000 matched.
+#[pyclass(name = "LockList", module = "fencelock", frozen, sequence)]
+pub struct PyLockList {
+    locks: Vec<LockInfo>,
+    truncated: bool,
+}
+
+impl From<LockList> for PyLockList {
+    fn from(list: LockList) -> Self {
+        PyLockList { locks: list.locks, truncated: list.truncated }
+    }
+}
+
+#[pymethods]
+impl PyLockList {
+    /// More than 1000 locks matched: only the first ones by name are here.
+    #[getter]
+    fn truncated(&self) -> bool {
+        self.truncated
+    }
+
+    fn __len__(&self) -> usize {
+        self.locks.len()
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let infos = self
+            .locks
+            .iter()
+            .map(|info| Bound::new(py, PyLockInfo::from(info.clone())))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(pyo3::types::PyList::new(py, infos)?.into_any().try_iter()?.into_any())
+    }
+
+    fn __getitem__(&self, index: isize) -> PyResult<PyLockInfo> {
+        let len = self.locks.len() as isize;
+        let at = if index < 0 { index + len } else { index };
+        if at < 0 || at >= len {
+            return Err(pyo3::exceptions::PyIndexError::new_err("LockList index out of range"));
+        }
+        Ok(PyLockInfo::from(self.locks[at as usize].clone()))
+    }
+
+    fn __repr__(&self) -> String {
+        let names: Vec<String> = self.locks.iter().map(|l| format!("{:?}", l.name)).collect();
+        format!("<fencelock.LockList [{}]{}>", names.join(", "), if self.truncated { " truncated" } else { "" })
     }
 }
 
@@ -687,6 +816,23 @@ impl PyLockInfo {
     #[getter]
     fn time_left(&self) -> Option<f64> {
         self.time_left.map(|d| d.as_secs_f64())
+    }
+
+    /// The waiters queued behind the holder, first in line first (ZooKeeper; empty on TTL
+    /// backends, whose waiters do not queue): dicts with `node` and, when known, `holder`.
+    #[getter]
+    fn waiters<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.waiters
+            .iter()
+            .map(|(node, holder)| {
+                let dict = PyDict::new(py);
+                dict.set_item("node", node)?;
+                if let Some(holder) = holder {
+                    dict.set_item("holder", holder_dict(py, holder)?)?;
+                }
+                Ok(dict)
+            })
+            .collect()
     }
 
     fn __repr__(&self) -> String {
@@ -723,6 +869,7 @@ pub(crate) fn connect(
     guard(|| {
         let url = text(&url, "url")?;
         let options = locker_options(&Options::check(options, LOCKER_OPTIONS, "connect")?)?;
+        ensure_log_bridge(py)?;
         let locker = wait(
             py,
             async move { Locker::connect_with(&url, options).await },
@@ -744,6 +891,7 @@ pub(crate) fn connect_async<'py>(
     guard(|| {
         let url = text(&url, "url")?;
         let options = locker_options(&Options::check(options, LOCKER_OPTIONS, "connect_async")?)?;
+        ensure_log_bridge(py)?;
         awaitable(py, async move {
             Locker::connect_with(&url, options)
                 .await
