@@ -1,3 +1,5 @@
+import { EventEmitter } from 'node:events';
+
 // fencelock: distributed locks with fencing tokens. Durations are milliseconds.
 
 /** Every error code (design §4); stable, never renamed. */
@@ -34,6 +36,50 @@ export interface ConnectOptions {
   pollInterval?: number;
   /** How long one backend operation may take before it fails with UNAVAILABLE, ms (default 10000). */
   operationTimeout?: number;
+  /** Receives fencelock's log records, process-wide (as `setLogger(logger, { level: logLevel })`). */
+  logger?: ((record: LogRecord) => void) | null;
+  /** The least severe level `logger` receives (default 'info'). */
+  logLevel?: LogLevel;
+}
+
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
+
+/** One of fencelock's log records. */
+export interface LogRecord {
+  level: LogLevel;
+  /** Names the lock when there is one; never contains credentials. */
+  message: string;
+  lock: string | null;
+  timestamp: Date;
+}
+
+/**
+ * Sends fencelock's log records at `level` ('info' by default) and above to `logger`,
+ * process-wide, replacing the one set before; `null` stops. Exceptions `logger` throws are ignored.
+ */
+export declare function setLogger(logger: ((record: LogRecord) => void) | null, options?: { level?: LogLevel }): void;
+
+/** The lifecycle event names a Locker emits (and 'event' for all of them). */
+export type LockEventKind = 'acquired' | 'renewed' | 'renewalRetried' | 'suspended' | 'resumed' | 'lost' | 'released';
+
+/** One thing that happened to one lease, in order for each lease. */
+export interface LockEvent {
+  kind: LockEventKind;
+  name: string;
+  /** The lease's fencing token. */
+  token: bigint;
+  /** 'sqlite', 'redis', 'redis+cluster', 'redlock', 'zookeeper', 'postgres', 'mysql'. */
+  backend: string;
+  timestamp: Date;
+  /** Why (a loss, a renewal error), or null. */
+  reason: string | null;
+}
+
+/** The held locks whose names start with a prefix, by name. */
+export interface LockList {
+  locks: LockInfo[];
+  /** More than 1000 matched: only the first ones by name are here. */
+  truncated: boolean;
 }
 
 export interface LockOptions {
@@ -75,6 +121,8 @@ export interface LockInfo {
   holder: { host?: string | null; pid?: number | null; language?: string | null; text?: string | null } | null;
   /** ms left on the server's clock (TTL backends, while held). */
   timeLeft: number | null;
+  /** The waiters queued behind the holder, first in line first (ZooKeeper; empty elsewhere). */
+  waiters: { node: string; holder: LockInfo['holder'] }[];
 }
 
 /** Proof of holding one lock. `await using lease = await locker.acquire(name)` releases at scope end. */
@@ -101,8 +149,12 @@ export declare class Lease implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** A client bound to one backend, made by connect(). Shared freely by concurrent tasks. */
-export declare class Locker implements AsyncDisposable {
+/**
+ * A client bound to one backend, made by connect(). Shared freely by concurrent tasks. An
+ * EventEmitter of its leases' lifecycle: `locker.on('lost', (event) => ...)`, or `'event'` for
+ * every kind; subscribed natively only while a listener is attached, and never keeps the process alive.
+ */
+export declare class Locker extends EventEmitter implements AsyncDisposable {
   private constructor();
   /** The URL, with any password redacted. */
   readonly url: string;
@@ -123,6 +175,16 @@ export declare class Locker implements AsyncDisposable {
   leader(name: string): Promise<Leader | null>;
   /** Who holds `name`, read without acquiring it. */
   inspect(name: string): Promise<LockInfo>;
+  /** The locks held now whose names start with `prefix` (plain text; '' for all), read without acquiring. */
+  list(prefix?: string): Promise<LockList>;
+  /**
+   * Frees `name` whoever holds it. DANGEROUS: the holder learns of it at its next renewal (on
+   * ZooKeeper at once); until then two holders may run. Rejects with NOT_HELD when nobody held it.
+   */
+  forceRelease(name: string): Promise<void>;
+  on(event: LockEventKind | 'event', listener: (event: LockEvent) => void): this;
+  once(event: LockEventKind | 'event', listener: (event: LockEvent) => void): this;
+  off(event: LockEventKind | 'event', listener: (event: LockEvent) => void): this;
   /** Releases every lease still held and closes the connections. Closing twice is harmless. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;

@@ -9,6 +9,7 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks');
 const util = require('node:util');
+const { EventEmitter } = require('node:events');
 const native = require('./lib/native.js');
 
 /** Every error code, in documentation order (design §4). Stable: never renamed. */
@@ -126,7 +127,19 @@ function checkKeys(options, known, call) {
 const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder', 'reentrant', 'pipelinedRelease'];
 const TRY_ACQUIRE_OPTIONS = ['ttl', 'autoRenew', 'maxHold', 'holder', 'reentrant', 'pipelinedRelease'];
 const CAMPAIGN_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'holder'];
-const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout'];
+const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel'];
+const LOG_LEVELS = ['error', 'warn', 'info', 'debug'];
+// The core's event kinds and the names Node listeners use.
+const EVENT_NAMES = {
+  acquired: 'acquired',
+  renewed: 'renewed',
+  renewal_retried: 'renewalRetried',
+  suspended: 'suspended',
+  resumed: 'resumed',
+  lost: 'lost',
+  released: 'released',
+};
+const LIFECYCLE_EVENTS = new Set([...Object.values(EVENT_NAMES), 'event']);
 
 /** Lock options as the native module takes them, and the AbortSignal apart. */
 function lockOptions(options, known, call) {
@@ -160,7 +173,42 @@ function connectOptions(options, call) {
   if (given.operationTimeout !== undefined && given.operationTimeout !== null) {
     out.operationTimeout = checkMs(given.operationTimeout, 'operationTimeout');
   }
-  return out;
+  let logger;
+  if (given.logger !== undefined && given.logger !== null) {
+    if (typeof given.logger !== 'function') throw invalid(`logger must be a function, not ${describe(given.logger)}`);
+    logger = { fn: given.logger, level: checkLogLevel(given.logLevel) };
+  } else if (given.logLevel !== undefined && given.logLevel !== null) {
+    throw invalid('logLevel needs a logger');
+  }
+  return { options: out, logger };
+}
+
+function checkLogLevel(level) {
+  if (level === undefined || level === null) return 'info';
+  if (!LOG_LEVELS.includes(level)) throw invalid(`logLevel must be one of ${LOG_LEVELS.join(', ')}, not ${describe(level)}`);
+  return level;
+}
+
+/**
+ * Sends fencelock's log records ({ level, message, lock, timestamp }) at `level` ('info' by
+ * default) and above to `fn`, process-wide, replacing the logger set before; `null` stops.
+ * `connect(url, { logger })` sets it too. Exceptions thrown by `fn` are ignored.
+ */
+function setLogger(fn, options) {
+  if (fn === null || fn === undefined) {
+    native.setLogger(null, undefined);
+    return;
+  }
+  if (typeof fn !== 'function') throw invalid(`logger must be a function, not ${describe(fn)}`);
+  const given = checkKeys(options, ['level'], 'setLogger');
+  const level = checkLogLevel(given.level);
+  native.setLogger((record) => {
+    try {
+      fn({ level: record.level, message: record.message, lock: record.lock ?? null, timestamp: new Date(record.timestamp) });
+    } catch {
+      // A logger that throws must not take the process down from a native callback.
+    }
+  }, level);
 }
 
 function abortError(signal) {
@@ -348,12 +396,40 @@ function currentScope() {
 }
 
 /** A client bound to one backend; made by connect(). */
-class Locker {
+class Locker extends EventEmitter {
   #native;
+  #events = null;
 
   constructor(key, nativeLocker) {
     if (key !== PRIVATE) throw new TypeError('a Locker comes from connect(url)');
+    super();
     this.#native = nativeLocker;
+    // Lifecycle events are subscribed to natively while somebody listens, and only then.
+    this.on('newListener', (event) => {
+      if (LIFECYCLE_EVENTS.has(event) && this.#events === null && !this.#native.closed) {
+        this.#events = this.#native.subscribeEvents((e) => this.#deliver(e));
+      }
+    });
+    this.on('removeListener', () => {
+      if (this.#events !== null && ![...LIFECYCLE_EVENTS].some((e) => this.listenerCount(e) > 0)) {
+        this.#events.close();
+        this.#events = null;
+      }
+    });
+  }
+
+  #deliver(e) {
+    const kind = EVENT_NAMES[e.kind] ?? e.kind;
+    const event = {
+      kind,
+      name: e.name,
+      token: BigInt(e.token),
+      backend: e.backend,
+      timestamp: new Date(e.timestamp),
+      reason: e.reason ?? null,
+    };
+    this.emit(kind, event);
+    this.emit('event', event);
   }
 
   /** The URL, with any password redacted. */
@@ -506,13 +582,36 @@ class Locker {
     } catch (e) {
       throw fromNative(e);
     }
-    return {
-      name: info.name,
-      held: info.held,
-      token: info.token === null || info.token === undefined ? null : BigInt(info.token),
-      holder: info.holder ?? null,
-      timeLeft: info.timeLeft ?? null,
-    };
+    return lockInfo(info);
+  }
+
+  /**
+   * The locks held now whose names start with `prefix` (plain text, no wildcards; '' for all),
+   * read without acquiring, sorted by name: at most 1000, `truncated` when more matched.
+   */
+  async list(prefix = '') {
+    checkString(prefix, 'prefix');
+    let listed;
+    try {
+      listed = await this.#native.list(prefix);
+    } catch (e) {
+      throw fromNative(e);
+    }
+    return { locks: listed.locks.map(lockInfo), truncated: listed.truncated };
+  }
+
+  /**
+   * Frees `name` whoever holds it. DANGEROUS: for an operator clearing a dead or stuck holder.
+   * The holder learns it lost the lock at its next renewal (on ZooKeeper at once); until then
+   * two holders may run, and only fenced writes stay safe. Rejects with NOT_HELD when nobody held it.
+   */
+  async forceRelease(name) {
+    checkString(name, 'lock name');
+    try {
+      await this.#native.forceRelease(name);
+    } catch (e) {
+      throw fromNative(e);
+    }
   }
 
   /** Releases every lease still held and closes the connections. Closing twice is harmless. */
@@ -536,7 +635,8 @@ class Locker {
 /** Connects to the backend the URL selects (redis://, redlock://, zk://, postgres://, mysql://, sqlite://…). */
 async function connect(url, options) {
   checkString(url, 'url');
-  const opts = connectOptions(options, 'connect');
+  const { options: opts, logger } = connectOptions(options, 'connect');
+  if (logger) setLogger(logger.fn, { level: logger.level });
   try {
     return new Locker(PRIVATE, await native.connect(url, opts));
   } catch (e) {
@@ -620,7 +720,8 @@ class Fence {
   static async open(url, resource, options) {
     checkString(url, 'url');
     checkString(resource, 'fence resource name');
-    const opts = connectOptions(options, 'Fence.open');
+    const { options: opts, logger } = connectOptions(options, 'Fence.open');
+    if (logger) setLogger(logger.fn, { level: logger.level });
     try {
       return new Fence(PRIVATE, await native.openFence(url, resource, opts));
     } catch (e) {
@@ -717,8 +818,20 @@ function _ping() {
   return native._ping();
 }
 
+function lockInfo(info) {
+  return {
+    name: info.name,
+    held: info.held,
+    token: info.token === null || info.token === undefined ? null : BigInt(info.token),
+    holder: info.holder ?? null,
+    timeLeft: info.timeLeft ?? null,
+    waiters: (info.waiters ?? []).map((w) => ({ node: w.node, holder: w.holder ?? null })),
+  };
+}
+
 module.exports = {
   connect,
+  setLogger,
   Locker,
   Lease,
   Leadership,

@@ -3,6 +3,7 @@ import fencelock from './index.js';
 
 export const {
   connect,
+  setLogger,
   Locker,
   Lease,
   Leadership,

@@ -123,6 +123,41 @@ impl NativeLocker {
         })
     }
 
+    /// The locks held now whose names start with `prefix`, by name (at most 1000; `truncated`
+    /// says more matched).
+    #[napi]
+    pub fn list(&self, env: Env, prefix: String) -> Result<AsyncBlock<NativeLockList>> {
+        guard(|| {
+            let locker = self.locker.clone();
+            promise(&env, async move {
+                let listed = locker.list(&prefix).await.map_err(to_js)?;
+                Ok(NativeLockList {
+                    locks: listed.locks.into_iter().map(NativeLockInfo::from).collect(),
+                    truncated: listed.truncated,
+                })
+            })
+        })
+    }
+
+    /// Frees `name` whoever holds it (an operator's release); NOT_HELD when nobody did.
+    #[napi]
+    pub fn force_release(&self, env: Env, name: String) -> Result<AsyncBlock<()>> {
+        guard(|| {
+            let locker = self.locker.clone();
+            promise(&env, async move { locker.force_release(&name).await.map_err(to_js) })
+        })
+    }
+
+    /// Delivers the lifecycle events of this Locker's leases to `callback` on the JS thread,
+    /// in order for each lease, until the subscription or the Locker is closed.
+    #[napi]
+    pub fn subscribe_events(
+        &self,
+        callback: Function<'_, crate::observe::NativeLockEvent, ()>,
+    ) -> Result<crate::observe::NativeEventSubscription> {
+        guard(|| crate::observe::deliver_events(self.locker.subscribe(), callback))
+    }
+
     /// Releases every lease still held and closes the connections; the close runs to its end
     /// on the runtime even if nobody awaits it.
     #[napi]
@@ -157,6 +192,20 @@ pub struct NativeLockInfo {
     pub token: Option<String>,
     pub holder: Option<NativeHolder>,
     pub time_left: Option<f64>,
+    pub waiters: Vec<NativeWaiter>,
+}
+
+/// A waiter queued behind the holder (ZooKeeper).
+#[napi(object)]
+pub struct NativeWaiter {
+    pub node: String,
+    pub holder: Option<NativeHolder>,
+}
+
+#[napi(object)]
+pub struct NativeLockList {
+    pub locks: Vec<NativeLockInfo>,
+    pub truncated: bool,
 }
 
 #[napi(object)]
@@ -170,11 +219,16 @@ pub struct NativeHolder {
 impl From<LockInfo> for NativeLockInfo {
     fn from(info: LockInfo) -> Self {
         NativeLockInfo {
+            holder: info.holder_description().map(native_holder),
             name: info.name,
             held: info.held,
             token: info.token.map(|t| t.to_string()),
-            holder: info.holder.as_deref().map(|h| native_holder(HolderDescription::parse(h))),
             time_left: info.time_left.map(|d| d.as_secs_f64() * 1000.0),
+            waiters: info
+                .waiters
+                .into_iter()
+                .map(|w| NativeWaiter { node: w.node, holder: w.holder.as_deref().map(|h| native_holder(HolderDescription::parse(h))) })
+                .collect(),
         }
     }
 }

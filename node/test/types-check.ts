@@ -1,5 +1,5 @@
 // Compiled by `tsc --noEmit` in run-tests.sh (never run): the public types as users see them.
-import { connect, Fence, LockError, AbortError, ERROR_CODES, type ErrorCode, type Lease, type LockInfo, type Leadership, type Leader } from 'fencelock';
+import { connect, setLogger, type LockEvent, type LockList, type LogRecord, Fence, LockError, AbortError, ERROR_CODES, type ErrorCode, type Lease, type LockInfo, type Leadership, type Leader } from 'fencelock';
 
 async function example(): Promise<bigint> {
   const locker = await connect('sqlite:///tmp/x.db', { pollInterval: 50, operationTimeout: 10_000 });
@@ -15,6 +15,15 @@ async function example(): Promise<bigint> {
   const n: number = await locker.withLock('job', async (l) => Number(l.token));
   const s: string = await locker.withLock('job', { wait: 0 }, () => 'sync is fine');
   const info: LockInfo = await locker.inspect('job');
+  const waiting: number = info.waiters.length;
+  const listed: LockList = await locker.list('jo');
+  const truncated: boolean = listed.truncated;
+  await locker.forceRelease('job');
+  locker.on('lost', (e: LockEvent) => console.log(e.kind, e.token, e.reason, e.timestamp.getTime()));
+  locker.on('event', (e) => e.backend);
+  setLogger((r: LogRecord) => console.log(r.level, r.message, r.lock), { level: 'debug' });
+  setLogger(null);
+  await connect('sqlite:///tmp/x.db', { logger: (r) => r.message, logLevel: 'warn' });
   const nested: bigint = await locker.withLock('job', { reentrant: true }, () =>
     locker.withLock('job', { reentrant: true }, (inner) => inner.token),
   );

@@ -1,0 +1,160 @@
+//! Lifecycle events and log records for Node: the core queues them, a thread of this module
+//! drains the queue and hands each item to a threadsafe function, which runs the JS callback on
+//! the JS thread. No JS runs on a renewal task or the deadline watchdog, and the callbacks are
+//! held weakly (they do not keep the process alive).
+
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use fencelock::{EventSubscription, LockEvent, LogLevel, LogRecord, LogSubscription};
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi_derive::napi;
+
+use crate::error::{guard, invalid};
+
+fn epoch_ms(at: SystemTime) -> f64 {
+    at.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0)
+}
+
+/// One lifecycle event; the token is a decimal string (`index.js` makes it a bigint).
+#[napi(object)]
+pub struct NativeLockEvent {
+    /// "acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost", "released".
+    pub kind: String,
+    pub name: String,
+    pub token: String,
+    pub backend: String,
+    /// ms since the epoch.
+    pub timestamp: f64,
+    pub reason: Option<String>,
+}
+
+impl From<LockEvent> for NativeLockEvent {
+    fn from(e: LockEvent) -> Self {
+        NativeLockEvent {
+            kind: e.kind.as_str().to_string(),
+            name: e.name,
+            token: e.token.to_string(),
+            backend: e.backend.as_str().to_string(),
+            timestamp: epoch_ms(e.at),
+            reason: e.reason,
+        }
+    }
+}
+
+/// A running event subscription; `close()` stops it (closing the Locker does too).
+#[napi]
+pub struct NativeEventSubscription {
+    inner: Arc<EventSubscription>,
+}
+
+#[napi]
+impl NativeEventSubscription {
+    #[napi]
+    pub fn close(&self) -> Result<()> {
+        guard(|| {
+            self.inner.close();
+            Ok(())
+        })
+    }
+}
+
+/// Starts delivering `subscription`'s events to `callback` on the JS thread.
+pub(crate) fn deliver_events(
+    subscription: EventSubscription,
+    callback: Function<'_, NativeLockEvent, ()>,
+) -> Result<NativeEventSubscription> {
+    let tsfn = callback
+        .build_threadsafe_function::<NativeLockEvent>()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build()?;
+    let inner = Arc::new(subscription);
+    let drained = inner.clone();
+    std::thread::Builder::new()
+        .name("fencelock-events".into())
+        .spawn(move || {
+            while let Some(event) = drained.recv_blocking(None) {
+                tsfn.call(NativeLockEvent::from(event), ThreadsafeFunctionCallMode::NonBlocking);
+            }
+        })
+        .map_err(|e| Error::from_reason(format!("cannot start the event thread: {e}")))?;
+    Ok(NativeEventSubscription { inner })
+}
+
+/// One log record.
+#[napi(object)]
+pub struct NativeLogRecord {
+    /// "error", "warn", "info" or "debug".
+    pub level: String,
+    pub message: String,
+    pub lock: Option<String>,
+    /// ms since the epoch.
+    pub timestamp: f64,
+}
+
+impl From<LogRecord> for NativeLogRecord {
+    fn from(r: LogRecord) -> Self {
+        NativeLogRecord {
+            level: r.level.as_str().to_ascii_lowercase(),
+            message: r.message,
+            lock: r.lock,
+            timestamp: epoch_ms(r.at),
+        }
+    }
+}
+
+/// The process's logger: its subscription (the thread ends when it is closed).
+static LOGGER: Mutex<Option<Arc<Mutex<LogSubscription>>>> = Mutex::new(None);
+
+fn stop_logger() {
+    let old = LOGGER.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(old) = old {
+        old.lock().unwrap_or_else(|e| e.into_inner()).close();
+    }
+}
+
+/// Sends fencelock's log records at `level` ("error", "warn", "info", "debug") and above to
+/// `callback`, process-wide, replacing any logger set before; `null` stops logging.
+#[napi(js_name = "setLogger")]
+pub fn set_logger(callback: Option<Function<'_, NativeLogRecord, ()>>, level: Option<String>) -> Result<()> {
+    guard(|| {
+        let level = match level.as_deref() {
+            None => LogLevel::Info,
+            Some(text) => LogLevel::parse(text)
+                .filter(|l| *l != LogLevel::Trace)
+                .ok_or_else(|| invalid(format!("logLevel must be error, warn, info or debug, not {text:?}")))?,
+        };
+        stop_logger();
+        let Some(callback) = callback else { return Ok(()) };
+        let tsfn = callback
+            .build_threadsafe_function::<NativeLogRecord>()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        let subscription = Arc::new(Mutex::new(fencelock::logs::subscribe(level)));
+        let drained = subscription.clone();
+        std::thread::Builder::new()
+            .name("fencelock-logging".into())
+            .spawn(move || {
+                loop {
+                    // Waits in slices so a replaced logger's thread notices it was closed.
+                    let record = {
+                        let sub = drained.lock().unwrap_or_else(|e| e.into_inner());
+                        sub.recv_blocking(Some(std::time::Duration::from_millis(200)))
+                    };
+                    match record {
+                        Some(record) => {
+                            tsfn.call(NativeLogRecord::from(record), ThreadsafeFunctionCallMode::NonBlocking);
+                        }
+                        None if Arc::strong_count(&drained) == 1 => return,
+                        None => {}
+                    }
+                }
+            })
+            .map_err(|e| Error::from_reason(format!("cannot start the logging thread: {e}")))?;
+        *LOGGER.lock().unwrap_or_else(|e| e.into_inner()) = Some(subscription);
+        Ok(())
+    })
+}
