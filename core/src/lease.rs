@@ -71,6 +71,9 @@ pub(crate) struct LeaseShared {
     release_sent: AtomicBool,
     /// The Locker's event subscribers (see [`crate::events`]).
     events: Arc<EventHub>,
+    metrics: Option<Arc<crate::metrics::LockMetrics>>,
+    /// The round trip of the acquire attempt that took the lock (for metrics).
+    attempt_round_trip: Duration,
 }
 
 /// What the locker knows when it creates a lease.
@@ -90,6 +93,9 @@ pub(crate) struct NewLease {
     pub operation_timeout: Duration,
     pub pipelined_release: bool,
     pub events: Arc<EventHub>,
+    pub metrics: Option<Arc<crate::metrics::LockMetrics>>,
+    /// When the answer to the acquire came.
+    pub answered_at: BootInstant,
 }
 
 fn client_deadline(backend: &dyn Backend, sent_at: BootInstant, ttl: Duration) -> BootInstant {
@@ -125,6 +131,8 @@ impl LeaseShared {
             signal: LostSignal::default(),
             release_sent: AtomicBool::new(false),
             events: new.events,
+            metrics: new.metrics,
+            attempt_round_trip: new.sent_at.until(new.answered_at),
         });
         shared.emit(LockEventKind::Acquired, None, None);
         watchdog::watch(&shared, deadline);
@@ -138,6 +146,9 @@ impl LeaseShared {
     /// Tells the Locker's event subscribers. Called while the state is locked where another
     /// thread could report a change of the same lease, so subscribers see them in order.
     fn emit(&self, kind: LockEventKind, reason: Option<String>, loss: Option<LossReason>) {
+        if let Some(metrics) = &self.metrics {
+            metrics.lease_event(kind, loss, self.acquired_at.elapsed());
+        }
         if !self.events.is_active() {
             return;
         }
@@ -172,6 +183,10 @@ impl LeaseShared {
                 self.emit(LockEventKind::Resumed, None, None);
             }
         }
+    }
+
+    pub(crate) fn attempt_round_trip(&self) -> Duration {
+        self.attempt_round_trip
     }
 
     fn inherited_across_fork(&self) -> bool {

@@ -38,6 +38,8 @@ pub(crate) struct LockerInner {
     scopes: Arc<ScopeRegistry>,
     /// Subscribers to the leases' lifecycle events (see [`Locker::subscribe`]).
     events: Arc<crate::events::EventHub>,
+    /// OpenTelemetry instruments, when [`LockerOptions::metrics`] is on.
+    metrics: Option<Arc<crate::metrics::LockMetrics>>,
 }
 
 impl LockerInner {
@@ -88,6 +90,7 @@ impl Locker {
             }
         };
         let language = options.language.clone();
+        let metrics = options.metrics.then(|| Arc::new(crate::metrics::LockMetrics::from_global(backend.kind())));
         Ok(Locker {
             inner: Arc::new(LockerInner {
                 url: parsed,
@@ -102,6 +105,7 @@ impl Locker {
                 turnstiles: Mutex::new(HashMap::new()),
                 scopes: Arc::new(ScopeRegistry::default()),
                 events: Arc::new(crate::inbox::Hub::new()),
+                metrics,
             }),
         })
     }
@@ -193,6 +197,7 @@ impl Locker {
     }
 
     async fn acquire_name(&self, name: LockName, options: &LockOptions) -> Result<Lease> {
+        let called_at = BootInstant::now();
         self.ensure_open()?;
         let holder =
             HolderDescription::of_this_process(&self.inner.language, options.holder.as_deref()).to_json();
@@ -228,8 +233,11 @@ impl Locker {
             runtime: self.inner.runtime.clone(),
         };
         let result = self.acquire_loop(&name, options, &holder, wait_deadline, &mut waiting).await;
-        if result.is_ok() {
+        if let Ok(lease) = &result {
             waiting.owner = None;
+            if let Some(metrics) = &self.inner.metrics {
+                metrics.acquired(lease.shared.attempt_round_trip(), called_at.elapsed());
+            }
         } else if let Some(owner) = waiting.owner.take() {
             // Gave up waiting: leave no place in a queue behind (a no-op on TTL backends).
             let timeout = self.inner.options.operation_timeout;
@@ -375,6 +383,7 @@ impl Locker {
                     runtime: self.inner.runtime.clone(),
                     locker: Arc::downgrade(&self.inner),
                     sent_at,
+                    answered_at: BootInstant::now(),
                     sent_wall,
                     ttl: self.inner.backend.lease_ttl(options.ttl),
                     auto_renew: options.auto_renew,
@@ -382,6 +391,7 @@ impl Locker {
                     pipelined_release: options.pipelined_release,
                     operation_timeout: timeout,
                     events: self.inner.events.clone(),
+                    metrics: self.inner.metrics.clone(),
                 });
                 lock(&self.inner.leases).insert(id, Arc::downgrade(&shared));
                 self.inner.backend.track(name, owner, LeaseEvents::new(&shared));

@@ -141,6 +141,10 @@ pub struct LockerOptions {
     pub operation_timeout: Duration,
     /// The client's language, recorded in holder descriptions (`rust`, `python`, `cli`, …).
     pub language: String,
+    /// Record OpenTelemetry metrics (acquire latency and wait, hold time, renewals, losses, by
+    /// backend) through the global meter provider; see the `metrics` module docs for the
+    /// instruments. Default off.
+    pub metrics: bool,
     /// Test-only: called at named points of the acquire loop, so tests can force
     /// interleavings (a release between a failed attempt and the subscription, say).
     #[doc(hidden)]
@@ -172,6 +176,7 @@ impl Default for LockerOptions {
             poll_interval: Duration::from_millis(50),
             operation_timeout: Duration::from_secs(10),
             language: "rust".to_string(),
+            metrics: false,
             test_hook: None,
         }
     }
@@ -184,6 +189,10 @@ impl LockerOptions {
     }
     pub fn with_operation_timeout(mut self, d: Duration) -> Self {
         self.operation_timeout = d;
+        self
+    }
+    pub fn with_metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
         self
     }
     pub fn with_language(mut self, language: impl Into<String>) -> Self {
