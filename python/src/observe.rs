@@ -163,6 +163,9 @@ fn python_level(level: LogLevel) -> i64 {
     }
 }
 
+/// A record as the bridge reads it: `(levelno, message, lock, created)`.
+type RecordTuple = (i64, String, Option<String>, f64);
+
 /// fencelock's log records at `level` (a `logging` level number) and above, for the bridge in
 /// `fencelock._observe` only.
 #[pyclass(name = "_LogSubscription", module = "fencelock._native", frozen)]
@@ -179,7 +182,7 @@ impl PyLogSubscription {
 
     /// The next record as `(levelno, message, lock or None, created)`, waiting up to `timeout`
     /// seconds with the GIL released; None on timeout.
-    fn next(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<(i64, String, Option<String>, f64)>> {
+    fn next(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<RecordTuple>> {
         let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
         let inner = &self.inner;
         let record: Option<LogRecord> = py.detach(|| {
