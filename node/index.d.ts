@@ -68,7 +68,7 @@ export interface LockEvent {
   name: string;
   /** The lease's fencing token. */
   token: bigint;
-  /** 'sqlite', 'redis', 'redis+cluster', 'redlock', 'zookeeper', 'postgres', 'mysql'. */
+  /** 'sqlite', 'redis', 'redis-cluster', 'redlock', 'zookeeper', 'postgres', 'mysql'. */
   backend: string;
   timestamp: Date;
   /** Why (a loss, a renewal error), or null. */
