@@ -212,6 +212,7 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
     let locker = Locker::connect(&url).await.unwrap();
     let raw = Client::connect(&zk_host()).await.unwrap();
     let name = unique("cut-off");
+    let events = locker.subscribe();
     let lease = locker.acquire(&name, &LockOptions::default()).await.unwrap();
     let node = format!("{}/{}", folder(&name), children(&raw, &folder(&name)).await.remove(0));
     // When the server expires the session, the node goes: a watch tells the time.
@@ -242,6 +243,14 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
     assert_eq!(lease.lost_signal().reason(), Some(LossReason::Expired));
     assert!(suspended_seen.is_some(), "the lease was never reported suspended before it was lost");
     assert!(!lease.is_suspended(), "a lost lease is not suspended");
+    // The events tell the same story, in order: trouble (suspended or a retried renewal)
+    // before the loss, and the loss last.
+    let kinds: Vec<_> = std::iter::from_fn(|| events.try_recv()).filter(|e| e.name == name).collect();
+    let order: Vec<_> = kinds.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(order.first(), Some(&"acquired"), "{order:?}");
+    assert_eq!(kinds.last().and_then(|e| e.loss), Some(LossReason::Expired), "{order:?}");
+    let trouble = order.iter().position(|k| *k == "suspended" || *k == "renewal_retried");
+    assert!(trouble.is_some_and(|at| at < order.len() - 1), "no suspended or retried renewal before the loss: {order:?}");
     // The deadline counts from the last confirmed exists, sent before the pause.
     assert!(lost_at.duration_since(paused_at) <= timeout, "lost {:?} after the pause", lost_at.duration_since(paused_at));
     let (event, gone_at) = tokio::time::timeout(timeout * 3, gone).await.expect("the server never expired the session").unwrap();
