@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The fault-injection suite (tests/faults/README.md). As root, on loopback, with its own servers.
+#
+#   tests/faults/run.sh short     build the workers, run every scenario x backend once (CI), then
+#                                 check that the broken build (fencing off) makes the checker fail
+#   tests/faults/run.sh soak [--minutes M] [--clients N] [--backends a,b]   16 clients, 10 min/backend
+#   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node]
+#   tests/faults/run.sh report    regenerate tests/FAULTS.md from tests/faults/results/
+#
+# Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, histories),
+# FENCELOCK_FAULTS_RECORD=1 (also append the summaries to tests/faults/results/, for FAULTS.md),
+# FENCELOCK_FAULTS_SKIP_BUILD=1 (use the workers already built).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+cmd=${1:-short}
+(($#)) && shift
+
+state=${FENCELOCK_FAULTS_DIR:-/tmp/fencelock-faults}
+results=(--results "$state/results.jsonl")
+
+build() {
+  [[ ${FENCELOCK_FAULTS_SKIP_BUILD:-} == 1 ]] && return 0
+  echo "== faults: building the Rust worker, and the broken one (fencing off)"
+  # The broken build first, copied aside; then the real one (same target folder, so the
+  # dependency tree is shared; only fencelock core and the worker build twice).
+  cargo build --quiet -p fencelock-faults-worker --features broken-fencing
+  cp target/debug/fencelock-faults-worker target/debug/fencelock-faults-worker-broken
+  cargo build --quiet -p fencelock-faults-worker
+  [[ -x target/py-venv/bin/python ]] && target/py-venv/bin/python -c 'import fencelock' ||
+    { echo "faults: the Python package is not installed in target/py-venv (run python/run-tests.sh first)" >&2; exit 1; }
+  [[ -n $(ls node/fencelock.*.node 2>/dev/null) ]] ||
+    { echo "faults: node/ has no native module (run node/run-tests.sh or node node/scripts/build.mjs first)" >&2; exit 1; }
+}
+
+record() { # the summaries of this invocation also go to the committed results
+  if [[ ${FENCELOCK_FAULTS_RECORD:-} == 1 ]]; then
+    results=(--results "$here/results/$1.jsonl")
+  fi
+}
+
+py=python3
+case $cmd in
+  short)
+    build
+    record short
+    start=$SECONDS
+    "$py" "$here/harness.py" "${results[@]}" short "$@"
+    echo "== faults: the broken build must make the checker fail"
+    record broken
+    "$py" "$here/harness.py" "${results[@]}" broken
+    echo "== faults: short profile done in $((SECONDS - start))s"
+    ;;
+  soak)
+    build
+    record soak
+    "$py" "$here/harness.py" "${results[@]}" soak "$@"
+    ;;
+  one)
+    build
+    record one
+    "$py" "$here/harness.py" "${results[@]}" one "$@"
+    ;;
+  broken)
+    build
+    record broken
+    "$py" "$here/harness.py" "${results[@]}" broken
+    ;;
+  report)
+    "$py" "$here/harness.py" report "$@"
+    ;;
+  stop-servers)
+    FENCELOCK_SERVERS_DIR="$state/servers" "$py" -c 'import sys; sys.path.insert(0, sys.argv[1]); import harness; harness.servers("stop")' "$here"
+    ;;
+  *) sed -n 2,14p "$0" >&2; exit 2 ;;
+esac
