@@ -783,7 +783,8 @@ async def main_soak(args: argparse.Namespace) -> int:
     summaries = []
     for i, backend in enumerate(backends):
         langs = [LANGS[(i + j) % len(LANGS)] for j in range(len(LANGS))]
-        params = {"clients": args.clients, "duration_s": args.minutes * 60, "ttl_ms": 10000, "writes": 2,
+        ttl_ms = 5000 if backend == "redlock" else 10000  # Redlock's max_ttl here is 5 s
+        params = {"clients": args.clients, "duration_s": args.minutes * 60, "ttl_ms": ttl_ms, "writes": 2,
                   "timeout_s": args.minutes * 60 + 300}
         summaries.append(await run_one("soak", backend, langs, f"soak-{args.minutes:g}min", i, params))
     append_results(Path(args.results), summaries)

@@ -15,6 +15,9 @@ const fencelock = require(join(dirname(fileURLToPath(import.meta.url)), '..', '.
 const INSERT_WRITE =
   'INSERT INTO fault_writes (write_id, cs, token, worker, lang, mode, t_sent) VALUES (?, ?, ?, ?, ?, ?, ?)';
 
+// Errors a retry cannot cure: a cycle ends instead of spinning.
+const FATAL = new Set(['INVALID_ARGUMENT', 'AUTH', 'CLOSED', 'INTERNAL', 'WORKER']);
+
 const nowUs = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
 const emit = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -153,6 +156,7 @@ class Worker {
         await this.acquire(cmd);
       } catch (e) {
         this.rec('error', { op: 'acquire', t: nowUs(), code: e.code ?? 'WORKER', message: String(e.message) });
+        if (FATAL.has(e.code)) return { cycles: done, error: e.code };
         await sleep(100);
         continue;
       }

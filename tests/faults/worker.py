@@ -19,6 +19,9 @@ INSERT_WRITE = (
     "INSERT INTO fault_writes (write_id, cs, token, worker, lang, mode, t_sent) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
+# Errors a retry cannot cure: a cycle ends instead of spinning.
+FATAL = ("INVALID_ARGUMENT", "AUTH", "CLOSED", "INTERNAL")
+
 _out = threading.Lock()
 
 
@@ -174,6 +177,8 @@ class Worker:
                 self.acquire(cmd)
             except fencelock.LockError as e:
                 self.rec("error", op="acquire", t=now_us(), code=e.code, message=str(e))
+                if e.code in FATAL:
+                    return {"cycles": done, "error": e.code}
                 time.sleep(0.1)
                 continue
             for _ in range(writes):

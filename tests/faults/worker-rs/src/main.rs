@@ -204,6 +204,9 @@ impl Worker {
                 }
                 Err(e) => {
                     emit(self.rec("error", json!({"op": "acquire", "t": now_us(), "code": e.code().as_str(), "message": e.message()})));
+                    if fatal(e.code().as_str()) {
+                        return json!({"cycles": done, "error": e.code().as_str()});
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
@@ -222,6 +225,11 @@ impl Worker {
             other => Err(Error::invalid(format!("unknown op {other:?}"))),
         }
     }
+}
+
+/// Errors a retry cannot cure: the cycle ends instead of spinning.
+fn fatal(code: &str) -> bool {
+    matches!(code, "INVALID_ARGUMENT" | "AUTH" | "CLOSED" | "INTERNAL")
 }
 
 fn reply(id: &Value, result: Result<Value, Error>) {
