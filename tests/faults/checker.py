@@ -62,24 +62,32 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
     pauses = _pauses(records)
 
     # token-order: if X's acquire returned before Y's was sent, X's token is smaller.
-    ordered = sorted(acquired, key=lambda r: r["t"])
     tokens_seen: dict[int, str] = {}
     for r in acquired:
         tok = int(r["token"])
         if tok in tokens_seen:
             v.fail("token-order", f"token {tok} handed out twice ({tokens_seen[tok]} and {r['cs']})")
         tokens_seen[tok] = r["cs"]
-    for i, x in enumerate(ordered):
-        for y in ordered[i + 1 :]:
-            if x["t"] < y["t_req"] and int(x["token"]) >= int(y["token"]):
-                v.fail("token-order", f"{y['cs']} got token {y['token']} after {x['cs']} got {x['token']}")
+    by_return = sorted(acquired, key=lambda r: r["t"])
+    i, best = 0, None
+    for y in sorted(acquired, key=lambda r: r["t_req"]):
+        while i < len(by_return) and by_return[i]["t"] < y["t_req"]:
+            if best is None or int(by_return[i]["token"]) > int(best["token"]):
+                best = by_return[i]
+            i += 1
+        if best is not None and int(best["token"]) >= int(y["token"]):
+            v.fail("token-order", f"{y['cs']} got token {y['token']} after {best['cs']} got {best['token']}")
 
-    # The earliest moment each lease's client deadline had certainly passed (takeover bound).
+    # The earliest moment each lease's client deadline had certainly passed: when a later holder's
+    # acquire returned. A lease released without error was not taken over before (its release
+    # found the lock still its own), so only the others get this bound.
+    released = {r["cs"] for r in records if r.get("rec") == "released" and r.get("code") is None}
     taken_over_at: dict[str, int] = {}
     if not forgetful:
         for x in acquired:
-            later = [y["t"] for y in acquired if y["cs"] != x["cs"] and int(y["token"]) > int(x["token"])
-                     and y["t"] > x["t"] and not _released_before(records, x["cs"], y["t_req"])]
+            if x["cs"] in released:
+                continue
+            later = [y["t"] for y in acquired if int(y["token"]) > int(x["token"]) and y["t"] > x["t"]]
             if later:
                 taken_over_at[x["cs"]] = min(later)
 
@@ -109,12 +117,12 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
             v.writes_rejected += 1
             if in_log and w.get("code") in ("STALE_TOKEN", "LOST", "INVALID_ARGUMENT", "NOT_HELD", "CLOSED"):
                 v.fail("fence-answer", f"{w['write_id']} was answered {w['code']} but is in the store")
-    answered = {w["write_id"] for w in writes}
+    writes_by_id = {w["write_id"]: w for w in writes}
     # late-write: a lease-mode write in the store, sent after the lease's deadline bound.
     for row in log_rows:
         if row["mode"] != "lease":
             continue
-        w = next((w for w in writes if w["write_id"] == row["write_id"]), None)
+        w = writes_by_id.get(row["write_id"])
         rec = w if w is not None else {"t": row["t_sent"]}
         b = bound(row["cs"], rec)
         if b is not None and int(row["t_sent"]) > b + TOLERANCE_US:
@@ -122,16 +130,17 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
                    f"{(int(row['t_sent']) - b) / 1000:.0f} ms after its lease's deadline")
         if w is not None and w.get("lost_before"):
             v.fail("late-write", f"{row['write_id']} accepted though its lease read lost just before")
-    del answered
 
     # lost-probe
     probes = [r for r in records if r.get("rec") == "probe"]
     v.probes = len(probes)
     first_lost: dict[str, int] = {}
+    probes_by_cs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for p in probes:
         b = bound(p["cs"], p)
         if not p["lost"] and b is not None and p["t"] > b + TOLERANCE_US:
             v.fail("lost-probe", f"{p['cs']} read held {(p['t'] - b) / 1000:.0f} ms after its deadline")
+        probes_by_cs[p["cs"]].append(p)
         if p["lost"] and p["cs"] not in first_lost:
             first_lost[p["cs"]] = p["t"]
 
@@ -154,14 +163,10 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
         for a, b in pauses.get(worker, []):
             if a < sig["t"] < b:
                 v.fail("lost-signal", f"{cs}: signal recorded while its process was stopped")
-        held_after = [p for p in probes if p["cs"] == cs and not p["lost"] and p["t"] > sig["t"] + TOLERANCE_US]
+        held_after = [p for p in probes_by_cs.get(cs, []) if not p["lost"] and p["t"] > sig["t"] + TOLERANCE_US]
         if held_after:
             v.fail("lost-signal", f"{cs}: signal fired, then the lease read held at {held_after[0]['t']}")
     return v
-
-
-def _released_before(records: list[dict[str, Any]], cs: str, t: int) -> bool:
-    return any(r.get("rec") == "released" and r["cs"] == cs and r.get("code") is None and r["t"] <= t for r in records)
 
 
 def _pauses(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:

@@ -9,7 +9,8 @@
 #
 # Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, histories),
 # FENCELOCK_FAULTS_RECORD=1 (also append the summaries to tests/faults/results/, for FAULTS.md),
-# FENCELOCK_FAULTS_SKIP_BUILD=1 (use the workers already built).
+# FENCELOCK_FAULTS_SKIP_BUILD=1 (use the workers already built), FENCELOCK_FAULTS_KEEP_SERVERS=1
+# (short: leave the suite's servers running). `run.sh stop-servers` stops them.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -20,13 +21,16 @@ cmd=${1:-short}
 state=${FENCELOCK_FAULTS_DIR:-/tmp/fencelock-faults}
 results=(--results "$state/results.jsonl")
 
-build() {
+build() { # build [broken]
   [[ ${FENCELOCK_FAULTS_SKIP_BUILD:-} == 1 ]] && return 0
-  echo "== faults: building the Rust worker, and the broken one (fencing off)"
-  # The broken build first, copied aside; then the real one (same target folder, so the
-  # dependency tree is shared; only fencelock core and the worker build twice).
-  cargo build --quiet -p fencelock-faults-worker --features broken-fencing
-  cp target/debug/fencelock-faults-worker target/debug/fencelock-faults-worker-broken
+  if [[ ${1:-} == broken ]]; then
+    echo "== faults: building the broken Rust worker (fencing off; test-only feature)"
+    # Built first and copied aside; then the real one. Same target folder, so the dependency
+    # tree is shared: only fencelock core and the worker build twice.
+    cargo build --quiet -p fencelock-faults-worker --features broken-fencing
+    cp target/debug/fencelock-faults-worker target/debug/fencelock-faults-worker-broken
+  fi
+  echo "== faults: building the Rust worker"
   cargo build --quiet -p fencelock-faults-worker
   [[ -x target/py-venv/bin/python ]] && target/py-venv/bin/python -c 'import fencelock' ||
     { echo "faults: the Python package is not installed in target/py-venv (run python/run-tests.sh first)" >&2; exit 1; }
@@ -41,16 +45,25 @@ record() { # the summaries of this invocation also go to the committed results
 }
 
 py=python3
+stop_servers() {
+  echo "== faults: stopping the suite's own servers ($state/servers)"
+  FENCELOCK_SERVERS_DIR="$state/servers" bash tests/servers.sh stop >/dev/null || true
+}
 case $cmd in
   short)
-    build
-    record short
     start=$SECONDS
-    "$py" "$here/harness.py" "${results[@]}" short "$@"
+    build broken
+    echo "== faults: built in $((SECONDS - start))s"
+    # Our servers stop at the end, pass or fail (unless asked to keep them for a rerun).
+    [[ ${FENCELOCK_FAULTS_KEEP_SERVERS:-} == 1 ]] || trap stop_servers EXIT
+    record short
+    rc=0
+    "$py" "$here/harness.py" "${results[@]}" short "$@" || rc=$?
     echo "== faults: the broken build must make the checker fail"
     record broken
-    "$py" "$here/harness.py" "${results[@]}" broken
-    echo "== faults: short profile done in $((SECONDS - start))s"
+    "$py" "$here/harness.py" "${results[@]}" broken || rc=1
+    echo "== faults: short profile done in $((SECONDS - start))s (exit $rc)"
+    exit "$rc"
     ;;
   soak)
     build
@@ -63,7 +76,7 @@ case $cmd in
     "$py" "$here/harness.py" "${results[@]}" one "$@"
     ;;
   broken)
-    build
+    build broken
     record broken
     "$py" "$here/harness.py" "${results[@]}" broken
     ;;
@@ -71,7 +84,7 @@ case $cmd in
     "$py" "$here/harness.py" report "$@"
     ;;
   stop-servers)
-    FENCELOCK_SERVERS_DIR="$state/servers" "$py" -c 'import sys; sys.path.insert(0, sys.argv[1]); import harness; harness.servers("stop")' "$here"
+    stop_servers
     ;;
   *) sed -n 2,14p "$0" >&2; exit 2 ;;
 esac
