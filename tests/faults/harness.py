@@ -5,6 +5,7 @@
     python3 tests/faults/harness.py one SCENARIO BACKEND [--langs rust,python,node]
     python3 tests/faults/harness.py broken           the broken build must make the checker fail
     python3 tests/faults/harness.py report           regenerate tests/FAULTS.md from results/
+    python3 tests/faults/harness.py check FILE...    check recorded histories again
 
 It runs its own servers (tests/servers.sh with FENCELOCK_SERVERS_DIR and every port moved by
 +20000), never the shared ones, and workers in Rust, Python and Node that speak the protocol of
@@ -53,7 +54,9 @@ PORTS = {
     "FENCELOCK_TEST_POSTGRES_PORT": 25432,
     "FENCELOCK_TEST_MARIADB_PORT": 23306,
 }
-PORTS = {k: int(os.environ.get("FENCELOCK_FAULTS_" + k.removeprefix("FENCELOCK_TEST_"), v)) for k, v in PORTS.items()}
+# FENCELOCK_FAULTS_PORT_OFFSET moves them all (a soak beside a short run needs a set of its own).
+_OFFSET = int(os.environ.get("FENCELOCK_FAULTS_PORT_OFFSET", "20000")) - 20000
+PORTS = {k: int(os.environ.get("FENCELOCK_FAULTS_" + k.removeprefix("FENCELOCK_TEST_"), v + _OFFSET)) for k, v in PORTS.items()}
 REDLOCK_MAX_TTL_S = 5
 ZK_SESSION_MS = 3000
 ZK_ENSEMBLE_SESSION_MS = 8000
@@ -686,7 +689,14 @@ async def run_one(name: str, backend: str, langs: list[str], profile: str, index
         run.expect(False, f"the scenario ran to the end ({error})")
     finally:
         await run.close()
-    verdict = checker.check(run.records, run.log_rows(), forgetful=run.forgetful)
+    rows = run.log_rows()
+    # The fence's log goes into the history too, so one file is all `harness.py check` needs.
+    with open(run.dir / "history.jsonl", "a") as f:
+        f.write(json.dumps({"rec": "meta", "run": run.id, "scenario": name, "backend": backend,
+                            "forgetful": run.forgetful, "broken_build": broken}) + "\n")
+        for row in rows:
+            f.write(json.dumps({"rec": "accepted_write", **row}) + "\n")
+    verdict = checker.check(run.records, rows, forgetful=run.forgetful)
     failed_expectations = [e["what"] for e in run.expectations if not e["ok"]]
     summary = {
         "run": run.id,
@@ -729,11 +739,23 @@ def start_backends(backends: list[str]) -> None:
             raise SystemExit("faults: could not start the servers")
 
 
+BUNDLE: Optional[Path] = None
+
+
 def append_results(path: Path, summaries: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         for s in summaries:
             f.write(json.dumps(s) + "\n")
+    if BUNDLE is not None:
+        # The histories themselves, so `harness.py check BUNDLE` can check them again anywhere.
+        import gzip
+        with gzip.open(BUNDLE, "at") as z:
+            for s in summaries:
+                for line in open(s["history"]):
+                    obj = json.loads(line)
+                    obj["_run"] = s["run"]
+                    z.write(json.dumps(obj) + "\n")
 
 
 def plan_runs(plan: dict[str, Any], only: Optional[set[str]] = None) -> list[tuple[str, str, dict[str, Any]]]:
@@ -787,7 +809,7 @@ async def main_soak(args: argparse.Namespace) -> int:
         params = {"clients": args.clients, "duration_s": args.minutes * 60, "ttl_ms": ttl_ms, "writes": 2,
                   "timeout_s": args.minutes * 60 + 300}
         summaries.append(await run_one("soak", backend, langs, f"soak-{args.minutes:g}min", i, params))
-    append_results(Path(args.results), summaries)
+        append_results(Path(args.results), summaries[-1:])
     return 1 if any(s["violations"] or s["failed_expectations"] for s in summaries) else 0
 
 
@@ -818,9 +840,36 @@ async def main_broken(args: argparse.Namespace) -> int:
     return 0 if caught == len(cases) else 1
 
 
+def check_files(paths: list[str]) -> int:
+    """Checks recorded histories again (history.jsonl files, or .jsonl.gz bundles of several)."""
+    import gzip
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for p in paths:
+        opener = gzip.open if p.endswith(".gz") else open
+        with opener(p, "rt") as f:
+            for line in f:
+                obj = json.loads(line)
+                runs.setdefault(obj.pop("_run", p), []).append(obj)
+    bad = 0
+    for run_id, recs in runs.items():
+        meta = next((r for r in recs if r.get("rec") == "meta"), {})
+        rows = [r for r in recs if r.get("rec") == "accepted_write"]
+        v = checker.check(recs, rows, forgetful=bool(meta.get("forgetful")))
+        expect_fail = [r["what"] for r in recs if r.get("rec") == "expect" and not r["ok"]]
+        ok = not v.violations and not expect_fail
+        bad += not ok
+        print(f"[{'ok' if ok else 'FAIL'}] {meta.get('run', run_id)}: {v.sections} critical sections, "
+              f"{v.writes_accepted} writes accepted, {v.writes_rejected} rejected, {len(v.violations)} violations"
+              + (" (broken build)" if meta.get("broken_build") else ""))
+        for x in v.violations[:5] + expect_fail[:5]:
+            print(f"       {x}")
+    return 1 if bad else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=str(STATE / "results.jsonl"), help="results file to append to")
+    ap.add_argument("--bundle", help="also append every run's history to this .jsonl.gz")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("short")
     s.add_argument("--backends")
@@ -835,13 +884,19 @@ def main() -> int:
     k.add_argument("--clients", type=int, default=16)
     k.add_argument("--backends", default="redis,redlock,zookeeper,postgres,mariadb,sqlite")
     sub.add_parser("broken")
+    c = sub.add_parser("check", help="check recorded histories again")
+    c.add_argument("files", nargs="+")
     r = sub.add_parser("report")
     r.add_argument("--out", default=str(ROOT / "tests/FAULTS.md"))
     r.add_argument("inputs", nargs="*", default=[str(HERE / "results")])
     args = ap.parse_args()
+    global BUNDLE
+    BUNDLE = Path(args.bundle) if args.bundle else None
     if args.cmd == "report":
         import report
         return report.write(args.inputs, Path(args.out))
+    if args.cmd == "check":
+        return check_files(args.files)
     fn = {"short": main_short, "one": main_one, "soak": main_soak, "broken": main_broken}[args.cmd]
     return asyncio.run(fn(args))
 

@@ -38,10 +38,13 @@ build() { # build [broken]
     { echo "faults: node/ has no native module (run node/run-tests.sh or node node/scripts/build.mjs first)" >&2; exit 1; }
 }
 
-record() { # the summaries of this invocation also go to the committed results
+record() { # record PROFILE [histories]: the summaries also go to the committed results
   if [[ ${FENCELOCK_FAULTS_RECORD:-} == 1 ]]; then
     results=(--results "$here/results/$1.jsonl")
+    # soak histories run to hundreds of MB: only their summaries are kept
+    [[ ${2:-} == histories ]] && results+=(--bundle "$here/results/$1-histories.jsonl.gz")
   fi
+  return 0
 }
 
 py=python3
@@ -56,11 +59,11 @@ case $cmd in
     echo "== faults: built in $((SECONDS - start))s"
     # Our servers stop at the end, pass or fail (unless asked to keep them for a rerun).
     [[ ${FENCELOCK_FAULTS_KEEP_SERVERS:-} == 1 ]] || trap stop_servers EXIT
-    record short
+    record short histories
     rc=0
     "$py" "$here/harness.py" "${results[@]}" short "$@" || rc=$?
     echo "== faults: the broken build must make the checker fail"
-    record broken
+    record broken histories
     "$py" "$here/harness.py" "${results[@]}" broken || rc=1
     echo "== faults: short profile done in $((SECONDS - start))s (exit $rc)"
     exit "$rc"
@@ -77,7 +80,7 @@ case $cmd in
     ;;
   broken)
     build broken
-    record broken
+    record broken histories
     "$py" "$here/harness.py" "${results[@]}" broken
     ;;
   report)
