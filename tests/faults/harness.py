@@ -777,8 +777,10 @@ async def main_short(args: argparse.Namespace) -> int:
         runs = [r for r in runs if r[0] in set(args.scenarios.split(","))]
     start_backends(sorted({b for _, b, _ in runs}))
     summaries = []
+    # Unless told, the rotation shifts by one every day, so CI puts every language in every role.
+    rotate = args.rotate if args.rotate is not None else int(time.time() // 86400) % len(LANGS)
     for i, (name, backend, params) in enumerate(runs):
-        k = i + args.rotate
+        k = i + rotate
         langs = [LANGS[(k + j) % len(LANGS)] for j in range(len(LANGS))]
         summaries.append(await run_one(name, backend, langs, "short", i, params))
     append_results(Path(args.results), summaries)
@@ -874,7 +876,7 @@ def main() -> int:
     s = sub.add_parser("short")
     s.add_argument("--backends")
     s.add_argument("--scenarios")
-    s.add_argument("--rotate", type=int, default=0, help="shift the language rotation")
+    s.add_argument("--rotate", type=int, help="shift the language rotation (default: the day's)")
     o = sub.add_parser("one")
     o.add_argument("scenario")
     o.add_argument("backend")
