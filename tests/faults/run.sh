@@ -59,6 +59,8 @@ case $cmd in
     echo "== faults: built in $((SECONDS - start))s"
     # Our servers stop at the end, pass or fail (unless asked to keep them for a rerun).
     [[ ${FENCELOCK_FAULTS_KEEP_SERVERS:-} == 1 ]] || trap stop_servers EXIT
+    echo "== faults: the checker's own tests"
+    (cd "$here" && "$py" -m unittest -q test_checker)
     record short histories
     rc=0
     "$py" "$here/harness.py" "${results[@]}" short "$@" || rc=$?
