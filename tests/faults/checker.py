@@ -122,13 +122,13 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
     for row in log_rows:
         if row["mode"] != "lease":
             continue
-        w = writes_by_id.get(row["write_id"])
-        rec = w if w is not None else {"t": row["t_sent"]}
+        answer = writes_by_id.get(row["write_id"])
+        rec = answer if answer is not None else {"t": row["t_sent"]}
         b = bound(row["cs"], rec)
         if b is not None and int(row["t_sent"]) > b + TOLERANCE_US:
             v.fail("late-write", f"{row['write_id']} (token {row['token']}) accepted though sent "
                    f"{(int(row['t_sent']) - b) / 1000:.0f} ms after its lease's deadline")
-        if w is not None and w.get("lost_before"):
+        if answer is not None and answer.get("lost_before"):
             v.fail("late-write", f"{row['write_id']} accepted though its lease read lost just before")
 
     # lost-probe
@@ -149,7 +149,7 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
     v.lost_signals = len(signals)
     killed = {r["worker"] for r in records if r.get("rec") == "fault" and r.get("kind") == "kill"}
     for cs, t_lost in first_lost.items():
-        worker = by_cs[cs]["worker"] if cs in by_cs else None
+        worker = by_cs[cs]["worker"] if cs in by_cs else ""
         sig = signals.get(cs)
         if sig is None:
             if worker not in killed:

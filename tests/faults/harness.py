@@ -304,7 +304,7 @@ class Run:
     def fault(self, kind: str, **fields: Any) -> None:
         self.record({"rec": "fault", "kind": kind, "t": now_us(), **fields})
 
-    def expect(self, ok: bool, what: str) -> bool:
+    def expect(self, ok: Any, what: str) -> bool:
         self.expectations.append({"ok": bool(ok), "what": what})
         self.record({"rec": "expect", "ok": bool(ok), "what": what, "t": now_us()})
         return ok
@@ -674,7 +674,8 @@ async def zk_leader_loss(run: Run, p: dict[str, Any]) -> None:
                              capture_output=True, text=True, timeout=5).stdout
         if "Mode: leader" in out:
             leader = f"zk-ensemble-{i}"
-    if not run.expect(leader is not None, "found the ensemble's leader"):
+    if leader is None:
+        run.expect(False, "found the ensemble's leader")
         return
     run.fault("leader", server=leader)
     hold = a.send("hold", ms=ZK_ENSEMBLE_SESSION_MS + 4000, probe_ms=50, write_ms=300)
@@ -749,8 +750,8 @@ async def run_one(name: str, backend: str, langs: list[str], profile: str, index
           f"violations={len(verdict.violations)} failed-expectations={len(failed_expectations)}", flush=True)
     for v in verdict.violations[:10]:
         print(f"       violation: {v}", flush=True)
-    for e in failed_expectations:
-        print(f"       expectation failed: {e}", flush=True)
+    for what in failed_expectations:
+        print(f"       expectation failed: {what}", flush=True)
     return summary
 
 

@@ -80,7 +80,7 @@ def write(inputs: list[str], out: Path) -> int:
     ]
     failed = [r for r in normal if r["violations"] or r["failed_expectations"]]
     if failed:
-        lines += ["Runs that failed (their first finding):", ""]
+        lines += ["Runs that failed (their first finding; what was learnt is under \"Findings\" in tests/faults/README.md):", ""]
         for r in failed:
             what = (r["violations"] or r["failed_expectations"])[0]
             lines.append(f"- {r['run']} ({r['profile']}): {what}")

@@ -72,7 +72,7 @@ class Worker:
         return f"{self.name}#{self.sections}"
 
     def acquire(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        ttl = seconds(cmd, "ttl_ms", 10.0)
+        ttl = seconds(cmd, "ttl_ms", 10.0) or 10.0
         wait = seconds(cmd, "wait_ms", None)
         t_req = now_us()
         lease = self.locker.acquire(self.lock, ttl=ttl, wait=wait)
