@@ -491,7 +491,10 @@ async def partition(run: Run, p: dict[str, Any]) -> None:
     mode = p.get("mode", "pause")
     run.fault(f"partition-{mode}", worker=a.name)
     for px in run.proxies:
-        getattr(px, mode)(a.pid)
+        if mode == "delay":
+            px.delay(a.pid, p["delay_ms"] / 1000)
+        else:
+            getattr(px, mode)(a.pid)
     t_cut = time.monotonic()
     reply = await b.call("acquire", ttl_ms=ttl, wait_ms=life + 30000, timeout=life / 1000 + 60)
     run.expect(reply.get("ok"), "another client acquired during the partition")
@@ -650,6 +653,13 @@ async def redlock_restart_empty(run: Run, p: dict[str, Any]) -> None:
     run.expect(w.get("accepted"), "its fenced write was accepted")
     await b.call("release")
     await start_servers(run, ["redlock-4", "redlock-5"])
+
+
+@scenario("slow-link")
+async def slow_link(run: Run, p: dict[str, Any]) -> None:
+    """Every packet between the holder and its server delayed by more than the ttl: its renewals
+    answer too late, it is lost at its deadline, another client takes over, its writes are refused."""
+    await partition(run, dict(p, mode="delay"))
 
 
 @scenario("zk-session-loss")
