@@ -31,4 +31,10 @@ if [ -x node/run-tests.sh ]; then
   node/run-tests.sh
 fi
 
+# (the JVM section goes here)
+
+section "Fault injection (tests/faults: its own servers; every scenario x backend once, then the broken build)"
+# Last: it needs the Python package and the Node module built above. About 4 minutes.
+tests/faults/run.sh short
+
 section "all tests passed"

@@ -66,6 +66,9 @@ impl FenceToken {
     /// Refuses, before anything is sent, a token from a lease that is lost, released or
     /// past its client deadline, and tokens that cannot be stored.
     pub(crate) fn usable(&self) -> Result<()> {
+        if fencing_disabled_for_fault_tests() {
+            return Ok(());
+        }
         if self.token >= 1 << 63 {
             return Err(Error::invalid(format!("token {} is not below 2^63", self.token)));
         }
@@ -77,6 +80,20 @@ impl FenceToken {
         }
         Ok(())
     }
+}
+
+/// True only in a build with the test-only `fault-injection-disable-fencing` feature AND with
+/// `FENCELOCK_FAULT_INJECTION_DISABLE_FENCING=1` in the environment: the fault suite's
+/// deliberately broken build, which must make its history checker fail. Always false otherwise.
+#[cfg(feature = "fault-injection-disable-fencing")]
+pub(crate) fn fencing_disabled_for_fault_tests() -> bool {
+    std::env::var_os("FENCELOCK_FAULT_INJECTION_DISABLE_FENCING").is_some_and(|v| v == "1")
+}
+
+#[cfg(not(feature = "fault-injection-disable-fencing"))]
+#[inline(always)]
+pub(crate) fn fencing_disabled_for_fault_tests() -> bool {
+    false
 }
 
 impl From<u64> for FenceToken {

@@ -1,0 +1,269 @@
+"""The fault-injection suite's orchestrator (stdlib only).
+
+    python3 tests/faults/harness.py short            each scenario x backend once, rotating languages
+    python3 tests/faults/harness.py soak [--minutes M] [--clients N] [--backends a,b]
+    python3 tests/faults/harness.py one SCENARIO BACKEND [--langs rust,python,node]
+    python3 tests/faults/harness.py broken           the broken build must make the checker fail
+    python3 tests/faults/harness.py report           regenerate tests/FAULTS.md from results/
+    python3 tests/faults/harness.py check FILE...    check recorded histories again
+
+It runs its own servers (tests/servers.sh with FENCELOCK_SERVERS_DIR and every port moved by
++20000), never the shared ones, and workers in Rust, Python and Node that speak the protocol of
+README.md (the machinery is in runs.py, the scenarios in scenarios.py). Every run's history goes
+to the state folder; its summary (counts, violations, the command that reproduces it) is
+appended to a results file, from which `report` writes FAULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import checker  # noqa: E402
+from runs import HERE, LANGS, ROOT, SERVER_GROUPS, SERVERS_DIR, STATE, Run, servers  # noqa: E402
+from scenarios import SCENARIOS  # noqa: E402
+
+# ---------------------------------------------------------------- execution
+
+
+def load_plan() -> dict[str, Any]:
+    with open(HERE / "scenarios.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+async def run_one(name: str, backend: str, langs: list[str], profile: str, index: int, params: dict[str, Any],
+                  broken: bool = False, rust_worker: Optional[Path] = None) -> dict[str, Any]:
+    run = Run(name, backend, langs, profile, index, broken=broken)
+    if rust_worker is not None:
+        run.rust_worker = rust_worker
+    t0 = time.monotonic()
+    error = None
+    try:
+        await asyncio.wait_for(SCENARIOS[name](run, params), params.get("timeout_s", 240))
+    except Exception as e:  # the run failed to complete: that is a failure, recorded as such
+        error = f"{type(e).__name__}: {e}"
+        run.expect(False, f"the scenario ran to the end ({error})")
+    finally:
+        await run.close()
+    rows = run.log_rows()
+    # The fence's log goes into the history too, so one file is all `harness.py check` needs.
+    with open(run.dir / "history.jsonl", "a") as f:
+        f.write(json.dumps({"rec": "meta", "run": run.id, "scenario": name, "backend": backend,
+                            "forgetful": run.forgetful, "broken_build": broken}) + "\n")
+        for row in rows:
+            f.write(json.dumps({"rec": "accepted_write", **row}) + "\n")
+    verdict = checker.check(run.records, rows, forgetful=run.forgetful)
+    failed_expectations = [e["what"] for e in run.expectations if not e["ok"]]
+    summary = {
+        "run": run.id,
+        "profile": profile,
+        "scenario": name,
+        "backend": backend,
+        "langs": "+".join(f"{w.name}" for w in run.workers) or "+".join(langs),
+        "broken_build": broken,
+        "seconds": round(time.monotonic() - t0, 1),
+        "sections": verdict.sections,
+        "writes_accepted": verdict.writes_accepted,
+        "writes_rejected": verdict.writes_rejected,
+        "probes": verdict.probes,
+        "violations": verdict.violations,
+        "expectations": len(run.expectations),
+        "failed_expectations": failed_expectations,
+        "history": str(run.dir / "history.jsonl"),
+        "command": f"tests/faults/run.sh one {name} {backend} --langs {','.join(langs)}",
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+    (run.dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    status = "ok" if not verdict.violations and not failed_expectations else "FAIL"
+    print(f"[{status}] {name:22} {backend:12} {summary['langs']:28} {summary['seconds']:6.1f}s "
+          f"cs={verdict.sections} acc={verdict.writes_accepted} rej={verdict.writes_rejected} "
+          f"violations={len(verdict.violations)} failed-expectations={len(failed_expectations)}", flush=True)
+    for v in verdict.violations[:10]:
+        print(f"       violation: {v}", flush=True)
+    for what in failed_expectations:
+        print(f"       expectation failed: {what}", flush=True)
+    return summary
+
+
+def start_backends(backends: list[str]) -> None:
+    groups = sorted({g for b in backends for g in SERVER_GROUPS[b]})
+    if groups:
+        print(f"faults: starting own servers under {SERVERS_DIR}: {' '.join(groups)}", flush=True)
+        r = servers("start", *groups, check=False)
+        if r.returncode != 0:
+            sys.stderr.write(r.stdout + r.stderr)
+            raise SystemExit("faults: could not start the servers")
+
+
+BUNDLE: Optional[Path] = None
+
+
+def append_results(path: Path, summaries: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        for s in summaries:
+            f.write(json.dumps(s) + "\n")
+    if BUNDLE is not None:
+        # The histories themselves, so `harness.py check BUNDLE` can check them again anywhere.
+        import gzip
+        with gzip.open(BUNDLE, "at") as z:
+            for s in summaries:
+                for line in open(s["history"]):
+                    obj = json.loads(line)
+                    obj["_run"] = s["run"]
+                    z.write(json.dumps(obj) + "\n")
+
+
+def plan_runs(plan: dict[str, Any], only: Optional[set[str]] = None) -> list[tuple[str, str, dict[str, Any]]]:
+    out = []
+    for name, spec in plan["scenario"].items():
+        for backend in spec["backends"]:
+            if only and backend not in only:
+                continue
+            params = dict(spec.get("params", {}))
+            params.update(spec.get("backend_params", {}).get(backend, {}))
+            out.append((name, backend, params))
+    return out
+
+
+async def main_short(args: argparse.Namespace) -> int:
+    plan = load_plan()
+    runs = plan_runs(plan, set(args.backends.split(",")) if args.backends else None)
+    if args.scenarios:
+        runs = [r for r in runs if r[0] in set(args.scenarios.split(","))]
+    start_backends(sorted({b for _, b, _ in runs}))
+    summaries = []
+    # Unless told, the rotation shifts by one every day, so CI puts every language in every role.
+    rotate = args.rotate if args.rotate is not None else int(time.time() // 86400) % len(LANGS)
+    for i, (name, backend, params) in enumerate(runs):
+        k = i + rotate
+        langs = [LANGS[(k + j) % len(LANGS)] for j in range(len(LANGS))]
+        summaries.append(await run_one(name, backend, langs, "short", i, params))
+    append_results(Path(args.results), summaries)
+    bad = [s for s in summaries if s["violations"] or s["failed_expectations"]]
+    print(f"faults: {len(summaries)} runs, {sum(s['sections'] for s in summaries)} critical sections, "
+          f"{sum(len(s['violations']) for s in summaries)} violations, {len(bad)} failed runs", flush=True)
+    return 1 if bad else 0
+
+
+async def main_one(args: argparse.Namespace) -> int:
+    plan = load_plan()
+    spec = plan["scenario"][args.scenario]
+    params = dict(spec.get("params", {}))
+    params.update(spec.get("backend_params", {}).get(args.backend, {}))
+    start_backends([args.backend])
+    s = await run_one(args.scenario, args.backend, args.langs.split(","), "one", 0, params)
+    append_results(Path(args.results), [s])
+    return 1 if s["violations"] or s["failed_expectations"] else 0
+
+
+async def main_soak(args: argparse.Namespace) -> int:
+    backends = args.backends.split(",")
+    start_backends(backends)
+    summaries = []
+    for i, backend in enumerate(backends):
+        langs = [LANGS[(i + j) % len(LANGS)] for j in range(len(LANGS))]
+        ttl_ms = 5000 if backend == "redlock" else 10000  # Redlock's max_ttl here is 5 s
+        params = {"clients": args.clients, "duration_s": args.minutes * 60, "ttl_ms": ttl_ms, "writes": 2,
+                  "timeout_s": args.minutes * 60 + 300}
+        summaries.append(await run_one("soak", backend, langs, f"soak-{args.minutes:g}min", i, params))
+        append_results(Path(args.results), summaries[-1:])
+    return 1 if any(s["violations"] or s["failed_expectations"] for s in summaries) else 0
+
+
+
+
+async def main_broken(args: argparse.Namespace) -> int:
+    """Runs SIGSTOP and the Redis restart with the broken Rust worker (fencing off): the checker
+    must find violations in each; exit 0 only if it does."""
+    exe = ROOT / "target/debug/fencelock-faults-worker-broken"
+    plan = load_plan()
+    start_backends(["sqlite", "redis"])
+    caught = 0
+    cases = [("sigstop", "sqlite"), ("server-restart", "redis")]
+    summaries = []
+    for i, (name, backend) in enumerate(cases):
+        spec = plan["scenario"][name]
+        params = dict(spec.get("params", {}))
+        params.update(spec.get("backend_params", {}).get(backend, {}))
+        s = await run_one(name, backend, ["rust", "rust", "rust"], "broken", i, params, broken=True, rust_worker=exe)
+        summaries.append(s)
+        if s["violations"]:
+            caught += 1
+            print(f"faults: as it must, the checker caught the broken build in {name}/{backend}: {s['violations'][0]}")
+        else:
+            print(f"faults: ERROR: the checker found nothing wrong with the broken build in {name}/{backend}")
+    append_results(Path(args.results), summaries)
+    return 0 if caught == len(cases) else 1
+
+
+def check_files(paths: list[str]) -> int:
+    """Checks recorded histories again (history.jsonl files, or .jsonl.gz bundles of several)."""
+    import gzip
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for p in paths:
+        opener = gzip.open if p.endswith(".gz") else open
+        with opener(p, "rt") as f:
+            for line in f:
+                obj = json.loads(line)
+                runs.setdefault(obj.pop("_run", p), []).append(obj)
+    bad = 0
+    for run_id, recs in runs.items():
+        meta = next((r for r in recs if r.get("rec") == "meta"), {})
+        rows = [r for r in recs if r.get("rec") == "accepted_write"]
+        v = checker.check(recs, rows, forgetful=bool(meta.get("forgetful")))
+        expect_fail = [r["what"] for r in recs if r.get("rec") == "expect" and not r["ok"]]
+        ok = not v.violations and not expect_fail
+        bad += not ok
+        print(f"[{'ok' if ok else 'FAIL'}] {meta.get('run', run_id)}: {v.sections} critical sections, "
+              f"{v.writes_accepted} writes accepted, {v.writes_rejected} rejected, {len(v.violations)} violations"
+              + (" (broken build)" if meta.get("broken_build") else ""))
+        for x in v.violations[:5] + expect_fail[:5]:
+            print(f"       {x}")
+    return 1 if bad else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=str(STATE / "results.jsonl"), help="results file to append to")
+    ap.add_argument("--bundle", help="also append every run's history to this .jsonl.gz")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("short")
+    s.add_argument("--backends")
+    s.add_argument("--scenarios")
+    s.add_argument("--rotate", type=int, help="shift the language rotation (default: the day's)")
+    o = sub.add_parser("one")
+    o.add_argument("scenario")
+    o.add_argument("backend")
+    o.add_argument("--langs", default="rust,python,node")
+    k = sub.add_parser("soak")
+    k.add_argument("--minutes", type=float, default=10)
+    k.add_argument("--clients", type=int, default=16)
+    k.add_argument("--backends", default="redis,redlock,zookeeper,postgres,mariadb,sqlite")
+    sub.add_parser("broken")
+    c = sub.add_parser("check", help="check recorded histories again")
+    c.add_argument("files", nargs="+")
+    r = sub.add_parser("report")
+    r.add_argument("--out", default=str(ROOT / "tests/FAULTS.md"))
+    r.add_argument("inputs", nargs="*", default=[str(HERE / "results")])
+    args = ap.parse_args()
+    global BUNDLE
+    BUNDLE = Path(args.bundle) if args.bundle else None
+    if args.cmd == "report":
+        import report
+        return report.write(args.inputs, Path(args.out))
+    if args.cmd == "check":
+        return check_files(args.files)
+    fn = {"short": main_short, "one": main_one, "soak": main_soak, "broken": main_broken}[args.cmd]
+    return asyncio.run(fn(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The fault-injection suite (tests/faults/README.md). As root, on loopback, with its own servers.
+#
+#   tests/faults/run.sh short     build the workers, run every scenario x backend once (CI), then
+#                                 check that the broken build (fencing off) makes the checker fail
+#   tests/faults/run.sh soak [--minutes M] [--clients N] [--backends a,b]   16 clients, 10 min/backend
+#   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node]
+#   tests/faults/run.sh report    regenerate tests/FAULTS.md from tests/faults/results/
+#
+# Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, histories),
+# FENCELOCK_FAULTS_RECORD=1 (also append the summaries to tests/faults/results/, for FAULTS.md),
+# FENCELOCK_FAULTS_SKIP_BUILD=1 (use the workers already built), FENCELOCK_FAULTS_KEEP_SERVERS=1
+# (short: leave the suite's servers running). `run.sh stop-servers` stops them.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+cmd=${1:-short}
+(($#)) && shift
+
+state=${FENCELOCK_FAULTS_DIR:-/tmp/fencelock-faults}
+results=(--results "$state/results.jsonl")
+
+build() { # build [broken]
+  [[ ${FENCELOCK_FAULTS_SKIP_BUILD:-} == 1 ]] && return 0
+  if [[ ${1:-} == broken ]]; then
+    echo "== faults: building the broken Rust worker (fencing off; test-only feature)"
+    # Built first and copied aside; then the real one. Same target folder, so the dependency
+    # tree is shared: only fencelock core and the worker build twice.
+    cargo build --quiet -p fencelock-faults-worker --features broken-fencing
+    cp target/debug/fencelock-faults-worker target/debug/fencelock-faults-worker-broken
+  fi
+  echo "== faults: building the Rust worker"
+  cargo build --quiet -p fencelock-faults-worker
+  [[ -x target/py-venv/bin/python ]] && target/py-venv/bin/python -c 'import fencelock' ||
+    { echo "faults: the Python package is not installed in target/py-venv (run python/run-tests.sh first)" >&2; exit 1; }
+  [[ -n $(ls node/fencelock.*.node 2>/dev/null) ]] ||
+    { echo "faults: node/ has no native module (run node/run-tests.sh or node node/scripts/build.mjs first)" >&2; exit 1; }
+}
+
+record() { # record PROFILE [histories]: the summaries also go to the committed results
+  if [[ ${FENCELOCK_FAULTS_RECORD:-} == 1 ]]; then
+    results=(--results "$here/results/$1.jsonl")
+    # soak histories run to hundreds of MB: only their summaries are kept
+    [[ ${2:-} == histories ]] && results+=(--bundle "$here/results/$1-histories.jsonl.gz")
+  fi
+  return 0
+}
+
+py=python3
+stop_servers() {
+  echo "== faults: stopping the suite's own servers ($state/servers)"
+  FENCELOCK_SERVERS_DIR="$state/servers" bash tests/servers.sh stop >/dev/null || true
+}
+case $cmd in
+  short)
+    start=$SECONDS
+    build broken
+    echo "== faults: built in $((SECONDS - start))s"
+    # Our servers stop at the end, pass or fail (unless asked to keep them for a rerun).
+    [[ ${FENCELOCK_FAULTS_KEEP_SERVERS:-} == 1 ]] || trap stop_servers EXIT
+    echo "== faults: the checker's own tests"
+    (cd "$here" && "$py" -m unittest -q test_checker)
+    record short histories
+    rc=0
+    "$py" "$here/harness.py" "${results[@]}" short "$@" || rc=$?
+    echo "== faults: the broken build must make the checker fail"
+    record broken histories
+    "$py" "$here/harness.py" "${results[@]}" broken || rc=1
+    echo "== faults: short profile done in $((SECONDS - start))s (exit $rc)"
+    exit "$rc"
+    ;;
+  soak)
+    build
+    record soak
+    "$py" "$here/harness.py" "${results[@]}" soak "$@"
+    ;;
+  one)
+    build
+    record one
+    "$py" "$here/harness.py" "${results[@]}" one "$@"
+    ;;
+  broken)
+    build broken
+    record broken histories
+    "$py" "$here/harness.py" "${results[@]}" broken
+    ;;
+  report)
+    "$py" "$here/harness.py" report "$@"
+    ;;
+  stop-servers)
+    stop_servers
+    ;;
+  *) sed -n 2,14p "$0" >&2; exit 2 ;;
+esac
