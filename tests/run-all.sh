@@ -31,4 +31,9 @@ if [ -x node/run-tests.sh ]; then
   node/run-tests.sh
 fi
 
+if [ -x bindings/jvm/run-tests.sh ]; then
+  section "JVM: Kotlin and Java"
+  bindings/jvm/run-tests.sh
+fi
+
 section "all tests passed"

@@ -17,6 +17,11 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 
+if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then
+    # The machine image has them; a bare Debian needs them installed (as root, like CI).
+    apt-get install -y -q maven openjdk-17-jdk-headless >/dev/null
+fi
+
 profile="${FENCELOCK_PROFILE:-dev}"
 case "$profile" in
     dev) profile_dir=debug ;;
