@@ -8,5 +8,11 @@
 # 2181: the standalone ZooKeeper). Prints a markdown table for bench/RESULTS.md.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-mvn -B -q -f "$here/../../bindings/jvm/pom.xml" install -DskipTests
+# FENCELOCK_PROFILE=dev uses a debug native library (fast to build, slower to run).
+if [ "${FENCELOCK_PROFILE:-release}" = dev ]; then
+    lib_args=(-Dcargo.profile=dev -Dcargo.profile.dir=debug)
+else
+    lib_args=()
+fi
+mvn -B -q -f "$here/../../bindings/jvm/pom.xml" install -DskipTests "${lib_args[@]}"
 mvn -B -q -f "$here/pom.xml" compile exec:java -Dexec.args="${1:-127.0.0.1:7001} ${2:-127.0.0.1:2181}"

@@ -30,6 +30,7 @@ case "$profile" in
 esac
 target_dir="${CARGO_TARGET_DIR:-$here/../../target}"
 
+rm -rf "$here/target/surefire-reports"
 printf '\n== mvn test (native library: cargo profile %s)\n' "$profile"
 mvn -B -q -f pom.xml \
     -Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir" \
