@@ -8,6 +8,7 @@ use fencelock::{Lease, LossReason};
 use crate::error::{NativeError, guard};
 use crate::runtime::{OnDrop, run};
 
+
 /// Why a lease was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
 pub enum NativeLossReason {
@@ -103,6 +104,12 @@ impl NativeLease {
     pub async fn release(&self) -> Result<(), NativeError> {
         let lease = self.lease.clone();
         run(async move { lease.release().await }, OnDrop::Finish).await
+    }
+
+    /// [`NativeLease::release`] for a blocking JVM thread: one wake-up instead of several.
+    pub fn release_blocking(&self) -> Result<(), NativeError> {
+        let lease = self.lease.clone();
+        crate::runtime::block(async move { lease.release().await })
     }
 
     /// Calls `listener` once when the lease is lost (at once if it already is).

@@ -128,3 +128,91 @@ impl From<LockInfo> for NativeLockInfo {
         }
     }
 }
+
+/// Where a blocking acquire stands.
+#[derive(uniffi::Enum)]
+pub enum NativeAcquireOutcome {
+    /// Still waiting: wait again (the JVM thread checks for an interrupt in between).
+    Pending,
+    Acquired { lease: Arc<NativeLease> },
+    /// A try-acquire found the lock held.
+    Busy,
+}
+
+type Answer = std::thread::Result<fencelock::Result<Option<fencelock::Lease>>>;
+
+/// An acquire running on the runtime, waited for by a blocking JVM thread in slices, so that
+/// `Thread.interrupt()` is seen between them; [`NativePendingAcquire::cancel`] aborts it (the
+/// core's acquire is cancel-safe), and so does dropping it.
+#[derive(uniffi::Object)]
+pub struct NativePendingAcquire {
+    answered: std::sync::Mutex<std::sync::mpsc::Receiver<Answer>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for NativePendingAcquire {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[uniffi::export]
+impl NativePendingAcquire {
+    /// Waits up to `slice` for the outcome.
+    pub fn wait(&self, slice: Duration) -> Result<NativeAcquireOutcome, NativeError> {
+        use std::sync::mpsc::RecvTimeoutError;
+        crate::error::guard(|| {
+            let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+            match answered.recv_timeout(slice) {
+                Ok(Ok(Ok(Some(lease)))) => Ok(NativeAcquireOutcome::Acquired { lease: NativeLease::new(lease) }),
+                Ok(Ok(Ok(None))) => Ok(NativeAcquireOutcome::Busy),
+                Ok(Ok(Err(e))) => Err(e.into()),
+                Ok(Err(payload)) => Err(crate::error::from_panic(payload)),
+                Err(RecvTimeoutError::Timeout) => Ok(NativeAcquireOutcome::Pending),
+                Err(RecvTimeoutError::Disconnected) => {
+                    Err(fencelock::Error::internal("the acquire was dropped by fencelock's runtime").into())
+                }
+            }
+        })
+    }
+
+    pub fn cancel(&self) {
+        self.task.abort();
+    }
+}
+
+#[uniffi::export]
+impl NativeLocker {
+    /// Starts an acquire (or a try-acquire, `try_once`) for a blocking JVM thread to wait on.
+    pub fn start_acquire(
+        &self,
+        name: String,
+        options: NativeLockOptions,
+        scope: i64,
+        try_once: bool,
+    ) -> Result<Arc<NativePendingAcquire>, NativeError> {
+        crate::error::guard(|| {
+            let options = lock_options(options)?;
+            let scope = scope_of(scope)?;
+            let locker = self.locker.clone();
+            let (answer, answered) = std::sync::mpsc::sync_channel(1);
+            let task = crate::runtime::runtime()?.spawn(async move {
+                use futures_util::FutureExt;
+                let outcome = std::panic::AssertUnwindSafe(async move {
+                    if try_once {
+                        locker.try_acquire_in(scope, &name, &options).await
+                    } else {
+                        locker.acquire_in(scope, &name, &options).await.map(Some)
+                    }
+                })
+                .catch_unwind()
+                .await;
+                let _ = answer.send(outcome);
+            });
+            Ok(Arc::new(NativePendingAcquire {
+                answered: std::sync::Mutex::new(answered),
+                task: task.abort_handle(),
+            }))
+        })
+    }
+}

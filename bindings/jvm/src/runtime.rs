@@ -71,3 +71,29 @@ where
         Err(_) => Err(fencelock::Error::internal("the operation was cancelled by fencelock's runtime").into()),
     }
 }
+
+/// Runs `fut` on the runtime and blocks the calling (JVM) thread until it answers: one thread
+/// wake-up per call, where a suspend call resumed from `runBlocking` costs several. For calls
+/// that always run to their end (release), so nothing needs cancelling.
+pub(crate) fn block<T, F>(fut: F) -> Result<T, NativeError>
+where
+    T: Send + 'static,
+    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+{
+    let rt = runtime()?;
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(fencelock::Error::internal(
+            "a blocking fencelock call was made from a thread of fencelock's runtime; use the suspend API there",
+        )
+        .into());
+    }
+    let (answer, answered) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        let _ = answer.send(AssertUnwindSafe(fut).catch_unwind().await);
+    });
+    match answered.recv() {
+        Ok(Ok(result)) => result.map_err(NativeError::from),
+        Ok(Err(payload)) => Err(from_panic(payload)),
+        Err(_) => Err(fencelock::Error::internal("the operation was dropped by fencelock's runtime").into()),
+    }
+}

@@ -84,7 +84,11 @@ class Lease internal constructor(private val native: NativeLease) : AutoCloseabl
     }
 
     /** [release] for Java and other blocking code. */
-    fun releaseBlocking() = blocking { release() }
+    fun releaseBlocking() {
+        released.set(true)
+        Runtime.ensureLoaded()
+        ffi { native.releaseBlocking() }
+    }
 
     /** Sets a new ttl from now (the current ttl when null). */
     suspend fun extend(ttl: Duration? = null) {

@@ -1,11 +1,13 @@
 package dev.fencelock
 
+import dev.fencelock.ffi.NativeAcquireOutcome
 import dev.fencelock.ffi.NativeLockInfo
 import dev.fencelock.ffi.NativeLocker
 import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.future.future
 import kotlinx.coroutines.withContext
 import java.time.Duration
+import java.util.concurrent.CancellationException
 import java.util.concurrent.CompletableFuture
 import java.util.function.Function
 import dev.fencelock.ffi.connect as nativeConnect
@@ -63,16 +65,36 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     /** [acquire] for Java and other blocking code; re-entry counts per thread. */
     @JvmOverloads
-    fun acquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease {
-        val scope = Scopes.ofThread()
-        return blocking { acquireIn(name, options, scope) }
-    }
+    fun acquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease =
+        waitFor(name, options, tryOnce = false) ?: throw LockInternalException("an acquire that waits answered busy")
 
     /** [tryAcquire] for Java and other blocking code: a [Lease], or null when the lock is taken. */
     @JvmOverloads
-    fun tryAcquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? {
-        val scope = Scopes.ofThread()
-        return blocking { tryAcquireIn(name, options, scope) }
+    fun tryAcquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
+        waitFor(name, options, tryOnce = true)
+
+    /**
+     * Blocks on the native acquire directly (one thread wake-up, where `runBlocking` over the
+     * suspend call costs several), in slices so that an interrupt cancels it.
+     */
+    private fun waitFor(name: String, options: LockOptions, tryOnce: Boolean): Lease? {
+        Runtime.ensureLoaded()
+        val pending = ffi { native.startAcquire(name, options.toNative(), Scopes.ofThread(), tryOnce) }
+        try {
+            while (true) {
+                when (val outcome = ffi { pending.wait(SLICE) }) {
+                    is NativeAcquireOutcome.Acquired -> return Lease(outcome.lease)
+                    NativeAcquireOutcome.Busy -> return null
+                    NativeAcquireOutcome.Pending -> if (Thread.interrupted()) {
+                        pending.cancel()
+                        Thread.currentThread().interrupt()
+                        throw CancellationException("the calling thread was interrupted")
+                    }
+                }
+            }
+        } finally {
+            pending.destroy()
+        }
     }
 
     /** [withLock] for Java: `locker.withLockBlocking("name", lease -> work(lease.getToken()))`. */
@@ -119,6 +141,8 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         init {
             Runtime.ensureLoaded()
         }
+
+        private val SLICE: Duration = Duration.ofMillis(100)
 
         /**
          * Connects to the backend [url] selects (`redis://`, `redlock://`, `zk://`, `postgres://`,
