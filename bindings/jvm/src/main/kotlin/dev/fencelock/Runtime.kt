@@ -20,8 +20,9 @@ import kotlin.coroutines.CoroutineContext
 /**
  * How the Kotlin layer waits on the native library, and who the "execution scope" of re-entry is.
  *
- * Suspend calls await uniffi's futures; blocking calls run the same suspend call in
- * `runBlocking` on the caller's thread, so there is one code path. Interrupting a thread
+ * Suspend calls await uniffi's futures; most blocking calls run the same suspend call in
+ * `runBlocking` on the caller's thread (acquire, try-acquire and release block on the native call
+ * directly instead, see `Locker.waitFor`: they are the hot path). Interrupting a thread
  * blocked in a call cancels the call (an acquire then leaves nothing behind) and throws
  * [CancellationException] with the interrupt flag set again.
  */
