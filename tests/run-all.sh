@@ -31,7 +31,10 @@ if [ -x node/run-tests.sh ]; then
   node/run-tests.sh
 fi
 
-# (the JVM section goes here)
+if [ -x bindings/jvm/run-tests.sh ]; then
+  section "JVM: Kotlin and Java"
+  bindings/jvm/run-tests.sh
+fi
 
 section "Fault injection (tests/faults: its own servers; every scenario x backend once, then the broken build)"
 # Last: it needs the Python package and the Node module built above. About 4 minutes.

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the JVM library (native library in debug, uniffi-bindgen, Kotlin, Java) and runs its
+# JUnit 5 tests (Kotlin and Java) against the test servers.
+#
+#   bindings/jvm/run-tests.sh [extra mvn args, e.g. -Dtest=BasicsTest]
+#
+# Environment:
+#   FENCELOCK_PROFILE   cargo profile: dev (default here, fast to build) or release
+#   CARGO_TARGET_DIR    cargo's target folder (default: the workspace's target/, which under CI is
+#                       the folder `cargo test` already filled, so the dependency tree is reused)
+#   FENCELOCK_TEST_*_URL, FENCELOCK_REQUIRE_SERVERS   as for every test suite (tests/servers.sh env)
+#
+# Needs JDK 17+, Maven 3.8+ and Rust (cargo); Maven fetches Kotlin, JNA, kotlinx-coroutines and
+# JUnit from Maven Central. Exits non-zero on any failure, including no test run.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here"
+
+if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then
+    # The machine image has them; a bare Debian needs them installed (as root, like CI).
+    apt-get install -y -q maven openjdk-17-jdk-headless >/dev/null
+fi
+
+profile="${FENCELOCK_PROFILE:-dev}"
+case "$profile" in
+    dev) profile_dir=debug ;;
+    release) profile_dir=release ;;
+    *) echo "FENCELOCK_PROFILE must be dev or release, not $profile" >&2; exit 2 ;;
+esac
+target_dir="${CARGO_TARGET_DIR:-$here/../../target}"
+
+rm -rf "$here/target/surefire-reports"
+printf '\n== mvn test (native library: cargo profile %s)\n' "$profile"
+mvn -B -q -f pom.xml \
+    -Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir" \
+    -Dsurefire.failIfNoSpecifiedTests=false \
+    test "$@"
+
+# Surefire's own summary is quiet under -q: count from its reports, and fail on none.
+python3 - "$here/target/surefire-reports" <<'PY'
+import glob, sys, xml.etree.ElementTree as ET
+tests = failed = skipped = 0
+for f in glob.glob(sys.argv[1] + "/TEST-*.xml"):
+    r = ET.parse(f).getroot()
+    tests += int(r.get("tests", 0))
+    failed += int(r.get("failures", 0)) + int(r.get("errors", 0))
+    skipped += int(r.get("skipped", 0))
+if tests == 0:
+    print("no JVM test ran", file=sys.stderr)
+    sys.exit(1)
+print(f"JVM: {tests - failed - skipped} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PY

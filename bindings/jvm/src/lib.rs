@@ -1,0 +1,59 @@
+//! The native library of the JVM package `dev.fencelock`: the Kotlin/Java face of the
+//! `fencelock` core, exported with uniffi.
+//!
+//! The source files mirror the core's modules and the other bindings': `locker.rs` (Locker,
+//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `fence.rs`, `error.rs` (the one
+//! mapping of core errors and panics), `options.rs` (JVM values to core options) and `runtime.rs`
+//! (the one tokio runtime, and how its futures reach Kotlin). The generated Kotlin
+//! (`dev.fencelock.ffi`) is internal: users see the hand-written layer in
+//! `src/main/kotlin/dev/fencelock/`.
+//!
+//! No panic crosses into the JVM: every synchronous export runs inside `error::guard`, and
+//! every future inside `runtime::run`, which catches unwinding; both surface as code INTERNAL.
+
+uniffi::setup_scaffolding!();
+
+mod error;
+mod fence;
+mod lease;
+mod locker;
+mod options;
+mod runtime;
+
+pub use error::{NativeError, NativeErrorCode};
+pub use fence::{NativeFence, NativeSqlValue, NativeStatement, open_fence};
+pub use lease::{NativeLostListener, NativeLease, NativeLossReason};
+pub use locker::{NativeHolder, NativeLockInfo, NativeLocker, connect};
+pub use options::{NativeConnectOptions, NativeLockOptions};
+
+/// Test-only: panics inside Rust, to show that it surfaces as code INTERNAL.
+#[uniffi::export]
+pub fn test_panic() -> Result<(), NativeError> {
+    error::guard(|| {
+        if std::hint::black_box(true) {
+            panic!("test panic requested by testPanic()");
+        }
+        Ok(())
+    })
+}
+
+/// Test-only: a future that panics on the runtime, to show the same for suspend calls.
+#[uniffi::export]
+pub async fn test_panic_async() -> Result<(), NativeError> {
+    runtime::run(
+        async {
+            if std::hint::black_box(true) {
+                panic!("test panic requested by testPanicAsync()");
+            }
+            Ok(())
+        },
+        runtime::OnDrop::Cancel,
+    )
+    .await
+}
+
+/// The version of the native library (the workspace version).
+#[uniffi::export]
+pub fn native_version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}

@@ -1,0 +1,218 @@
+//! `NativeLocker` (wrapped by the Kotlin `Locker`), `connect`, and lock info.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencelock::{HolderDescription, LockInfo, Locker, Scope};
+
+use crate::error::NativeError;
+use crate::lease::NativeLease;
+use crate::options::{NativeConnectOptions, NativeLockOptions, lock_options, locker_options};
+use crate::runtime::{OnDrop, run};
+
+/// Connects to the backend `url` selects.
+#[uniffi::export]
+pub async fn connect(url: String, options: NativeConnectOptions) -> Result<Arc<NativeLocker>, NativeError> {
+    let options = locker_options(options)?;
+    // Connected inside the runtime: the core keeps its handle for renewals.
+    let locker = run(async move { Locker::connect_with(&url, options).await }, OnDrop::Cancel).await?;
+    Ok(Arc::new(NativeLocker { locker }))
+}
+
+#[derive(uniffi::Object)]
+pub struct NativeLocker {
+    locker: Locker,
+}
+
+/// A scope id from Kotlin: a thread's or a coroutine's, never reused in the process.
+fn scope_of(id: i64) -> Result<Scope, NativeError> {
+    u64::try_from(id)
+        .map(Scope::new)
+        .map_err(|_| crate::error::invalid(format!("scope id must not be negative, got {id}")))
+}
+
+#[uniffi::export]
+impl NativeLocker {
+    /// Acquires `name` on behalf of the execution scope `scope` (a thread or coroutine, named
+    /// by the Kotlin layer; see the core's `reentry`). Cancelling the caller leaves nothing
+    /// behind.
+    pub async fn acquire(
+        &self,
+        name: String,
+        options: NativeLockOptions,
+        scope: i64,
+    ) -> Result<Arc<NativeLease>, NativeError> {
+        let options = lock_options(options)?;
+        let scope = scope_of(scope)?;
+        let locker = self.locker.clone();
+        let lease = run(async move { locker.acquire_in(scope, &name, &options).await }, OnDrop::Cancel).await?;
+        Ok(NativeLease::new(lease))
+    }
+
+    /// Tries once, in `scope`: a lease, or none when somebody else holds the lock.
+    pub async fn try_acquire(
+        &self,
+        name: String,
+        options: NativeLockOptions,
+        scope: i64,
+    ) -> Result<Option<Arc<NativeLease>>, NativeError> {
+        let options = lock_options(options)?;
+        let scope = scope_of(scope)?;
+        let locker = self.locker.clone();
+        let lease = run(async move { locker.try_acquire_in(scope, &name, &options).await }, OnDrop::Cancel).await?;
+        Ok(lease.map(NativeLease::new))
+    }
+
+    /// Who holds `name` now, as the backend says.
+    pub async fn inspect(&self, name: String) -> Result<NativeLockInfo, NativeError> {
+        let locker = self.locker.clone();
+        let info = run(async move { locker.inspect(&name).await }, OnDrop::Cancel).await?;
+        Ok(NativeLockInfo::from(info))
+    }
+
+    /// Releases every lease still held and closes the connections; runs to its end even if
+    /// nobody waits for it.
+    /// (Not `close`: uniffi objects already have a `close()` that frees the native handle.)
+    pub async fn shutdown(&self) -> Result<(), NativeError> {
+        let locker = self.locker.clone();
+        run(
+            async move {
+                locker.close().await;
+                Ok(())
+            },
+            OnDrop::Finish,
+        )
+        .await
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.locker.is_closed()
+    }
+
+    /// The URL with any password redacted.
+    pub fn url(&self) -> String {
+        self.locker.url()
+    }
+}
+
+/// Who holds a lock, as `inspect` reads it.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct NativeLockInfo {
+    pub name: String,
+    pub held: bool,
+    /// The last token minted for this lock (the holder's, while held).
+    pub token: Option<i64>,
+    pub holder: Option<NativeHolder>,
+    pub time_left: Option<Duration>,
+}
+
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct NativeHolder {
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub language: Option<String>,
+    pub text: Option<String>,
+}
+
+impl From<LockInfo> for NativeLockInfo {
+    fn from(info: LockInfo) -> Self {
+        NativeLockInfo {
+            name: info.name,
+            held: info.held,
+            token: info.token.map(|t| t as i64),
+            holder: info.holder.as_deref().map(|h| {
+                let h = HolderDescription::parse(h);
+                NativeHolder { host: h.host, pid: h.pid, language: h.language, text: h.text }
+            }),
+            time_left: info.time_left,
+        }
+    }
+}
+
+/// Where a blocking acquire stands.
+#[derive(uniffi::Enum)]
+pub enum NativeAcquireOutcome {
+    /// Still waiting: wait again (the JVM thread checks for an interrupt in between).
+    Pending,
+    Acquired { lease: Arc<NativeLease> },
+    /// A try-acquire found the lock held.
+    Busy,
+}
+
+type Answer = std::thread::Result<fencelock::Result<Option<fencelock::Lease>>>;
+
+/// An acquire running on the runtime, waited for by a blocking JVM thread in slices, so that
+/// `Thread.interrupt()` is seen between them; [`NativePendingAcquire::cancel`] aborts it (the
+/// core's acquire is cancel-safe), and so does dropping it.
+#[derive(uniffi::Object)]
+pub struct NativePendingAcquire {
+    answered: std::sync::Mutex<std::sync::mpsc::Receiver<Answer>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for NativePendingAcquire {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[uniffi::export]
+impl NativePendingAcquire {
+    /// Waits up to `slice` for the outcome.
+    pub fn wait(&self, slice: Duration) -> Result<NativeAcquireOutcome, NativeError> {
+        use std::sync::mpsc::RecvTimeoutError;
+        crate::error::guard(|| {
+            let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+            match answered.recv_timeout(slice) {
+                Ok(Ok(Ok(Some(lease)))) => Ok(NativeAcquireOutcome::Acquired { lease: NativeLease::new(lease) }),
+                Ok(Ok(Ok(None))) => Ok(NativeAcquireOutcome::Busy),
+                Ok(Ok(Err(e))) => Err(e.into()),
+                Ok(Err(payload)) => Err(crate::error::from_panic(payload)),
+                Err(RecvTimeoutError::Timeout) => Ok(NativeAcquireOutcome::Pending),
+                Err(RecvTimeoutError::Disconnected) => {
+                    Err(fencelock::Error::internal("the acquire was dropped by fencelock's runtime").into())
+                }
+            }
+        })
+    }
+
+    pub fn cancel(&self) {
+        self.task.abort();
+    }
+}
+
+#[uniffi::export]
+impl NativeLocker {
+    /// Starts an acquire (or a try-acquire, `try_once`) for a blocking JVM thread to wait on.
+    pub fn start_acquire(
+        &self,
+        name: String,
+        options: NativeLockOptions,
+        scope: i64,
+        try_once: bool,
+    ) -> Result<Arc<NativePendingAcquire>, NativeError> {
+        crate::error::guard(|| {
+            let options = lock_options(options)?;
+            let scope = scope_of(scope)?;
+            let locker = self.locker.clone();
+            let (answer, answered) = std::sync::mpsc::sync_channel(1);
+            let task = crate::runtime::runtime()?.spawn(async move {
+                use futures_util::FutureExt;
+                let outcome = std::panic::AssertUnwindSafe(async move {
+                    if try_once {
+                        locker.try_acquire_in(scope, &name, &options).await
+                    } else {
+                        locker.acquire_in(scope, &name, &options).await.map(Some)
+                    }
+                })
+                .catch_unwind()
+                .await;
+                let _ = answer.send(outcome);
+            });
+            Ok(Arc::new(NativePendingAcquire {
+                answered: std::sync::Mutex::new(answered),
+                task: task.abort_handle(),
+            }))
+        })
+    }
+}

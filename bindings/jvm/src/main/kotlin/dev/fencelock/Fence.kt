@@ -1,0 +1,122 @@
+package dev.fencelock
+
+import dev.fencelock.ffi.NativeFence
+import dev.fencelock.ffi.NativeSqlValue
+import dev.fencelock.ffi.NativeStatement
+import kotlinx.coroutines.future.future
+import java.util.concurrent.CompletableFuture
+import dev.fencelock.ffi.openFence as nativeOpenFence
+
+/**
+ * The resource side: accepts an operation only if its token is at least the highest it has
+ * accepted for its resource, so a holder that paused past its lease is refused
+ * ([StaleTokenException]). Opened on its own URL (Redis or SQL), independent of the lock's backend.
+ *
+ * Every operation takes a [Lease] (preferred: a lease past its client deadline is refused with
+ * [LockLostException] before anything is sent, and tokens of another lock are refused) or a bare
+ * token. [check] is advisory: a check followed by a separate write protects nothing.
+ */
+class Fence private constructor(private val native: NativeFence) : AutoCloseable {
+    val resource: String get() = native.resource()
+
+    /** Sets [key] to [value] if the lease's token is accepted (Redis fences). */
+    suspend fun fencedSet(lease: Lease, key: String, value: ByteArray) =
+        ffi { native.fencedSet(lease.handle, null, key, value) }
+
+    suspend fun fencedSet(token: Long, key: String, value: ByteArray) =
+        ffi { native.fencedSet(null, token, key, value) }
+
+    suspend fun fencedSet(lease: Lease, key: String, value: String) = fencedSet(lease, key, value.toByteArray())
+
+    /**
+     * Runs [statements] in one transaction if the lease's token is accepted (SQL fences); the
+     * rows each statement changed.
+     */
+    suspend fun fencedExecute(lease: Lease, statements: List<Statement>): List<Long> =
+        ffi { native.fencedExecute(lease.handle, null, statements.map(Statement::toNative)) }.map { it.toLong() }
+
+    suspend fun fencedExecute(token: Long, statements: List<Statement>): List<Long> =
+        ffi { native.fencedExecute(null, token, statements.map(Statement::toNative)) }.map { it.toLong() }
+
+    /** Advisory: returns if the token would be accepted now, throws [StaleTokenException] if not. */
+    suspend fun check(lease: Lease) = ffi { native.check(lease.handle, null) }
+
+    suspend fun check(token: Long) = ffi { native.check(null, token) }
+
+    /** The highest token accepted so far, or null. */
+    suspend fun highest(): Long? = ffi { native.highest() }
+
+    fun fencedSetBlocking(lease: Lease, key: String, value: ByteArray) = blocking { fencedSet(lease, key, value) }
+
+    fun fencedSetBlocking(token: Long, key: String, value: ByteArray) = blocking { fencedSet(token, key, value) }
+
+    fun fencedSetBlocking(lease: Lease, key: String, value: String) = blocking { fencedSet(lease, key, value) }
+
+    fun fencedExecuteBlocking(lease: Lease, statements: List<Statement>): List<Long> =
+        blocking { fencedExecute(lease, statements) }
+
+    fun fencedExecuteBlocking(token: Long, statements: List<Statement>): List<Long> =
+        blocking { fencedExecute(token, statements) }
+
+    fun checkBlocking(lease: Lease) = blocking { check(lease) }
+
+    fun checkBlocking(token: Long) = blocking { check(token) }
+
+    fun highestBlocking(): Long? = blocking { highest() }
+
+    override fun close() = blocking { ffi { native.shutdown() } }
+
+    override fun toString(): String = "Fence($resource)"
+
+    companion object {
+        init {
+            Runtime.ensureLoaded()
+        }
+
+        /** Opens the fence of [resource] in the database at [url] (Redis, PostgreSQL, MariaDB, SQLite). */
+        @JvmStatic
+        @JvmOverloads
+        fun open(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Fence =
+            blocking { openSuspending(url, resource, options) }
+
+        suspend fun openSuspending(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Fence =
+            Fence(ffi { nativeOpenFence(url, resource, options.toNative()) })
+
+        @JvmStatic
+        @JvmOverloads
+        fun openAsync(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): CompletableFuture<Fence> =
+            Runtime.futures.future { openSuspending(url, resource, options) }
+    }
+}
+
+/**
+ * One SQL statement for [Fence.fencedExecute], with positional parameters (`?` on MariaDB and
+ * SQLite, `$1` on PostgreSQL). Parameters: null, Long/Int/Short/Byte, Boolean (1/0),
+ * Double/Float, String, ByteArray.
+ */
+class Statement(val sql: String, params: List<Any?>) {
+    val params: List<Any?> = params.toList()
+
+    internal fun toNative() = NativeStatement(sql, params.mapIndexed { i, p -> sqlValue(p, i + 1) })
+
+    private fun sqlValue(p: Any?, position: Int): NativeSqlValue = when (p) {
+        null -> NativeSqlValue.Null
+        is Long -> NativeSqlValue.Integer(p)
+        is Int -> NativeSqlValue.Integer(p.toLong())
+        is Short -> NativeSqlValue.Integer(p.toLong())
+        is Byte -> NativeSqlValue.Integer(p.toLong())
+        is Boolean -> NativeSqlValue.Integer(if (p) 1 else 0)
+        is Double -> NativeSqlValue.Real(p)
+        is Float -> NativeSqlValue.Real(p.toDouble())
+        is String -> NativeSqlValue.Text(p)
+        is ByteArray -> NativeSqlValue.Blob(p)
+        else -> invalidArgument("parameter $position of \"$sql\": unsupported type ${p.javaClass.name}")
+    }
+
+    override fun toString(): String = "Statement($sql, $params)"
+
+    companion object {
+        @JvmStatic
+        fun of(sql: String, vararg params: Any?): Statement = Statement(sql, params.toList())
+    }
+}

@@ -1,0 +1,190 @@
+package dev.fencelock
+
+import dev.fencelock.ffi.NativeAcquireOutcome
+import dev.fencelock.ffi.NativeLockInfo
+import dev.fencelock.ffi.NativeLocker
+import kotlinx.coroutines.NonCancellable
+import kotlinx.coroutines.future.future
+import kotlinx.coroutines.withContext
+import java.time.Duration
+import java.util.concurrent.CancellationException
+import java.util.concurrent.CompletableFuture
+import java.util.function.Function
+import dev.fencelock.ffi.connect as nativeConnect
+
+/**
+ * A client bound to one backend, made from a URL: `Locker.connect("redis://127.0.0.1:6379")`.
+ *
+ * Kotlin calls the suspend functions ([acquire], [tryAcquire], [withLock]); Java and other
+ * blocking code calls the `…Blocking` ones, or the `…Async` ones for a `CompletableFuture`.
+ * One Locker is meant to be shared by the whole process: its connections serve every lock,
+ * waiter and renewal. [close] releases what it still holds and closes the connections.
+ */
+class Locker private constructor(private val native: NativeLocker) : AutoCloseable {
+    /** The URL, with any password redacted. */
+    val url: String get() = native.url()
+
+    val isClosed: Boolean get() = native.isClosed()
+
+    /**
+     * Acquires [name], waiting up to `options.wait` (forever by default). Throws
+     * [LockTimeoutException] when the wait ends first. Cancelling the coroutine stops the wait
+     * and leaves nothing behind on the server.
+     */
+    suspend fun acquire(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease =
+        acquireIn(name, options, Scopes.ofCoroutine())
+
+    /** Tries once: a [Lease], or null when somebody else holds the lock. */
+    suspend fun tryAcquire(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
+        tryAcquireIn(name, options, Scopes.ofCoroutine())
+
+    /**
+     * Runs [block] while holding [name] and releases afterwards. If the lease was lost meanwhile,
+     * throws [LockLostException] once the block has returned (unless the block threw: its
+     * exception wins, the release's is added as suppressed).
+     */
+    suspend fun <T> withLock(name: String, options: LockOptions = LockOptions.DEFAULTS, block: suspend (Lease) -> T): T {
+        val scope = Scopes.ofCoroutine()
+        val lease = acquireIn(name, options, scope)
+        val result = try {
+            withContext(LockScope(scope)) { block(lease) }
+        } catch (e: Throwable) {
+            try {
+                withContext(NonCancellable) { lease.exitScope() }
+            } catch (releaseError: Throwable) {
+                e.addSuppressed(releaseError)
+            }
+            throw e
+        }
+        withContext(NonCancellable) { lease.exitScope() }
+        return result
+    }
+
+    /** Who holds [name] now, as the backend says. */
+    suspend fun inspect(name: String): LockInfo = LockInfo(ffi { native.inspect(name) })
+
+    /** [acquire] for Java and other blocking code; re-entry counts per thread. */
+    @JvmOverloads
+    fun acquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease =
+        waitFor(name, options, tryOnce = false) ?: throw LockInternalException("an acquire that waits answered busy")
+
+    /** [tryAcquire] for Java and other blocking code: a [Lease], or null when the lock is taken. */
+    @JvmOverloads
+    fun tryAcquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
+        waitFor(name, options, tryOnce = true)
+
+    /**
+     * Blocks on the native acquire directly (one thread wake-up, where `runBlocking` over the
+     * suspend call costs several), in slices so that an interrupt cancels it.
+     */
+    private fun waitFor(name: String, options: LockOptions, tryOnce: Boolean): Lease? {
+        Runtime.ensureLoaded()
+        val pending = ffi { native.startAcquire(name, options.toNative(), Scopes.ofThread(), tryOnce) }
+        try {
+            while (true) {
+                when (val outcome = ffi { pending.wait(SLICE) }) {
+                    is NativeAcquireOutcome.Acquired -> return Lease(outcome.lease)
+                    NativeAcquireOutcome.Busy -> return null
+                    NativeAcquireOutcome.Pending -> if (Thread.interrupted()) {
+                        pending.cancel()
+                        Thread.currentThread().interrupt()
+                        throw CancellationException("the calling thread was interrupted")
+                    }
+                }
+            }
+        } finally {
+            pending.destroy()
+        }
+    }
+
+    /** [withLock] for Java: `locker.withLockBlocking("name", lease -> work(lease.getToken()))`. */
+    fun <T> withLockBlocking(name: String, options: LockOptions, body: Function<Lease, T>): T {
+        val lease = acquireBlocking(name, options)
+        val result = try {
+            body.apply(lease)
+        } catch (e: Throwable) {
+            try {
+                blocking { lease.exitScope() }
+            } catch (releaseError: Throwable) {
+                e.addSuppressed(releaseError)
+            }
+            throw e
+        }
+        blocking { lease.exitScope() }
+        return result
+    }
+
+    fun <T> withLockBlocking(name: String, body: Function<Lease, T>): T =
+        withLockBlocking(name, LockOptions.DEFAULTS, body)
+
+    fun inspectBlocking(name: String): LockInfo = blocking { inspect(name) }
+
+    /** [acquire] as a `CompletableFuture`; cancelling the future cancels the acquire. */
+    @JvmOverloads
+    fun acquireAsync(name: String, options: LockOptions = LockOptions.DEFAULTS): CompletableFuture<Lease> {
+        val scope = Scopes.fresh()
+        return Runtime.futures.future { acquireIn(name, options, scope) }
+    }
+
+    private suspend fun acquireIn(name: String, options: LockOptions, scope: Long): Lease =
+        Lease(ffi { native.acquire(name, options.toNative(), scope) })
+
+    private suspend fun tryAcquireIn(name: String, options: LockOptions, scope: Long): Lease? =
+        ffi { native.tryAcquire(name, options.toNative(), scope) }?.let(::Lease)
+
+    /** Releases every lease this Locker still holds and closes its connections. */
+    override fun close() = blocking { ffi { native.shutdown() } }
+
+    override fun toString(): String = "Locker($url)"
+
+    companion object {
+        init {
+            Runtime.ensureLoaded()
+        }
+
+        private val SLICE: Duration = Duration.ofMillis(100)
+
+        /**
+         * Connects to the backend [url] selects (`redis://`, `redlock://`, `zk://`, `postgres://`,
+         * `mysql://`, `sqlite://`; see the README). Throws [LockInvalidArgumentException] for a bad
+         * URL, [LockUnavailableException] when the backend cannot be reached, [LockAuthException]
+         * when credentials are refused.
+         */
+        @JvmStatic
+        @JvmOverloads
+        fun connect(url: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Locker =
+            blocking { connectSuspending(url, options) }
+
+        /** [connect] as a suspend function, for coroutines. */
+        suspend fun connectSuspending(url: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Locker =
+            Locker(ffi { nativeConnect(url, options.toNative()) })
+
+        /** [connect] as a `CompletableFuture`. */
+        @JvmStatic
+        @JvmOverloads
+        fun connectAsync(url: String, options: ConnectOptions = ConnectOptions.DEFAULTS): CompletableFuture<Locker> =
+            Runtime.futures.future { connectSuspending(url, options) }
+    }
+}
+
+/** Who holds a lock, as [Locker.inspect] reads it. */
+data class LockInfo(
+    val name: String,
+    val held: Boolean,
+    /** The last token minted for this lock (the holder's, while held). */
+    val token: Long?,
+    val holder: Holder?,
+    /** Time left on the server's clock (TTL backends, while held). */
+    val timeLeft: Duration?,
+) {
+    /** The holder's description: host, pid, language, and the text passed as `holder`. */
+    data class Holder(val host: String?, val pid: Long?, val language: String?, val text: String?)
+
+    internal constructor(info: NativeLockInfo) : this(
+        name = info.name,
+        held = info.held,
+        token = info.token,
+        holder = info.holder?.let { Holder(it.host, it.pid?.toLong(), it.language, it.text) },
+        timeLeft = info.timeLeft,
+    )
+}

@@ -1,0 +1,108 @@
+package dev.fencelock
+
+import dev.fencelock.ffi.NativeConnectOptions
+import dev.fencelock.ffi.NativeLockOptions
+import java.time.Duration
+
+/**
+ * Options of one acquisition, one meaning in every language (design §1).
+ *
+ * Kotlin: `LockOptions(ttl = Duration.ofSeconds(10), wait = Duration.ZERO)` or
+ * `options.copy(...)`. Java: `LockOptions.builder().ttl(Duration.ofSeconds(10)).build()`.
+ * Negative durations are refused at once with [LockInvalidArgumentException]; the ranges (ttl
+ * at least 100 ms, at most 7 days; wait at most a year) are checked by the core at acquire.
+ */
+data class LockOptions(
+    /** Lease length on TTL backends (default 30 s); ZooKeeper's liveness is its session. */
+    val ttl: Duration = DEFAULT_TTL,
+    /** How long acquire may block: `null` (the default) waits forever, [Duration.ZERO] tries once. */
+    val wait: Duration? = null,
+    /** Renew every ttl/3 while held (default on). */
+    val autoRenew: Boolean = true,
+    /** Stop renewing after this long, so a stuck holder cannot keep the lock forever (default none). */
+    val maxHold: Duration? = null,
+    /** Re-entry by the same thread (blocking calls) or coroutine (suspend calls); default off. */
+    val reentrant: Boolean = false,
+    /** Free text stored with the holder's description (host and pid are added). */
+    val holder: String? = null,
+    /** `release()` returns once the release is sent; its reply is still checked (design §8). */
+    val pipelinedRelease: Boolean = false,
+) {
+    init {
+        requireNotNegative(ttl, "ttl")
+        wait?.let { requireNotNegative(it, "wait") }
+        maxHold?.let { requireNotNegative(it, "maxHold") }
+    }
+
+    fun toBuilder(): Builder = Builder(this)
+
+    internal fun toNative() = NativeLockOptions(
+        ttl = ttl,
+        wait = wait,
+        autoRenew = autoRenew,
+        maxHold = maxHold,
+        reentrant = reentrant,
+        holder = holder,
+        pipelinedRelease = pipelinedRelease,
+    )
+
+    /** Builds [LockOptions] from Java; every setter's default is the field's. */
+    class Builder internal constructor(private var options: LockOptions) {
+        fun ttl(ttl: Duration?) = apply {
+            options = options.copy(ttl = ttl ?: invalidArgument("ttl must not be null; leave it out for the default of 30 s"))
+        }
+        /** `null` waits forever; [Duration.ZERO] tries once. */
+        fun wait(wait: Duration?) = apply { options = options.copy(wait = wait) }
+        fun autoRenew(on: Boolean) = apply { options = options.copy(autoRenew = on) }
+        fun maxHold(maxHold: Duration?) = apply { options = options.copy(maxHold = maxHold) }
+        fun reentrant(on: Boolean) = apply { options = options.copy(reentrant = on) }
+        fun holder(holder: String?) = apply { options = options.copy(holder = holder) }
+        fun pipelinedRelease(on: Boolean) = apply { options = options.copy(pipelinedRelease = on) }
+        fun build(): LockOptions = options
+    }
+
+    companion object {
+        @JvmField
+        val DEFAULT_TTL: Duration = Duration.ofSeconds(30)
+
+        /** Every option at its default: ttl 30 s, wait forever, auto-renew on. */
+        @JvmField
+        val DEFAULTS = LockOptions()
+
+        @JvmStatic
+        fun builder(): Builder = Builder(DEFAULTS)
+    }
+}
+
+/** Options of a [Locker] or a [Fence]; `null` means the core's default. */
+data class ConnectOptions(
+    /** Base interval of the fallback poll while waiting (default 50 ms, jittered). */
+    val pollInterval: Duration? = null,
+    /** How long one backend operation may take before it is UNAVAILABLE (default 10 s). */
+    val operationTimeout: Duration? = null,
+) {
+    init {
+        pollInterval?.let { requireNotNegative(it, "pollInterval") }
+        operationTimeout?.let { requireNotNegative(it, "operationTimeout") }
+    }
+
+    internal fun toNative() = NativeConnectOptions(pollInterval = pollInterval, operationTimeout = operationTimeout)
+
+    class Builder internal constructor(private var options: ConnectOptions) {
+        fun pollInterval(d: Duration?) = apply { options = options.copy(pollInterval = d) }
+        fun operationTimeout(d: Duration?) = apply { options = options.copy(operationTimeout = d) }
+        fun build(): ConnectOptions = options
+    }
+
+    companion object {
+        @JvmField
+        val DEFAULTS = ConnectOptions()
+
+        @JvmStatic
+        fun builder(): Builder = Builder(DEFAULTS)
+    }
+}
+
+private fun requireNotNegative(d: Duration, what: String) {
+    if (d.isNegative) invalidArgument("$what must not be negative, got $d")
+}

@@ -1,0 +1,66 @@
+//! JVM option records to core options. Durations arrive as `java.time.Duration` (uniffi maps
+//! them); the Kotlin layer refuses negative ones before they get here, and the ranges (ttl at
+//! least 100 ms, …) are the core's, so every language agrees.
+
+use std::time::Duration;
+
+use fencelock::{LockOptions, LockerOptions};
+
+use crate::error::NativeError;
+
+/// Options of one acquisition (the Kotlin `LockOptions`).
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct NativeLockOptions {
+    /// Absent: the core's default (30 s).
+    pub ttl: Option<Duration>,
+    /// Absent: wait forever; zero: try once.
+    pub wait: Option<Duration>,
+    pub auto_renew: bool,
+    pub max_hold: Option<Duration>,
+    pub reentrant: bool,
+    pub holder: Option<String>,
+    pub pipelined_release: bool,
+}
+
+pub(crate) fn lock_options(given: NativeLockOptions) -> Result<LockOptions, NativeError> {
+    let mut out = LockOptions::default();
+    if let Some(ttl) = given.ttl {
+        out = out.with_ttl(ttl);
+    }
+    out = out
+        .with_wait(given.wait)
+        .with_auto_renew(given.auto_renew)
+        .with_max_hold(given.max_hold)
+        .with_reentrant(given.reentrant)
+        .with_pipelined_release(given.pipelined_release);
+    if let Some(holder) = given.holder {
+        out = out.with_holder(holder);
+    }
+    out.validate()?;
+    Ok(out)
+}
+
+/// Options of a Locker or a Fence (the Kotlin `ConnectOptions`); absent means the core's default.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct NativeConnectOptions {
+    pub poll_interval: Option<Duration>,
+    pub operation_timeout: Option<Duration>,
+}
+
+pub(crate) fn locker_options(given: NativeConnectOptions) -> Result<LockerOptions, NativeError> {
+    let mut out = LockerOptions::default().with_language("jvm");
+    if let Some(d) = given.poll_interval {
+        out = out.with_poll_interval(d);
+    }
+    if let Some(d) = given.operation_timeout {
+        out = out.with_operation_timeout(d);
+    }
+    out.validate()?;
+    Ok(out)
+}
+
+/// A token from the JVM (a `Long`): tokens are below 2^63, so a negative one is a mistake.
+pub(crate) fn token_from_jvm(token: i64) -> Result<u64, NativeError> {
+    u64::try_from(token)
+        .map_err(|_| crate::error::invalid(format!("token must be between 0 and 2^63 - 1, got {token}")))
+}

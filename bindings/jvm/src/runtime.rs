@@ -1,0 +1,99 @@
+//! The one tokio runtime of this library, and how its futures reach Kotlin.
+//!
+//! Every exported `async fn` spawns the core's future onto this runtime (where the Locker was
+//! connected, so renewals, the Redis and ZooKeeper connection tasks and background releases
+//! all live here) and awaits the task's answer. uniffi polls that small waiting future from
+//! Kotlin's side, so no JVM thread ever runs tokio's I/O, and a Kotlin coroutine that is
+//! cancelled drops it: the task is then aborted (acquire and reads, cancel-safe in the core) or
+//! left to finish (release and close, so nothing is left behind), as [`OnDrop`] says.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::OnceLock;
+
+use futures_util::FutureExt;
+use tokio::runtime::{Builder, Runtime};
+use tokio::task::JoinHandle;
+
+use crate::error::{NativeError, from_panic};
+
+static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+
+/// The runtime, made on first use; it lives as long as the process.
+pub(crate) fn runtime() -> Result<&'static Runtime, NativeError> {
+    let made = RUNTIME.get_or_init(|| {
+        Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("fencelock-rt")
+            .build()
+            .map_err(|e| format!("cannot start the tokio runtime: {e}"))
+    });
+    made.as_ref()
+        .map_err(|e| fencelock::Error::internal(e.clone()).into())
+}
+
+/// What happens to the task when the Kotlin side stops waiting (its coroutine was cancelled).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnDrop {
+    /// Abort it: for acquire (cancel-safe in the core) and reads.
+    Cancel,
+    /// Let it run to its end: for release and close.
+    Finish,
+}
+
+/// The task of one call; aborted when dropped if [`OnDrop::Cancel`] (aborting a task that has
+/// already finished does nothing).
+struct Task<T> {
+    handle: JoinHandle<T>,
+    on_drop: OnDrop,
+}
+
+impl<T> Drop for Task<T> {
+    fn drop(&mut self) {
+        if self.on_drop == OnDrop::Cancel {
+            self.handle.abort();
+        }
+    }
+}
+
+/// Runs `fut` on the runtime and returns its answer; a panic inside becomes INTERNAL.
+pub(crate) async fn run<T, F>(fut: F, on_drop: OnDrop) -> Result<T, NativeError>
+where
+    T: Send + 'static,
+    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+{
+    let rt = runtime()?;
+    let mut task = Task { handle: rt.spawn(AssertUnwindSafe(fut).catch_unwind()), on_drop };
+    match (&mut task.handle).await {
+        Ok(Ok(result)) => result.map_err(NativeError::from),
+        Ok(Err(payload)) => Err(from_panic(payload)),
+        Err(join) if join.is_panic() => Err(from_panic(join.into_panic())),
+        Err(_) => Err(fencelock::Error::internal("the operation was cancelled by fencelock's runtime").into()),
+    }
+}
+
+/// Runs `fut` on the runtime and blocks the calling (JVM) thread until it answers: one thread
+/// wake-up per call, where a suspend call resumed from `runBlocking` costs several. For calls
+/// that always run to their end (release), so nothing needs cancelling.
+pub(crate) fn block<T, F>(fut: F) -> Result<T, NativeError>
+where
+    T: Send + 'static,
+    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+{
+    let rt = runtime()?;
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(fencelock::Error::internal(
+            "a blocking fencelock call was made from a thread of fencelock's runtime; use the suspend API there",
+        )
+        .into());
+    }
+    let (answer, answered) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        let _ = answer.send(AssertUnwindSafe(fut).catch_unwind().await);
+    });
+    match answered.recv() {
+        Ok(Ok(result)) => result.map_err(NativeError::from),
+        Ok(Err(payload)) => Err(from_panic(payload)),
+        Err(_) => Err(fencelock::Error::internal("the operation was dropped by fencelock's runtime").into()),
+    }
+}

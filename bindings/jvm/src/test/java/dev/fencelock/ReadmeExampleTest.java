@@ -1,0 +1,52 @@
+package dev.fencelock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import javax.tools.JavaCompiler;
+import javax.tools.ToolProvider;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The Java example of the repository's README, compiled as written against this library and
+ * run in a JVM of its own, as a user would.
+ */
+class ReadmeExampleTest {
+    @Test
+    void theReadmeJavaExampleCompilesAndRuns() throws Exception {
+        Path readme = Path.of(System.getProperty("user.dir"), "..", "..", "README.md").normalize();
+        String text = Files.readString(readme);
+        Matcher block = Pattern.compile("```java\\n([\\s\\S]*?)```").matcher(text);
+        assertTrue(block.find(), "README.md has a ```java example");
+        String source = block.group(1);
+        assertTrue(source.lines().count() <= 20, "the example stays short");
+        Matcher className = Pattern.compile("public class (\\w+)").matcher(source);
+        assertTrue(className.find(), "the example is a public class");
+
+        Path dir = Files.createTempDirectory("fencelock-readme-java");
+        Path file = dir.resolve(className.group(1) + ".java");
+        Files.writeString(file, source);
+        String classPath = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
+        JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
+        int status = javac.run(null, null, null, "-cp", classPath, "-d", dir.toString(), file.toString());
+        assertEquals(0, status, "the README's Java example does not compile");
+
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        ProcessBuilder run = new ProcessBuilder(java, "-cp", dir + File.pathSeparator + classPath, className.group(1))
+            .redirectErrorStream(true);
+        run.environment().put("FENCELOCK_URL", "sqlite://" + dir.resolve("locks.db"));
+        Process process = run.start();
+        assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the example did not finish");
+        String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertEquals(0, process.exitValue(), out);
+        assertTrue(out.matches("(?s).*holding nightly-report with token \\d+.*"), out);
+    }
+}
