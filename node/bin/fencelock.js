@@ -1,19 +1,21 @@
 #!/usr/bin/env node
 'use strict';
 // The `fencelock` command of the npm package: runs the compiled binary (built from cli/ and
-// copied into native/ by scripts/build.mjs; else the one on PATH) with this process's arguments
-// and stdio, forwards INT, TERM and HUP to it, and exits as it exits. No locking logic here:
-// the binary does all of it, including its own guardian process and signal handling.
+// copied into native/ by scripts/build.mjs, or shipped in the platform package; else the one
+// on PATH) with this process's arguments and stdio, forwards INT, TERM and HUP to it,
+// and exits as it exits. No locking logic here: the binary does all of it, including its own
+// guardian process and signal handling.
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { commandCandidates, firstExisting } = require('../lib/platform.js');
 
 function locate() {
-  const name = process.platform === 'win32' ? 'fencelock.exe' : 'fencelock';
-  const packaged = path.join(__dirname, '..', 'native', name);
-  if (fs.existsSync(packaged)) return packaged;
+  const packaged = firstExisting(commandCandidates());
+  if (packaged !== null) return packaged;
   // Fall back to PATH, skipping this shim itself (npm links it as `fencelock` too).
+  const name = process.platform === 'win32' ? 'fencelock.exe' : 'fencelock';
   const self = fs.realpathSync(__filename);
   for (const dir of (process.env.PATH || '').split(path.delimiter)) {
     if (!dir) continue;
@@ -30,7 +32,7 @@ function locate() {
 
 const binary = locate();
 if (binary === null) {
-  process.stderr.write('fencelock: the fencelock binary is not in this package (native/) nor on PATH; rebuild the package (npm run build)\n');
+  process.stderr.write('fencelock: the fencelock binary is not in this package (native/), in its platform package nor on PATH; rebuild the package (npm run build) or install fencelock-<platform>\n');
   process.exit(125);
 }
 
