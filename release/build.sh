@@ -59,7 +59,7 @@ export PATH="$tools/bin:$PATH"
 # One cargo run for every native file but the wheel's: the dependency tree compiles once.
 packages=(-p fencelock-cli -p fencelock-node)
 jvm_crate=""
-if [ -f bindings/jvm/Cargo.toml ]; then
+if [ -f bindings/jvm/Cargo.toml ] && [ -f bindings/jvm/release.sh ]; then
     jvm_crate="$(sed -n 's/^name *= *"\(.*\)"/\1/p' bindings/jvm/Cargo.toml | head -1)"
     packages+=(-p "$jvm_crate")
 fi
@@ -103,7 +103,7 @@ if [ -n "$jvm_crate" ]; then
     step "JVM jar with the native library inside"
     bash bindings/jvm/release.sh --version "$version" --library "$built/lib${jvm_crate//-/_}.so" --out "$dist"
 else
-    step "JVM jar: skipped (no bindings/jvm in this tree)"
+    step "JVM jar: skipped (bindings/jvm/release.sh, which packages it, is not written yet)"
 fi
 
 step "checksums and build info"
