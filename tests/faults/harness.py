@@ -133,6 +133,10 @@ def plan_runs(plan: dict[str, Any], only: Optional[set[str]] = None) -> list[tup
     return out
 
 
+# Retries get run indexes of their own, so their folders and lock names never meet the first try's.
+RETRY_INDEX = 1000
+
+
 async def main_short(args: argparse.Namespace) -> int:
     plan = load_plan()
     runs = plan_runs(plan, set(args.backends.split(",")) if args.backends else None)
@@ -142,14 +146,37 @@ async def main_short(args: argparse.Namespace) -> int:
     summaries = []
     # Unless told, the rotation shifts by one every day, so CI puts every language in every role.
     rotate = args.rotate if args.rotate is not None else int(time.time() // 86400) % len(LANGS)
+    retried = []
     for i, (name, backend, params) in enumerate(runs):
         k = i + rotate
         langs = [LANGS[(k + j) % len(LANGS)] for j in range(len(LANGS))]
-        summaries.append(await run_one(name, backend, langs, "short", i, params))
+        s = await run_one(name, backend, langs, "short", i, params)
+        summaries.append(s)
+        if s["failed_expectations"] and not s["violations"]:
+            # A missed expectation with a clean history is a timing miss (a waiter slower than
+            # its margin on a loaded machine), not a broken promise: the same run once more
+            # decides. It stays in the results either way; a violation is never retried.
+            again = await run_one(name, backend, langs, "short", RETRY_INDEX + i, params)
+            again["retry_of"] = s["run"]
+            summaries.append(again)
+            retried.append((s, again))
     append_results(Path(args.results), summaries)
-    bad = [s for s in summaries if s["violations"] or s["failed_expectations"]]
-    print(f"faults: {len(summaries)} runs, {sum(s['sections'] for s in summaries)} critical sections, "
-          f"{sum(len(s['violations']) for s in summaries)} violations, {len(bad)} failed runs", flush=True)
+    final = [s for s in summaries if "retry_of" not in s and not any(r is s for r, _ in retried)]
+    final += [again for _, again in retried]
+    bad = [s for s in final if s["violations"] or s["failed_expectations"]]
+    lines = [f"faults: {len(final)} scenario x backend runs ({len(retried)} retried), "
+             f"{sum(s['sections'] for s in summaries)} critical sections, "
+             f"{sum(len(s['violations']) for s in summaries)} violations, {len(bad)} failed"]
+    for first, again in retried:
+        verdict = "failed again" if again["failed_expectations"] or again["violations"] else "passed on retry"
+        lines.append(f"faults: RETRIED {first['scenario']}/{first['backend']} ({first['langs']}): "
+                     f"{'; '.join(first['failed_expectations'])} -> {verdict}")
+    for s in bad:
+        lines.append(f"faults: FAILED {s['scenario']}/{s['backend']} ({s['langs']}), reproduce: {s['command']}")
+        lines += [f"       {what}" for what in s["violations"][:5] + s["failed_expectations"][:5]]
+    print("\n".join(lines), flush=True)
+    # run.sh prints it again at its very end, where a truncated CI log still shows it.
+    (STATE / "short-summary.txt").write_text("\n".join(lines) + "\n")
     return 1 if bad else 0
 
 

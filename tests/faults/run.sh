@@ -63,10 +63,12 @@ case $cmd in
     (cd "$here" && "$py" -m unittest -q test_checker)
     record short histories
     rc=0
+    rm -f "$state/short-summary.txt"
     "$py" "$here/harness.py" "${results[@]}" short "$@" || rc=$?
     echo "== faults: the broken build must make the checker fail"
     record broken histories
     "$py" "$here/harness.py" "${results[@]}" broken || rc=1
+    [[ -f $state/short-summary.txt ]] && cat "$state/short-summary.txt"
     echo "== faults: short profile done in $((SECONDS - start))s (exit $rc)"
     exit "$rc"
     ;;
