@@ -394,14 +394,7 @@ impl Backend for RedisBackend {
     async fn force_release(&self, name: &LockName) -> Result<bool> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        let n: i64 = FORCE_RELEASE
-            .key(&k.lock)
-            .arg(&k.channel)
-            .arg(self.conn.publish_command())
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| map_error("redis force release", e))?;
-        Ok(n == 1)
+        force_release_key(&self.conn, &k.lock, &k.channel, self.conn.publish_command(), "redis force release").await
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
@@ -413,6 +406,19 @@ impl Backend for RedisBackend {
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
+}
+
+/// An operator's release of one lock key, whoever holds it (shared with Redlock's masters):
+/// true when there was a key to delete. `publish` is PUBLISH, or SPUBLISH on a Cluster.
+pub(crate) async fn force_release_key(conn: &Conn, lock: &str, channel: &str, publish: &str, context: &str) -> Result<bool> {
+    let n: i64 = FORCE_RELEASE
+        .key(lock)
+        .arg(channel)
+        .arg(publish)
+        .invoke_async(&mut conn.clone())
+        .await
+        .map_err(|e| map_error(context, e))?;
+    Ok(n == 1)
 }
 
 /// How many keys one SCAN step looks at.

@@ -14,7 +14,7 @@ use super::scripts::{INSPECT, RAISE};
 use crate::backend::redis::conn::Conn;
 use crate::backend::redis::connect::{client, manager_config, map_error};
 use crate::backend::redis::pubsub::{HubWatch, WakeHub};
-use crate::backend::redis::scripts::{ACQUIRE, FORCE_RELEASE, RELEASE, RENEW};
+use crate::backend::redis::scripts::{ACQUIRE, RELEASE, RENEW};
 use crate::backend::redis::{as_i64, as_string, check_eviction_policy, parse_attempt};
 use crate::backend::redis::connect::RedisSettings;
 use crate::backend::Attempt;
@@ -280,15 +280,9 @@ impl Instance {
     /// An operator's release of whatever key `lock` holds.
     pub async fn force_release(self: &Arc<Self>, timeout: Duration, lock: &str, channel: &str) -> Result<bool> {
         self.guarded(timeout, async {
-            let mut conn = self.conn().await?;
-            let n: i64 = FORCE_RELEASE
-                .key(lock)
-                .arg(channel)
-                .arg("PUBLISH")
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| map_error(&format!("redlock force release on {}", self.label), e))?;
-            Ok(n == 1)
+            let conn = self.conn().await?;
+            let context = format!("redlock force release on {}", self.label);
+            crate::backend::redis::force_release_key(&conn, lock, channel, "PUBLISH", &context).await
         })
         .await
     }

@@ -252,6 +252,28 @@ impl RedlockBackend {
     }
 
     /// Releases `owner`'s key on every master, in parallel, and waits for the answers.
+    /// The outcome of removing a lock's keys (release, force release) from the masters' answers:
+    /// true when any master removed one; false only when a majority answered and none had it;
+    /// a fatal error as it came; otherwise UNAVAILABLE, since the unanswered may hold it.
+    fn settle_removal(&self, answers: &[Option<Result<bool>>], name: &LockName, what: &str) -> Result<bool> {
+        if ok_count(answers, |_, removed| *removed) > 0 {
+            return Ok(true);
+        }
+        if let Some(e) = fatal_error(answers) {
+            return Err(e);
+        }
+        let answered = ok_count(answers, |_, _| true);
+        if answered >= self.quorum {
+            return Ok(false);
+        }
+        Err(Error::unavailable(format!(
+            "no quorum to {what} lock {:?}: {answered} of {} redlock masters answered: {}",
+            name.as_str(),
+            self.instances.len(),
+            error_summary(answers, &self.labels)
+        )))
+    }
+
     async fn release_all(&self, name: &LockName, owner: OwnerId) -> Vec<Option<Result<bool>>> {
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
@@ -439,22 +461,7 @@ impl Backend for RedlockBackend {
             ok_count(answers, |_, ok| *ok) >= q
         })
         .await;
-        if ok_count(&answers, |_, ok| *ok) > 0 {
-            return Ok(true);
-        }
-        if let Some(e) = fatal_error(&answers) {
-            return Err(e);
-        }
-        let answered = ok_count(&answers, |_, _| true);
-        if answered >= self.quorum {
-            return Ok(false);
-        }
-        Err(Error::unavailable(format!(
-            "no quorum to release lock {:?}: {answered} of {} redlock masters answered: {}",
-            name.as_str(),
-            self.instances.len(),
-            error_summary(&answers, &self.labels)
-        )))
+        self.settle_removal(&answers, name, "release")
     }
 
     /// Asks every master. `held` when one owner's key is on a majority, or when keys exist
@@ -560,22 +567,7 @@ impl Backend for RedlockBackend {
         let requests =
             self.instances.iter().map(|i| i.force_release(self.settings.instance_timeout, &k.lock, &k.channel)).collect();
         let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await;
-        if ok_count(&answers, |_, freed| *freed) > 0 {
-            return Ok(true);
-        }
-        if let Some(e) = fatal_error(&answers) {
-            return Err(e);
-        }
-        let answered = ok_count(&answers, |_, _| true);
-        if answered >= self.quorum {
-            return Ok(false);
-        }
-        Err(Error::unavailable(format!(
-            "no quorum to force release lock {:?}: {answered} of {} redlock masters answered: {}",
-            name.as_str(),
-            self.instances.len(),
-            error_summary(&answers, &self.labels)
-        )))
+        self.settle_removal(&answers, name, "force release")
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
