@@ -8,6 +8,9 @@
 #   FENCELOCK_PROFILE   cargo profile: dev (default here, fast to build) or release
 #   CARGO_TARGET_DIR    cargo's target folder (default: the workspace's target/, which under CI is
 #                       the folder `cargo test` already filled, so the dependency tree is reused)
+#   FENCELOCK_NPM_PLATFORM_PACKAGE   test the native module and command of this platform package
+#                       tarball (dist/fencelock-linux-x64-gnu-V.tgz from release/build.sh) instead
+#                       of building them: CI tests what users install
 #   FENCELOCK_TEST_*_URL, FENCELOCK_REQUIRE_SERVERS   as for every test suite (tests/servers.sh env)
 #
 # Needs Node 20+, npm and Rust (cargo). Exits non-zero on any failure, including no test run.
@@ -22,8 +25,19 @@ step "npm dependencies"
 # --ignore-scripts: the package's own install script would build in release; we build below.
 npm install --no-audit --no-fund --ignore-scripts --loglevel=error
 
-step "building the native module and the fencelock binary (profile ${FENCELOCK_PROFILE:-dev})"
-node scripts/build.mjs --profile "${FENCELOCK_PROFILE:-dev}"
+if [ -n "${FENCELOCK_NPM_PLATFORM_PACKAGE:-}" ]; then
+    step "native module and fencelock binary from $(basename "$FENCELOCK_NPM_PLATFORM_PACKAGE")"
+    # Where a source checkout keeps them (lib/platform.js looks there first).
+    unpacked="$(mktemp -d)"
+    tar -xzf "$FENCELOCK_NPM_PLATFORM_PACKAGE" -C "$unpacked"
+    module="$(ls "$unpacked"/package/fencelock.*.node)"
+    install -m 755 "$module" "$here/$(basename "$module")"
+    install -D -m 755 "$unpacked/package/fencelock" "$here/native/fencelock"
+    rm -rf "$unpacked"
+else
+    step "building the native module and the fencelock binary (profile ${FENCELOCK_PROFILE:-dev})"
+    node scripts/build.mjs --profile "${FENCELOCK_PROFILE:-dev}"
+fi
 
 step "TypeScript: index.d.ts as users see it (tsc --noEmit on test/types-check.ts)"
 npx tsc -p tsconfig.json

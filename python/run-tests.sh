@@ -8,6 +8,8 @@
 #   PYTHON             the interpreter that creates the venv (default: python3)
 #   FENCELOCK_PROFILE  cargo profile for the wheel: dev (default, fast to build) or release
 #   SKIP_STUBTEST=1    skip mypy's stubtest
+#   FENCELOCK_WHEEL    test this wheel instead of building one (CI tests the release wheel that
+#                      release/build.sh put in dist/: what users install is what is tested)
 #   FENCELOCK_MATURIN_TARGET_DIR  cargo target folder for the wheel (default: <repo>/target/maturin,
 #                      or <repo>/target under CI, where sharing cargo test's folder saves
 #                      compiling the dependency tree twice)
@@ -39,27 +41,34 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2" "pytest>=7" "mypy>=1.10"
+"$venv/bin/python" -m pip install --quiet "pytest>=7" "mypy>=1.10"
+[ -n "${FENCELOCK_WHEEL:-}" ] || "$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2"
 
-step "building the fencelock command the wheel ships (profile $profile)"
-# `cargo test` has usually built it already into the same folder, so this is a no-op in CI.
-if [ "$profile" = release ]; then cli_dir=release; else cli_dir=debug; fi
-cargo build --quiet -p fencelock-cli --bin fencelock --profile "$profile" --target-dir "$target_dir"
-export FENCELOCK_CLI_BINARY="$target_dir/$cli_dir/fencelock"
+if [ -n "${FENCELOCK_WHEEL:-}" ]; then
+    wheel="$FENCELOCK_WHEEL"
+    [ -f "$wheel" ] || { echo "FENCELOCK_WHEEL=$wheel: no such file" >&2; exit 1; }
+    step "testing the given wheel $(basename "$wheel")"
+else
+    step "building the fencelock command the wheel ships (profile $profile)"
+    # `cargo test` has usually built it already into the same folder, so this is a no-op in CI.
+    if [ "$profile" = release ]; then cli_dir=release; else cli_dir=debug; fi
+    cargo build --quiet -p fencelock-cli --bin fencelock --profile "$profile" --target-dir "$target_dir"
+    export FENCELOCK_CLI_BINARY="$target_dir/$cli_dir/fencelock"
 
-step "building the wheel (profile $profile)"
-rm -rf "$wheels"
-start=$(date +%s)
-"$venv/bin/maturin" build \
-    --manifest-path "$here/Cargo.toml" \
-    --target-dir "$target_dir" \
-    --profile "$profile" \
-    --interpreter "$venv/bin/python" \
-    --out "$wheels"
-echo "built in $(( $(date +%s) - start ))s"
+    step "building the wheel (profile $profile)"
+    rm -rf "$wheels"
+    start=$(date +%s)
+    "$venv/bin/maturin" build \
+        --manifest-path "$here/Cargo.toml" \
+        --target-dir "$target_dir" \
+        --profile "$profile" \
+        --interpreter "$venv/bin/python" \
+        --out "$wheels"
+    echo "built in $(( $(date +%s) - start ))s"
+    wheel=$(ls "$wheels"/fencelock-*.whl)
+fi
 
 step "installing it"
-wheel=$(ls "$wheels"/fencelock-*.whl)
 "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
 
 # Run from outside the source tree, so `import fencelock` finds the installed package (with its

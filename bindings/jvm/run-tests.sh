@@ -8,6 +8,8 @@
 #   FENCELOCK_PROFILE   cargo profile: dev (default here, fast to build) or release
 #   CARGO_TARGET_DIR    cargo's target folder (default: the workspace's target/, which under CI is
 #                       the folder `cargo test` already filled, so the dependency tree is reused)
+#   FENCELOCK_JVM_LIBRARY  test this libfencelock_jvm.so instead of building one (CI tests the
+#                       library release/build.sh linked against glibc 2.17, which the jar ships)
 #   FENCELOCK_TEST_*_URL, FENCELOCK_REQUIRE_SERVERS   as for every test suite (tests/servers.sh env)
 #
 # Needs JDK 17+, Maven 3.8+ and Rust (cargo); Maven fetches Kotlin, JNA, kotlinx-coroutines and
@@ -30,10 +32,19 @@ case "$profile" in
 esac
 target_dir="${CARGO_TARGET_DIR:-$here/../../target}"
 
+native=(-Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir")
+what="cargo profile $profile"
+if [ -n "${FENCELOCK_JVM_LIBRARY:-}" ]; then
+    [ "$(basename "$FENCELOCK_JVM_LIBRARY")" = libfencelock_jvm.so ] && [ -f "$FENCELOCK_JVM_LIBRARY" ] ||
+        { echo "FENCELOCK_JVM_LIBRARY must name an existing libfencelock_jvm.so" >&2; exit 1; }
+    native=(-Dcargo.build.skip=true -Dcargo.target.dir="$(cd "$(dirname "$FENCELOCK_JVM_LIBRARY")" && pwd)"
+            -Dcargo.profile.dir=. -Dbindgen.target.dir="$target_dir")
+    what="$FENCELOCK_JVM_LIBRARY"
+fi
+
 rm -rf "$here/target/surefire-reports"
-printf '\n== mvn test (native library: cargo profile %s)\n' "$profile"
-mvn -B -q -f pom.xml \
-    -Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir" \
+printf '\n== mvn test (native library: %s)\n' "$what"
+mvn -B -q -f pom.xml "${native[@]}" \
     -Dsurefire.failIfNoSpecifiedTests=false \
     test "$@"
 
