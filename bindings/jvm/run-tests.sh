@@ -30,6 +30,10 @@ case "$profile" in
 esac
 target_dir="${CARGO_TARGET_DIR:-$here/../../target}"
 
+# The crate's unit tests: its copies of the core's lists (error codes, event kinds) match.
+printf '\n== cargo test -p fencelock-jvm --lib\n'
+(cd "$here/../.." && cargo test --quiet --target-dir "$target_dir" -p fencelock-jvm --lib)
+
 rm -rf "$here/target/surefire-reports"
 printf '\n== mvn test (native library: cargo profile %s)\n' "$profile"
 mvn -B -q -f pom.xml \
