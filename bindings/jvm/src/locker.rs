@@ -86,9 +86,19 @@ impl NativeLocker {
         run(async move { locker.force_release(&name).await }, OnDrop::Finish).await
     }
 
-    /// Starts receiving this Locker's lifecycle events (see `observe.rs`).
-    pub fn subscribe(&self) -> Arc<crate::observe::NativeEventSubscription> {
-        crate::observe::NativeEventSubscription::new(self.locker.subscribe())
+    /// Starts receiving this Locker's lifecycle events (see `observe.rs`); CLOSED after
+    /// `shutdown`.
+    pub fn subscribe(&self) -> Result<Arc<crate::observe::NativeEventSubscription>, NativeError> {
+        crate::error::guard(|| {
+            let subscription = self.locker.subscribe();
+            // Closing a Locker ends the subscriptions it has, not one made afterwards (which
+            // would wait forever). Checked after subscribing: a close in between ends it.
+            if self.locker.is_closed() {
+                subscription.close();
+                return Err(fencelock::Error::closed("the locker was closed").into());
+            }
+            Ok(crate::observe::NativeEventSubscription::new(subscription))
+        })
     }
 
     /// Releases every lease still held and closes the connections; runs to its end even if

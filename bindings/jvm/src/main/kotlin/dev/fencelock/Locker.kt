@@ -94,10 +94,10 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * lost, released) as a cold flow: each collector subscribes when it starts collecting, and
      * unsubscribes when it stops or is cancelled. The flow completes when the Locker is closed.
      * Events of one lease arrive in order; events that happen before collection starts are not
-     * seen.
+     * seen. Collecting on a closed Locker throws [LockClosedException].
      */
     fun events(): Flow<LockEvent> = flow {
-        val subscription = native.subscribe()
+        val subscription = ffi { native.subscribe() }
         try {
             while (true) {
                 val event = ffi { subscription.recv() } ?: break
@@ -113,12 +113,13 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * Calls [listener] for each lifecycle event of the [kinds] given (all by default), in order,
      * on a daemon thread of the subscription's own, from now until the returned subscription is
      * closed (or this Locker is). A listener that throws is logged, and told the next event.
-     * Throws [LockInvalidArgumentException] for an empty set of kinds.
+     * Throws [LockInvalidArgumentException] for an empty set of kinds, [LockClosedException] on
+     * a closed Locker.
      */
     @JvmOverloads
     fun onEvent(listener: LockEventListener, kinds: Set<LockEventKind> = LockEventKind.ALL): EventSubscription {
         if (kinds.isEmpty()) invalidArgument("onEvent needs at least one event kind; the kinds are ${LockEventKind.entries}")
-        return EventSubscription(native.subscribe(), listener, kinds.toSet()).start()
+        return EventSubscription(ffi { native.subscribe() }, listener, kinds.toSet()).start()
     }
 
     /** [acquire] for Java and other blocking code; re-entry counts per thread. */

@@ -85,6 +85,11 @@ class BadInputsTest {
             closed.close();
             closed.forceReleaseBlocking("x");
         }));
+        cases.add(new Case("onEvent on a closed Locker", LockClosedException.class, ErrorCode.CLOSED, () -> {
+            Locker closed = Locker.connect(url);
+            closed.close();
+            closed.onEvent(event -> { });
+        }));
         cases.add(new Case("extend to a ttl of 10 ms", invalid, bad, () -> {
             try (Lease lease = locker.acquireBlocking("extend-short")) {
                 lease.extendBlocking(Duration.ofMillis(10));
