@@ -32,6 +32,10 @@ case "$profile" in
 esac
 target_dir="${CARGO_TARGET_DIR:-$here/../../target}"
 
+# The crate's unit tests: its copies of the core's lists (error codes, event kinds) match.
+printf '\n== cargo test -p fencelock-jvm --lib\n'
+(cd "$here/../.." && cargo test --quiet --target-dir "$target_dir" -p fencelock-jvm --lib)
+
 native=(-Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir")
 what="cargo profile $profile"
 if [ -n "${FENCELOCK_JVM_LIBRARY:-}" ]; then

@@ -45,6 +45,32 @@ impl From<ErrorCode> for NativeErrorCode {
     }
 }
 
+impl From<NativeErrorCode> for ErrorCode {
+    // Exhaustive: a JVM code without a core code does not compile.
+    fn from(code: NativeErrorCode) -> Self {
+        match code {
+            NativeErrorCode::Timeout => ErrorCode::Timeout,
+            NativeErrorCode::Lost => ErrorCode::Lost,
+            NativeErrorCode::NotHeld => ErrorCode::NotHeld,
+            NativeErrorCode::Unavailable => ErrorCode::Unavailable,
+            NativeErrorCode::InvalidArgument => ErrorCode::InvalidArgument,
+            NativeErrorCode::Auth => ErrorCode::Auth,
+            NativeErrorCode::StaleToken => ErrorCode::StaleToken,
+            NativeErrorCode::Backend => ErrorCode::Backend,
+            NativeErrorCode::Deadlock => ErrorCode::Deadlock,
+            NativeErrorCode::Closed => ErrorCode::Closed,
+            NativeErrorCode::Internal => ErrorCode::Internal,
+        }
+    }
+}
+
+/// The core's error codes as every language spells them, in documentation order: the JVM
+/// tests check that `NativeErrorCode` and the Kotlin `ErrorCode` list exactly these.
+#[uniffi::export]
+pub fn core_error_codes() -> Vec<String> {
+    ErrorCode::ALL.iter().map(|c| c.as_str().to_string()).collect()
+}
+
 /// A core error: its code, its stable spelling and its message.
 #[derive(Debug, thiserror::Error, uniffi::Error)]
 pub enum NativeError {
@@ -79,4 +105,24 @@ pub(crate) fn from_panic(payload: Box<dyn Any + Send>) -> NativeError {
 /// Runs the body of a synchronous export, turning a panic into an INTERNAL error.
 pub(crate) fn guard<T>(body: impl FnOnce() -> Result<T, NativeError>) -> Result<T, NativeError> {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| Err(from_panic(payload)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JVM's code list repeats the core's (uniffi needs its own enum): every core code
+    /// must map to its own JVM code and back. The reverse direction (a JVM code the core lacks)
+    /// does not compile, and the JUnit ErrorCodesTest compares the lists by name.
+    #[test]
+    fn jvm_codes_are_the_core_codes() {
+        for code in ErrorCode::ALL {
+            let ours = NativeErrorCode::from(code);
+            assert_eq!(ErrorCode::from(ours), code, "core code {} has no JVM code: add it to NativeErrorCode and Errors.kt", code.as_str());
+            let spelled = format!("{ours:?}");
+            let expected: String = code.as_str().split('_').map(|w| w[..1].to_string() + &w[1..].to_ascii_lowercase()).collect();
+            assert_eq!(spelled, expected);
+        }
+        assert_eq!(core_error_codes().len(), ErrorCode::ALL.len());
+    }
 }

@@ -2,7 +2,7 @@
 //! `fencelock` core, exported with uniffi.
 //!
 //! The source files mirror the core's modules and the other bindings': `locker.rs` (Locker,
-//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `fence.rs`, `error.rs` (the one
+//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `fence.rs`, `observe.rs` (lifecycle events and log records), `error.rs` (the one
 //! mapping of core errors and panics), `options.rs` (JVM values to core options) and `runtime.rs`
 //! (the one tokio runtime, and how its futures reach Kotlin). The generated Kotlin
 //! (`dev.fencelock.ffi`) is internal: users see the hand-written layer in
@@ -17,13 +17,18 @@ mod error;
 mod fence;
 mod lease;
 mod locker;
+mod observe;
 mod options;
 mod runtime;
 
-pub use error::{NativeError, NativeErrorCode};
+pub use error::{NativeError, NativeErrorCode, core_error_codes};
 pub use fence::{NativeFence, NativeSqlValue, NativeStatement, open_fence};
 pub use lease::{NativeLostListener, NativeLease, NativeLossReason};
-pub use locker::{NativeHolder, NativeLockInfo, NativeLocker, connect};
+pub use locker::{NativeHolder, NativeLockInfo, NativeLockList, NativeLocker, NativeWaiter, connect};
+pub use observe::{
+    NativeEventSubscription, NativeLockEvent, NativeLockEventKind, NativeLogLevel, NativeLogRecord, NativeLogSubscription,
+    subscribe_logs,
+};
 pub use options::{NativeConnectOptions, NativeLockOptions};
 
 /// Test-only: panics inside Rust, to show that it surfaces as code INTERNAL.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock::{HolderDescription, LockInfo, Locker, Scope};
+use fencelock::{HolderDescription, LockInfo, LockList, Locker, Scope, Waiter};
 
 use crate::error::NativeError;
 use crate::lease::NativeLease;
@@ -70,6 +70,37 @@ impl NativeLocker {
         Ok(NativeLockInfo::from(info))
     }
 
+    /// The locks held now whose names start with `prefix` (empty: every lock), by name; at
+    /// most the core's `LIST_LIMIT`, with `truncated` set when more matched.
+    pub async fn list(&self, prefix: String) -> Result<NativeLockList, NativeError> {
+        let locker = self.locker.clone();
+        let list = run(async move { locker.list(&prefix).await }, OnDrop::Cancel).await?;
+        Ok(NativeLockList::from(list))
+    }
+
+    /// Frees `name` whoever holds it (an operator's tool; dangerous, see the core). NOT_HELD
+    /// when nobody held it. Runs to its end even if the caller stops waiting: a write that
+    /// was sent is not left half-known.
+    pub async fn force_release(&self, name: String) -> Result<(), NativeError> {
+        let locker = self.locker.clone();
+        run(async move { locker.force_release(&name).await }, OnDrop::Finish).await
+    }
+
+    /// Starts receiving this Locker's lifecycle events (see `observe.rs`); CLOSED after
+    /// `shutdown`.
+    pub fn subscribe(&self) -> Result<Arc<crate::observe::NativeEventSubscription>, NativeError> {
+        crate::error::guard(|| {
+            let subscription = self.locker.subscribe();
+            // Closing a Locker ends the subscriptions it has, not one made afterwards (which
+            // would wait forever). Checked after subscribing: a close in between ends it.
+            if self.locker.is_closed() {
+                subscription.close();
+                return Err(fencelock::Error::closed("the locker was closed").into());
+            }
+            Ok(crate::observe::NativeEventSubscription::new(subscription))
+        })
+    }
+
     /// Releases every lease still held and closes the connections; runs to its end even if
     /// nobody waits for it.
     /// (Not `close`: uniffi objects already have a `close()` that frees the native handle.)
@@ -104,6 +135,30 @@ pub struct NativeLockInfo {
     pub token: Option<i64>,
     pub holder: Option<NativeHolder>,
     pub time_left: Option<Duration>,
+    /// The waiters queued behind the holder, first in line first (ZooKeeper only).
+    pub waiters: Vec<NativeWaiter>,
+}
+
+/// A waiter in a ZooKeeper lock's queue.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct NativeWaiter {
+    /// Its queue node's name.
+    pub node: String,
+    pub holder: Option<NativeHolder>,
+}
+
+/// What `list` found.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct NativeLockList {
+    pub locks: Vec<NativeLockInfo>,
+    /// More locks matched than were returned: narrow the prefix to see them.
+    pub truncated: bool,
+}
+
+impl From<LockList> for NativeLockList {
+    fn from(list: LockList) -> Self {
+        NativeLockList { locks: list.locks.into_iter().map(NativeLockInfo::from).collect(), truncated: list.truncated }
+    }
 }
 
 #[derive(Debug, Clone, uniffi::Record)]
@@ -120,12 +175,23 @@ impl From<LockInfo> for NativeLockInfo {
             name: info.name,
             held: info.held,
             token: info.token.map(|t| t as i64),
-            holder: info.holder.as_deref().map(|h| {
-                let h = HolderDescription::parse(h);
-                NativeHolder { host: h.host, pid: h.pid, language: h.language, text: h.text }
-            }),
+            holder: info.holder.as_deref().map(NativeHolder::parse),
             time_left: info.time_left,
+            waiters: info.waiters.into_iter().map(NativeWaiter::from).collect(),
         }
+    }
+}
+
+impl NativeHolder {
+    fn parse(description: &str) -> Self {
+        let h = HolderDescription::parse(description);
+        NativeHolder { host: h.host, pid: h.pid, language: h.language, text: h.text }
+    }
+}
+
+impl From<Waiter> for NativeWaiter {
+    fn from(waiter: Waiter) -> Self {
+        NativeWaiter { node: waiter.node, holder: waiter.holder.as_deref().map(NativeHolder::parse) }
     }
 }
 

@@ -1,9 +1,13 @@
 package dev.fencelock
 
 import dev.fencelock.ffi.NativeAcquireOutcome
+import dev.fencelock.ffi.NativeHolder
 import dev.fencelock.ffi.NativeLockInfo
+import dev.fencelock.ffi.NativeLockList
 import dev.fencelock.ffi.NativeLocker
 import kotlinx.coroutines.NonCancellable
+import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.flow
 import kotlinx.coroutines.future.future
 import kotlinx.coroutines.withContext
 import java.time.Duration
@@ -21,6 +25,11 @@ import dev.fencelock.ffi.connect as nativeConnect
  * waiter and renewal. [close] releases what it still holds and closes the connections.
  */
 class Locker private constructor(private val native: NativeLocker) : AutoCloseable {
+    init {
+        // The library's log records go to SLF4J from the first connection on.
+        LogBridge.ensureStarted()
+    }
+
     /** The URL, with any password redacted. */
     val url: String get() = native.url()
 
@@ -60,8 +69,58 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         return result
     }
 
-    /** Who holds [name] now, as the backend says. */
+    /** Who holds [name] now, as the backend says, without acquiring it. */
     suspend fun inspect(name: String): LockInfo = LockInfo(ffi { native.inspect(name) })
+
+    /**
+     * The locks held now whose names start with [prefix] (empty: every lock), by name, read
+     * without acquiring. At most 1000; [LockList.truncated] says when more matched. Throws
+     * [LockInvalidArgumentException] for a prefix over 255 bytes (UTF-8) or containing NUL.
+     */
+    suspend fun list(prefix: String = ""): LockList = LockList(ffi { native.list(prefix) })
+
+    /**
+     * Frees [name] whoever holds it: for an operator clearing a lock whose holder is stuck.
+     *
+     * DANGEROUS: the holder may still be working. It learns of the loss at its next renewal
+     * (within a third of its ttl; on ZooKeeper at once, from the watch on its node), and until
+     * then two holders may run. Writes guarded by a [Fence] stay safe: the next holder's token
+     * is larger. Throws [LockNotHeldException] when nobody held the lock (nothing changed).
+     */
+    suspend fun forceRelease(name: String): Unit = ffi { native.forceRelease(name) }
+
+    /**
+     * This Locker's lifecycle events (acquired, renewed, renewal retried, suspended, resumed,
+     * lost, released) as a cold flow: each collector subscribes when it starts collecting, and
+     * unsubscribes when it stops or is cancelled. The flow completes when the Locker is closed.
+     * Events of one lease arrive in order; events that happen before collection starts are not
+     * seen. Collecting on a closed Locker throws [LockClosedException].
+     */
+    fun events(): Flow<LockEvent> = flow {
+        val subscription = ffi { native.subscribe() }
+        try {
+            while (true) {
+                val event = ffi { subscription.recv() } ?: break
+                emit(LockEvent(event))
+            }
+        } finally {
+            subscription.unsubscribe()
+            subscription.destroy()
+        }
+    }
+
+    /**
+     * Calls [listener] for each lifecycle event of the [kinds] given (all by default), in order,
+     * on a daemon thread of the subscription's own, from now until the returned subscription is
+     * closed (or this Locker is). A listener that throws is logged, and told the next event.
+     * Throws [LockInvalidArgumentException] for an empty set of kinds, [LockClosedException] on
+     * a closed Locker.
+     */
+    @JvmOverloads
+    fun onEvent(listener: LockEventListener, kinds: Set<LockEventKind> = LockEventKind.ALL): EventSubscription {
+        if (kinds.isEmpty()) invalidArgument("onEvent needs at least one event kind; the kinds are ${LockEventKind.entries}")
+        return EventSubscription(ffi { native.subscribe() }, listener, kinds.toSet()).start()
+    }
 
     /** [acquire] for Java and other blocking code; re-entry counts per thread. */
     @JvmOverloads
@@ -119,6 +178,13 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     fun inspectBlocking(name: String): LockInfo = blocking { inspect(name) }
 
+    /** [list] for Java and other blocking code. */
+    @JvmOverloads
+    fun listBlocking(prefix: String = ""): LockList = blocking { list(prefix) }
+
+    /** [forceRelease] for Java and other blocking code. Dangerous: read [forceRelease]. */
+    fun forceReleaseBlocking(name: String): Unit = blocking { forceRelease(name) }
+
     /** [acquire] as a `CompletableFuture`; cancelling the future cancels the acquire. */
     @JvmOverloads
     fun acquireAsync(name: String, options: LockOptions = LockOptions.DEFAULTS): CompletableFuture<Lease> {
@@ -167,8 +233,8 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     }
 }
 
-/** Who holds a lock, as [Locker.inspect] reads it. */
-data class LockInfo(
+/** Who holds a lock, as [Locker.inspect] and [Locker.list] read it. */
+data class LockInfo @JvmOverloads constructor(
     val name: String,
     val held: Boolean,
     /** The last token minted for this lock (the holder's, while held). */
@@ -176,15 +242,35 @@ data class LockInfo(
     val holder: Holder?,
     /** Time left on the server's clock (TTL backends, while held). */
     val timeLeft: Duration?,
+    /**
+     * The waiters queued behind the holder, first in line first: ZooKeeper only, whose waiters
+     * queue (TTL backends' waiters register nowhere, so it is empty there). At most 100.
+     */
+    val waiters: List<Waiter> = emptyList(),
 ) {
     /** The holder's description: host, pid, language, and the text passed as `holder`. */
-    data class Holder(val host: String?, val pid: Long?, val language: String?, val text: String?)
+    data class Holder(val host: String?, val pid: Long?, val language: String?, val text: String?) {
+        internal constructor(h: NativeHolder) : this(h.host, h.pid?.toLong(), h.language, h.text)
+    }
+
+    /** A waiter in a ZooKeeper lock's queue: its queue node, and its description when it has one. */
+    data class Waiter(val node: String, val holder: Holder?)
 
     internal constructor(info: NativeLockInfo) : this(
         name = info.name,
         held = info.held,
         token = info.token,
-        holder = info.holder?.let { Holder(it.host, it.pid?.toLong(), it.language, it.text) },
+        holder = info.holder?.let(::Holder),
         timeLeft = info.timeLeft,
+        waiters = info.waiters.map { Waiter(it.node, it.holder?.let(::Holder)) },
     )
+}
+
+/** What [Locker.list] found: the held locks, by name. */
+data class LockList(
+    val locks: List<LockInfo>,
+    /** More locks matched than the 1000 returned: narrow the prefix to see the rest. */
+    val truncated: Boolean,
+) {
+    internal constructor(list: NativeLockList) : this(list.locks.map(::LockInfo), list.truncated)
 }

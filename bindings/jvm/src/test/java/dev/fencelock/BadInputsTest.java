@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.function.Executable;
@@ -61,6 +62,34 @@ class BadInputsTest {
         cases.add(new Case("negative token at a fence", invalid, bad, () -> fence.checkBlocking(-1L)));
         cases.add(new Case("unsupported statement parameter", invalid, bad,
             () -> fence.fencedExecuteBlocking(1L, List.of(Statement.of("SELECT ?", new Object())))));
+        cases.add(new Case("list with a prefix of 256 bytes", invalid, bad, () -> locker.listBlocking("p".repeat(256))));
+        cases.add(new Case("list with a prefix of 128 two-byte characters", invalid, bad, () -> locker.listBlocking("\u00e9".repeat(128))));
+        cases.add(new Case("list with a NUL in the prefix", invalid, bad, () -> locker.listBlocking("jobs/\0")));
+        cases.add(new Case("force release of an empty name", invalid, bad, () -> locker.forceReleaseBlocking("")));
+        cases.add(new Case("force release of a name with NUL", invalid, bad, () -> locker.forceReleaseBlocking("a\0b")));
+        cases.add(new Case("inspect a name of 256 bytes", invalid, bad, () -> locker.inspectBlocking("n".repeat(256))));
+        cases.add(new Case("onEvent with no kinds", invalid, bad, () -> locker.onEvent(event -> { }, Set.of())));
+        cases.add(new Case("force release of a free lock", LockNotHeldException.class, ErrorCode.NOT_HELD,
+            () -> locker.forceReleaseBlocking("never-taken")));
+        cases.add(new Case("force release of a released lock", LockNotHeldException.class, ErrorCode.NOT_HELD, () -> {
+            locker.acquireBlocking("force-twice").releaseBlocking();
+            locker.forceReleaseBlocking("force-twice");
+        }));
+        cases.add(new Case("list on a closed Locker", LockClosedException.class, ErrorCode.CLOSED, () -> {
+            Locker closed = Locker.connect(url);
+            closed.close();
+            closed.listBlocking();
+        }));
+        cases.add(new Case("force release on a closed Locker", LockClosedException.class, ErrorCode.CLOSED, () -> {
+            Locker closed = Locker.connect(url);
+            closed.close();
+            closed.forceReleaseBlocking("x");
+        }));
+        cases.add(new Case("onEvent on a closed Locker", LockClosedException.class, ErrorCode.CLOSED, () -> {
+            Locker closed = Locker.connect(url);
+            closed.close();
+            closed.onEvent(event -> { });
+        }));
         cases.add(new Case("extend to a ttl of 10 ms", invalid, bad, () -> {
             try (Lease lease = locker.acquireBlocking("extend-short")) {
                 lease.extendBlocking(Duration.ofMillis(10));

@@ -16,16 +16,28 @@ import javax.tools.ToolProvider;
 import org.junit.jupiter.api.Test;
 
 /**
- * The Java example of the repository's README, compiled as written against this library and
+ * The Java examples of the repository's README and of bindings/jvm/README.md, compiled as written against this library and
  * run in a JVM of its own, as a user would.
  */
 class ReadmeExampleTest {
     @Test
     void theReadmeJavaExampleCompilesAndRuns() throws Exception {
         Path readme = Path.of(System.getProperty("user.dir"), "..", "..", "README.md").normalize();
+        compileAndRun(readme, "(?s).*holding nightly-report with token \\d+.*");
+    }
+
+    @Test
+    void theJvmReadmeWatchExampleCompilesAndRuns() throws Exception {
+        Path readme = Path.of(System.getProperty("user.dir"), "README.md");
+        // The example's own process holds the lock, so its pid shows (not this JVM's).
+        compileAndRun(readme, "(?s).*reports/nightly token \\d+ held by pid \\d+.*");
+    }
+
+    /** Compiles the first ```java block of `readme` and runs it in a JVM of its own. */
+    private static void compileAndRun(Path readme, String expectedOutput) throws Exception {
         String text = Files.readString(readme);
         Matcher block = Pattern.compile("```java\\n([\\s\\S]*?)```").matcher(text);
-        assertTrue(block.find(), "README.md has a ```java example");
+        assertTrue(block.find(), readme + " has a ```java example");
         String source = block.group(1);
         assertTrue(source.lines().count() <= 20, "the example stays short");
         Matcher className = Pattern.compile("public class (\\w+)").matcher(source);
@@ -37,7 +49,7 @@ class ReadmeExampleTest {
         String classPath = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
         JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
         int status = javac.run(null, null, null, "-cp", classPath, "-d", dir.toString(), file.toString());
-        assertEquals(0, status, "the README's Java example does not compile");
+        assertEquals(0, status, "the example of " + readme + " does not compile");
 
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         ProcessBuilder run = new ProcessBuilder(java, "-cp", dir + File.pathSeparator + classPath, className.group(1))
@@ -47,6 +59,6 @@ class ReadmeExampleTest {
         assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the example did not finish");
         String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertEquals(0, process.exitValue(), out);
-        assertTrue(out.matches("(?s).*holding nightly-report with token \\d+.*"), out);
+        assertTrue(out.matches(expectedOutput), out);
     }
 }
