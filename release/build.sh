@@ -3,7 +3,7 @@
 #
 #   fencelock-V-cp39-abi3-manylinux_2_17_x86_64.whl   Python 3.9+ (maturin + zig), ships the command
 #   fencelock-V.tgz, fencelock-linux-x64-gnu-V.tgz    npm: the JS package + its platform package
-#   fencelock-jvm-V.jar, fencelock-jvm-V.pom          JVM, native library inside (if bindings/jvm exists)
+#   fencelock-jvm-V.jar, fencelock-jvm-V.pom          JVM (dev.fencelock:fencelock:V), native library inside
 #   fencelock-V-x86_64-linux-gnu.tar.gz               the `fencelock` command alone
 #   SHA256SUMS, BUILDINFO                              checksums; what was built, how, for which glibc
 #
@@ -57,12 +57,7 @@ fi
 export PATH="$tools/bin:$PATH"
 
 # One cargo run for every native file but the wheel's: the dependency tree compiles once.
-packages=(-p fencelock-cli -p fencelock-node)
-jvm_crate=""
-if [ -f bindings/jvm/Cargo.toml ] && [ -f bindings/jvm/release.sh ]; then
-    jvm_crate="$(sed -n 's/^name *= *"\(.*\)"/\1/p' bindings/jvm/Cargo.toml | head -1)"
-    packages+=(-p "$jvm_crate")
-fi
+packages=(-p fencelock-cli -p fencelock-node -p fencelock-jvm)
 step "native files: ${packages[*]} for $TRIPLE, glibc $GLIBC"
 started=$(date +%s)
 cargo zigbuild --locked --quiet "${packages[@]}" --profile "$profile" \
@@ -99,12 +94,8 @@ cp "$command_binary" "$root/target/$cli_dir/fencelock"
 cp release/CLI-README.txt "$root/target/$cli_dir/README.txt"
 tar -C "$root/target" -czf "$dist/$cli_dir.tar.gz" --owner=0 --group=0 "$cli_dir"
 
-if [ -n "$jvm_crate" ]; then
-    step "JVM jar with the native library inside"
-    bash bindings/jvm/release.sh --version "$version" --library "$built/lib${jvm_crate//-/_}.so" --out "$dist"
-else
-    step "JVM jar: skipped (bindings/jvm/release.sh, which packages it, is not written yet)"
-fi
+step "JVM jar with the native library inside, and its POM"
+bash bindings/jvm/release.sh --version "$version" --library "$built/libfencelock_jvm.so" --out "$dist"
 
 step "checksums and build info"
 newest_glibc="$(objdump -T "$command_binary" "$node_module" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
@@ -116,6 +107,6 @@ newest_glibc="$(objdump -T "$command_binary" "$node_module" | grep -o 'GLIBC_[0-
     echo "rustc: $(rustc --version)"
     echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
 } > "$dist/BUILDINFO"
-(cd "$dist" && sha256sum -- *.whl *.tgz *.tar.gz $(ls *.jar *.pom 2>/dev/null) > SHA256SUMS)
+(cd "$dist" && sha256sum -- *.whl *.tgz *.tar.gz *.jar *.pom > SHA256SUMS)
 cat "$dist/BUILDINFO"
 ls -l "$dist"

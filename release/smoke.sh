@@ -3,7 +3,7 @@
 # toolchain on PATH, and locks on SQLite through it:
 #   wheel  -> a fresh venv (pip install --no-index: nothing else is fetched)
 #   npm    -> an empty npm project (both tarballs; the platform package is what npm would pick)
-#   jar    -> a fresh local Maven repository (bindings/jvm/release-smoke.sh, if the jar exists)
+#   jar    -> a fresh local Maven repository (bindings/jvm/release-smoke.sh)
 #   CLI    -> the tarball unpacked in an empty folder
 #
 #   release/smoke.sh [DIST]
@@ -61,11 +61,7 @@ mkdir -p "$work/cli"
 tar -C "$work/cli" -xzf "$dist/fencelock-$version-x86_64-linux-gnu.tar.gz"
 cli_check "$work/cli/fencelock-$version-x86_64-linux-gnu/fencelock"
 
-if ls "$dist"/fencelock-jvm-*.jar >/dev/null 2>&1; then
-    step "jar into a fresh local Maven repository"
-    bash "$root/bindings/jvm/release-smoke.sh" --dist "$dist" --version "$version" --work "$work/maven"
-else
-    step "jar: none in $dist (no JVM binding built)"
-fi
+step "jar into a fresh local Maven repository"
+bash "$root/bindings/jvm/release-smoke.sh" --dist "$dist" --version "$version" --work "$work/maven"
 
 step "every artifact installed and locked"
