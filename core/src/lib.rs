@@ -44,7 +44,7 @@ pub use holder::HolderDescription;
 pub use lease::Lease;
 pub use locker::Locker;
 pub use name::LockName;
-pub use options::{LockOptions, LockerOptions};
+pub use options::{LockOptionOverrides, LockOptions, LockerOptionOverrides, LockerOptions};
 pub use reentry::Scope;
 pub use signal::{LossReason, LostSignal};
 pub use url::{BackendKind, LockerUrl};

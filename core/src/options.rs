@@ -115,6 +115,39 @@ impl LockOptions {
     }
 }
 
+/// Lock options as a binding receives them from its language: each field absent means the
+/// default. [`LockOptions::from_overrides`] is the one conversion every binding calls, so the
+/// defaults and the checks cannot drift apart between languages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockOptionOverrides {
+    pub ttl: Option<Duration>,
+    /// `None` here is "wait forever", like [`LockOptions::wait`]: there is no other default.
+    pub wait: Option<Duration>,
+    pub auto_renew: Option<bool>,
+    pub max_hold: Option<Duration>,
+    pub reentrant: Option<bool>,
+    pub holder: Option<String>,
+    pub pipelined_release: Option<bool>,
+}
+
+impl LockOptions {
+    /// The defaults with `given` applied, checked by [`LockOptions::validate`].
+    pub fn from_overrides(given: LockOptionOverrides) -> Result<LockOptions> {
+        let defaults = LockOptions::default();
+        let options = LockOptions {
+            ttl: given.ttl.unwrap_or(defaults.ttl),
+            wait: given.wait,
+            auto_renew: given.auto_renew.unwrap_or(defaults.auto_renew),
+            max_hold: given.max_hold,
+            reentrant: given.reentrant.unwrap_or(defaults.reentrant),
+            holder: given.holder,
+            pipelined_release: given.pipelined_release.unwrap_or(defaults.pipelined_release),
+        };
+        options.validate()?;
+        Ok(options)
+    }
+}
+
 pub fn validate_ttl(ttl: Duration) -> Result<()> {
     if ttl < MIN_TTL {
         return Err(Error::invalid(format!(
@@ -182,6 +215,30 @@ impl Default for LockerOptions {
     }
 }
 
+/// Locker options as a binding receives them (absent: the default); see
+/// [`LockerOptions::from_overrides`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockerOptionOverrides {
+    pub poll_interval: Option<Duration>,
+    pub operation_timeout: Option<Duration>,
+}
+
+impl LockerOptions {
+    /// The defaults for a binding in `language` (recorded in holder descriptions) with `given`
+    /// applied, checked by [`LockerOptions::validate`].
+    pub fn from_overrides(language: &str, given: LockerOptionOverrides) -> Result<LockerOptions> {
+        let defaults = LockerOptions::default();
+        let options = LockerOptions {
+            poll_interval: given.poll_interval.unwrap_or(defaults.poll_interval),
+            operation_timeout: given.operation_timeout.unwrap_or(defaults.operation_timeout),
+            language: language.to_string(),
+            ..defaults
+        };
+        options.validate()?;
+        Ok(options)
+    }
+}
+
 impl LockerOptions {
     pub fn with_poll_interval(mut self, d: Duration) -> Self {
         self.poll_interval = d;
@@ -235,5 +292,29 @@ mod tests {
         let wait = LockOptions::default().with_wait(Some(Duration::from_secs(u64::MAX)));
         assert!(wait.validate().is_err());
         assert!(LockOptions::default().with_max_hold(Some(Duration::ZERO)).validate().is_err());
+    }
+
+    #[test]
+    fn overrides_apply_to_the_defaults_and_are_checked() {
+        assert_eq!(LockOptions::from_overrides(LockOptionOverrides::default()).unwrap(), LockOptions::default());
+        let given = LockOptionOverrides {
+            ttl: Some(Duration::from_secs(5)),
+            wait: Some(Duration::ZERO),
+            auto_renew: Some(false),
+            holder: Some("nightly".into()),
+            ..Default::default()
+        };
+        let o = LockOptions::from_overrides(given).unwrap();
+        assert_eq!(
+            (o.ttl, o.wait, o.auto_renew, o.holder.as_deref()),
+            (Duration::from_secs(5), Some(Duration::ZERO), false, Some("nightly"))
+        );
+        let short = LockOptionOverrides { ttl: Some(Duration::from_millis(1)), ..Default::default() };
+        assert!(LockOptions::from_overrides(short).unwrap_err().message().contains("too short"));
+
+        let l = LockerOptions::from_overrides("jvm", LockerOptionOverrides::default()).unwrap();
+        assert_eq!((l.language.as_str(), l.poll_interval), ("jvm", LockerOptions::default().poll_interval));
+        let zero = LockerOptionOverrides { operation_timeout: Some(Duration::ZERO), ..Default::default() };
+        assert!(LockerOptions::from_overrides("node", zero).is_err());
     }
 }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use fencelock::{LockOptions, LockerOptions};
+use fencelock::{LockOptionOverrides, LockOptions, LockerOptionOverrides, LockerOptions};
 use napi::Result;
 use napi_derive::napi;
 
@@ -54,26 +54,16 @@ pub struct AcquireOptions {
 
 pub(crate) fn lock_options(given: Option<AcquireOptions>) -> Result<LockOptions> {
     let given = given.unwrap_or_default();
-    let mut out = LockOptions::default();
-    if let Some(ttl) = optional_ms(given.ttl, "ttl")? {
-        out = out.with_ttl(ttl);
-    }
-    out = out.with_wait(optional_ms(given.wait, "wait")?);
-    if let Some(on) = given.auto_renew {
-        out = out.with_auto_renew(on);
-    }
-    out = out.with_max_hold(optional_ms(given.max_hold, "maxHold")?);
-    if let Some(holder) = given.holder {
-        out = out.with_holder(holder);
-    }
-    if let Some(on) = given.reentrant {
-        out = out.with_reentrant(on);
-    }
-    if let Some(on) = given.pipelined_release {
-        out = out.with_pipelined_release(on);
-    }
-    out.validate().map_err(to_js)?;
-    Ok(out)
+    LockOptions::from_overrides(LockOptionOverrides {
+        ttl: optional_ms(given.ttl, "ttl")?,
+        wait: optional_ms(given.wait, "wait")?,
+        auto_renew: given.auto_renew,
+        max_hold: optional_ms(given.max_hold, "maxHold")?,
+        reentrant: given.reentrant,
+        holder: given.holder,
+        pipelined_release: given.pipelined_release,
+    })
+    .map_err(to_js)
 }
 
 /// Options of a Locker or a Fence (milliseconds).
@@ -86,13 +76,9 @@ pub struct ConnectOptions {
 
 pub(crate) fn locker_options(given: Option<ConnectOptions>) -> Result<LockerOptions> {
     let given = given.unwrap_or_default();
-    let mut out = LockerOptions::default().with_language("node");
-    if let Some(d) = optional_ms(given.poll_interval, "pollInterval")? {
-        out = out.with_poll_interval(d);
-    }
-    if let Some(d) = optional_ms(given.operation_timeout, "operationTimeout")? {
-        out = out.with_operation_timeout(d);
-    }
-    out.validate().map_err(to_js)?;
-    Ok(out)
+    let given = LockerOptionOverrides {
+        poll_interval: optional_ms(given.poll_interval, "pollInterval")?,
+        operation_timeout: optional_ms(given.operation_timeout, "operationTimeout")?,
+    };
+    LockerOptions::from_overrides("node", given).map_err(to_js)
 }

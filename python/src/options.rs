@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use fencelock::{LockOptions, LockerOptions};
+use fencelock::{LockOptionOverrides, LockOptions, LockerOptionOverrides, LockerOptions};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyType};
@@ -197,50 +197,37 @@ pub(crate) const LOCKER_OPTIONS: &[&str] = &["poll_interval", "operation_timeout
 /// Lock options from keywords (`ttl=30, wait=None, auto_renew=True, max_hold=None,
 /// holder=None, reentrant=False`), checked by the core too.
 pub(crate) fn lock_options(options: &Options<'_, '_>) -> PyResult<LockOptions> {
-    let mut out = LockOptions::default();
-    if let Some(ttl) = options.get("ttl")? {
-        if ttl.is_none() {
+    let ttl = match options.get("ttl")? {
+        Some(ttl) if ttl.is_none() => {
             return Err(invalid(
                 "ttl must be a number of seconds or a datetime.timedelta, not None (the default is 30)",
             ));
         }
-        out = out.with_ttl(duration(&ttl, "ttl")?);
-    }
-    out = out.with_wait(optional_duration(options.get("wait")?.as_ref(), "wait")?);
-    if let Some(on) = options.get("auto_renew")? {
-        out = out.with_auto_renew(boolean(&on, "auto_renew")?);
-    }
-    out = out.with_max_hold(optional_duration(
-        options.get("max_hold")?.as_ref(),
-        "max_hold",
-    )?);
-    if let Some(holder) = options.get("holder")?
-        && !holder.is_none()
-    {
-        out = out.with_holder(text(&holder, "holder")?);
-    }
-    if let Some(on) = options.get("reentrant")? {
-        out = out.with_reentrant(boolean(&on, "reentrant")?);
-    }
-    if let Some(on) = options.get("pipelined_release")? {
-        out = out.with_pipelined_release(boolean(&on, "pipelined_release")?);
-    }
-    out.validate().map_err(crate::error::to_py)?;
-    Ok(out)
+        Some(ttl) => Some(duration(&ttl, "ttl")?),
+        None => None,
+    };
+    let flag = |name: &str| -> PyResult<Option<bool>> { options.get(name)?.map(|on| boolean(&on, name)).transpose() };
+    let holder = match options.get("holder")? {
+        Some(holder) if !holder.is_none() => Some(text(&holder, "holder")?),
+        _ => None,
+    };
+    LockOptions::from_overrides(LockOptionOverrides {
+        ttl,
+        wait: optional_duration(options.get("wait")?.as_ref(), "wait")?,
+        auto_renew: flag("auto_renew")?,
+        max_hold: optional_duration(options.get("max_hold")?.as_ref(), "max_hold")?,
+        reentrant: flag("reentrant")?,
+        holder,
+        pipelined_release: flag("pipelined_release")?,
+    })
+    .map_err(crate::error::to_py)
 }
 
 /// Locker options from keywords (`poll_interval=`, `operation_timeout=`).
 pub(crate) fn locker_options(options: &Options<'_, '_>) -> PyResult<LockerOptions> {
-    let mut out = LockerOptions::default().with_language("python");
-    if let Some(d) = optional_duration(options.get("poll_interval")?.as_ref(), "poll_interval")? {
-        out = out.with_poll_interval(d);
-    }
-    if let Some(d) = optional_duration(
-        options.get("operation_timeout")?.as_ref(),
-        "operation_timeout",
-    )? {
-        out = out.with_operation_timeout(d);
-    }
-    out.validate().map_err(crate::error::to_py)?;
-    Ok(out)
+    let given = LockerOptionOverrides {
+        poll_interval: optional_duration(options.get("poll_interval")?.as_ref(), "poll_interval")?,
+        operation_timeout: optional_duration(options.get("operation_timeout")?.as_ref(), "operation_timeout")?,
+    };
+    LockerOptions::from_overrides("python", given).map_err(crate::error::to_py)
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fencelock::{LockOptions, LockerOptions};
+use fencelock::{LockOptionOverrides, LockOptions, LockerOptionOverrides, LockerOptions};
 
 use crate::error::NativeError;
 
@@ -23,21 +23,15 @@ pub struct NativeLockOptions {
 }
 
 pub(crate) fn lock_options(given: NativeLockOptions) -> Result<LockOptions, NativeError> {
-    let mut out = LockOptions::default();
-    if let Some(ttl) = given.ttl {
-        out = out.with_ttl(ttl);
-    }
-    out = out
-        .with_wait(given.wait)
-        .with_auto_renew(given.auto_renew)
-        .with_max_hold(given.max_hold)
-        .with_reentrant(given.reentrant)
-        .with_pipelined_release(given.pipelined_release);
-    if let Some(holder) = given.holder {
-        out = out.with_holder(holder);
-    }
-    out.validate()?;
-    Ok(out)
+    Ok(LockOptions::from_overrides(LockOptionOverrides {
+        ttl: given.ttl,
+        wait: given.wait,
+        auto_renew: Some(given.auto_renew),
+        max_hold: given.max_hold,
+        reentrant: Some(given.reentrant),
+        holder: given.holder,
+        pipelined_release: Some(given.pipelined_release),
+    })?)
 }
 
 /// Options of a Locker or a Fence (the Kotlin `ConnectOptions`); absent means the core's default.
@@ -48,15 +42,8 @@ pub struct NativeConnectOptions {
 }
 
 pub(crate) fn locker_options(given: NativeConnectOptions) -> Result<LockerOptions, NativeError> {
-    let mut out = LockerOptions::default().with_language("jvm");
-    if let Some(d) = given.poll_interval {
-        out = out.with_poll_interval(d);
-    }
-    if let Some(d) = given.operation_timeout {
-        out = out.with_operation_timeout(d);
-    }
-    out.validate()?;
-    Ok(out)
+    let given = LockerOptionOverrides { poll_interval: given.poll_interval, operation_timeout: given.operation_timeout };
+    Ok(LockerOptions::from_overrides("jvm", given)?)
 }
 
 /// A token from the JVM (a `Long`): tokens are below 2^63, so a negative one is a mistake.
