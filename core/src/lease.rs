@@ -473,11 +473,11 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
         if lease.current_phase() != Phase::Held {
             return;
         }
-        if let Some(max_hold) = lease.max_hold {
-            if lease.acquired_at.elapsed() >= max_hold {
-                flog!(info, lock = lease.name, "max_hold reached; renewals stop and the lease ends at its deadline");
-                return;
-            }
+        if let Some(max_hold) = lease.max_hold
+            && lease.acquired_at.elapsed() >= max_hold
+        {
+            flog!(info, lock = lease.name, "max_hold reached; renewals stop and the lease ends at its deadline");
+            return;
         }
         // Held until the outcome is recorded (end of this iteration).
         let _turn = lease.renewing.lock().await;

@@ -94,22 +94,16 @@ impl LockOptions {
     /// Checks every field; the message names the field and the accepted range.
     pub fn validate(&self) -> Result<()> {
         validate_ttl(self.ttl)?;
-        if let Some(wait) = self.wait {
-            if wait > MAX_WAIT {
-                return Err(Error::invalid(format!(
-                    "wait of {wait:?} is longer than a year; pass no wait to wait forever"
-                )));
-            }
+        if let Some(wait) = self.wait
+            && wait > MAX_WAIT
+        {
+            return Err(Error::invalid(format!("wait of {wait:?} is longer than a year; pass no wait to wait forever")));
         }
-        if let Some(max_hold) = self.max_hold {
-            if max_hold.is_zero() {
-                return Err(Error::invalid("max_hold must be positive"));
-            }
+        if self.max_hold.is_some_and(|max_hold| max_hold.is_zero()) {
+            return Err(Error::invalid("max_hold must be positive"));
         }
-        if let Some(holder) = &self.holder {
-            if holder.len() > 1024 {
-                return Err(Error::invalid("holder text is longer than 1024 bytes"));
-            }
+        if self.holder.as_ref().is_some_and(|holder| holder.len() > 1024) {
+            return Err(Error::invalid("holder text is longer than 1024 bytes"));
         }
         Ok(())
     }

@@ -53,10 +53,10 @@ static WATCHDOG: Mutex<Option<(u32, Arc<Watchdog>)>> = Mutex::new(None);
 fn watchdog() -> Arc<Watchdog> {
     let mut slot = lock(&WATCHDOG);
     let pid = std::process::id();
-    if let Some((owner_pid, dog)) = slot.as_ref() {
-        if *owner_pid == pid {
-            return dog.clone();
-        }
+    if let Some((owner_pid, dog)) = slot.as_ref()
+        && *owner_pid == pid
+    {
+        return dog.clone();
     }
     let dog = Arc::new(Watchdog { heap: Mutex::new(BinaryHeap::new()), wake: Condvar::new() });
     let runner = dog.clone();
