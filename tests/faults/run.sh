@@ -4,7 +4,7 @@
 #   tests/faults/run.sh short     build the workers, run every scenario x backend once (CI), then
 #                                 check that the broken build (fencing off) makes the checker fail
 #   tests/faults/run.sh soak [--minutes M] [--clients N] [--backends a,b]   16 clients, 10 min/backend
-#   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node]
+#   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node,jvm]
 #   tests/faults/run.sh report    regenerate tests/FAULTS.md from tests/faults/results/
 #
 # Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, histories),
@@ -36,6 +36,10 @@ build() { # build [broken]
     { echo "faults: the Python package is not installed in target/py-venv (run python/run-tests.sh first)" >&2; exit 1; }
   [[ -n $(ls node/fencelock.*.node 2>/dev/null) ]] ||
     { echo "faults: node/ has no native module (run node/run-tests.sh or node node/scripts/build.mjs first)" >&2; exit 1; }
+  # Reuses bindings/jvm/run-tests.sh's classes and debug native library (seconds); without them,
+  # builds them the same way first.
+  echo "== faults: building the JVM worker"
+  bindings/jvm/faults-worker/build.sh
 }
 
 record() { # record PROFILE [histories]: the summaries also go to the committed results

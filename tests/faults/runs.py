@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 STATE = Path(os.environ.get("FENCELOCK_FAULTS_DIR", "/tmp/fencelock-faults"))
 SERVERS_DIR = STATE / "servers"
-LANGS = ["rust", "python", "node"]
+LANGS = ["rust", "python", "node", "jvm"]
 
 # Our own server set: every port of design section 7 plus 20000, state under STATE/servers.
 PORTS = {
@@ -167,7 +167,7 @@ class Worker:
             return [str(ROOT / "target/py-venv/bin/python"), str(HERE / "worker.py")]
         if self.lang == "node":
             return ["node", str(HERE / "worker.mjs")]
-        if self.lang == "jvm":  # added with the JVM binding: see README.md
+        if self.lang == "jvm":  # built by bindings/jvm/faults-worker/build.sh
             return [str(ROOT / "bindings/jvm/faults-worker/run.sh")]
         raise KeyError(self.lang)
 

@@ -1,0 +1,535 @@
+// The JVM worker of the fault-injection suite (protocol: tests/faults/README.md).
+//
+// Reads commands as JSON lines on stdin; answers and records its critical sections as JSON lines
+// on stdout. Plain Java against the library's public API (the same calls a Java user makes), so
+// it compiles with javac alone in a second; run.sh builds and runs it.
+//
+// The lost signal is a `Lease.onLost` listener: it runs on a fencelock thread of its own, so it
+// fires while the main thread is busy (in a hold, a write, a sleep). Records from that thread and
+// from the main one go through one lock on stdout.
+
+import dev.fencelock.ConnectOptions;
+import dev.fencelock.Fence;
+import dev.fencelock.FencelockException;
+import dev.fencelock.Lease;
+import dev.fencelock.LockOptions;
+import dev.fencelock.Locker;
+import dev.fencelock.Statement;
+
+import java.io.BufferedOutputStream;
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+public final class FaultsWorker {
+    static final String INSERT_WRITE =
+        "INSERT INTO fault_writes (write_id, cs, token, worker, lang, mode, t_sent) VALUES (?, ?, ?, ?, ?, ?, ?)";
+
+    /** Errors a retry cannot cure: a cycle ends instead of spinning. */
+    static final Set<String> FATAL = Set.of("INVALID_ARGUMENT", "AUTH", "CLOSED", "INTERNAL", "WORKER");
+
+    static final String LANG = "jvm";
+
+    // ------------------------------------------------------------------ output
+
+    private static final Object OUT_LOCK = new Object();
+    private static final OutputStream OUT = new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16);
+
+    static void emit(Map<String, Object> obj) {
+        byte[] line = (Json.write(obj) + "\n").getBytes(StandardCharsets.UTF_8);
+        synchronized (OUT_LOCK) {
+            try {
+                OUT.write(line);
+                OUT.flush();
+            } catch (IOException e) {
+                // The harness went away: nothing left to tell.
+                Runtime.getRuntime().halt(1);
+            }
+        }
+    }
+
+    static long nowUs() {
+        Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+    }
+
+    static Long expiresAtUs(Lease lease) {
+        Instant at = lease.getExpiresAt();
+        return at == null ? null : at.getEpochSecond() * 1_000_000L + at.getNano() / 1_000;
+    }
+
+    /** A map literal for records and replies, keeping the order given. */
+    static Map<String, Object> obj(Object... kv) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        for (int i = 0; i < kv.length; i += 2) m.put((String) kv[i], kv[i + 1]);
+        return m;
+    }
+
+    static void sleepMs(long ms) {
+        if (ms <= 0) return;
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    // ------------------------------------------------------------------ commands
+
+    /** A failed command's answer: a fencelock code, or WORKER for a bug here. */
+    static final class Failure extends RuntimeException {
+        final String code;
+
+        Failure(String code, String message) {
+            super(message);
+            this.code = code;
+        }
+    }
+
+    static String codeOf(Throwable e) {
+        return e instanceof FencelockException ? ((FencelockException) e).getCode().name() : "WORKER";
+    }
+
+    static Duration ms(Map<String, Object> cmd, String key, Duration dflt) {
+        Object v = cmd.get(key);
+        return v == null ? dflt : Duration.ofNanos(Math.round(((Number) v).doubleValue() * 1_000_000));
+    }
+
+    static Long longOf(Map<String, Object> cmd, String key) {
+        Object v = cmd.get(key);
+        return v == null ? null : ((Number) v).longValue();
+    }
+
+    final String name;
+    final Locker locker;
+    final Fence fence;
+    final String lock;
+    Lease lease;
+    String lastCs;
+    long lastToken;
+    boolean hasLast;
+    int sections;
+    int writes;
+
+    FaultsWorker(Map<String, Object> cmd) {
+        name = (String) cmd.get("worker");
+        ConnectOptions options =
+            ConnectOptions.builder().operationTimeout(ms(cmd, "op_timeout_ms", Duration.ofSeconds(3))).build();
+        locker = Locker.connect((String) cmd.get("lock_url"), options);
+        fence = Fence.open((String) cmd.get("fence_url"), (String) cmd.get("resource"), options);
+        lock = (String) cmd.get("lock");
+    }
+
+    void rec(String kind, Object... fields) {
+        Map<String, Object> m = obj("rec", kind, "worker", name, "lang", LANG);
+        m.putAll(obj(fields));
+        emit(m);
+    }
+
+    String cs() {
+        return name + "#" + sections;
+    }
+
+    Map<String, Object> acquire(Map<String, Object> cmd) {
+        LockOptions options = LockOptions.builder()
+            .ttl(ms(cmd, "ttl_ms", Duration.ofSeconds(10)))
+            .wait(ms(cmd, "wait_ms", null))
+            .build();
+        long tReq = nowUs();
+        Lease acquired = locker.acquireBlocking(lock, options);
+        long t = nowUs();
+        sections += 1;
+        String cs = cs();
+        String token = Long.toString(acquired.getToken());
+        rec("acquired", "cs", cs, "token", token, "t_req", tReq, "t", t, "expires_at", expiresAtUs(acquired),
+            "deadline", null);
+        acquired.onLost((reason, message) -> rec("lost_signal", "cs", cs, "t", nowUs(), "reason", reason.name()));
+        lease = acquired;
+        lastCs = cs;
+        lastToken = acquired.getToken();
+        hasLast = true;
+        return obj("token", token);
+    }
+
+    Map<String, Object> probe() {
+        if (lease == null) return obj("lost", null);
+        long t = nowUs();
+        boolean lost = lease.isLost();
+        rec("probe", "cs", cs(), "t", t, "lost", lost, "expires_at", expiresAtUs(lease), "deadline", null);
+        return obj("lost", lost);
+    }
+
+    Map<String, Object> write(String mode) {
+        if (!hasLast) return obj("accepted", false, "code", "NO_LEASE");
+        String cs = lastCs;
+        long token = lastToken;
+        writes += 1;
+        String writeId = cs + "/" + writes;
+        long t = nowUs();
+        Lease current = lease;
+        Boolean lostBefore = current == null ? null : current.isLost();
+        Long expiresAt = current == null ? null : expiresAtUs(current);
+        List<Statement> statements = List.of(Statement.of(INSERT_WRITE, writeId, cs, token, name, LANG, mode, t));
+        boolean accepted = true;
+        String code = null;
+        try {
+            if (mode.equals("lease") && current != null) fence.fencedExecuteBlocking(current, statements);
+            else fence.fencedExecuteBlocking(token, statements);
+        } catch (FencelockException e) {
+            accepted = false;
+            code = e.getCode().name();
+        }
+        rec("write", "cs", cs, "write_id", writeId, "token", Long.toString(token), "mode", mode, "t", t,
+            "t_end", nowUs(), "lost_before", lostBefore, "expires_at", expiresAt, "deadline", null,
+            "accepted", accepted, "code", code);
+        return obj("accepted", accepted, "code", code);
+    }
+
+    Map<String, Object> release() {
+        Lease current = lease;
+        lease = null;
+        if (current == null) return obj();
+        String code = null;
+        try {
+            current.releaseBlocking();
+        } catch (FencelockException e) {
+            code = e.getCode().name();
+        }
+        rec("released", "cs", cs(), "t", nowUs(), "code", code);
+        if (code != null) throw new Failure(code, "release: " + code);
+        return obj();
+    }
+
+    Map<String, Object> hold(Map<String, Object> cmd) {
+        long total = ms(cmd, "ms", Duration.ofSeconds(1)).toNanos();
+        long probeEvery = ms(cmd, "probe_ms", Duration.ofMillis(50)).toMillis();
+        Duration writeEvery = ms(cmd, "write_ms", null);
+        Long afterLost = longOf(cmd, "stop_after_lost");
+        long start = System.nanoTime();
+        long nextWrite = start;
+        boolean lost = false;
+        long lostProbes = 0;
+        while (System.nanoTime() - start < total) {
+            lost = Boolean.TRUE.equals(probe().get("lost"));
+            if (lost) {
+                lostProbes += 1;
+                if (afterLost != null && lostProbes > afterLost) break;
+            }
+            if (writeEvery != null && System.nanoTime() >= nextWrite) {
+                write("lease");
+                nextWrite += writeEvery.toNanos();
+            }
+            sleepMs(probeEvery);
+        }
+        return obj("lost", lost);
+    }
+
+    Map<String, Object> cycle(Map<String, Object> cmd) {
+        Duration duration = ms(cmd, "duration_ms", null);
+        Long until = duration == null ? null : System.nanoTime() + duration.toNanos();
+        Long count = longOf(cmd, "count");
+        Long writesPer = longOf(cmd, "writes");
+        long perSection = writesPer == null ? 1 : writesPer;
+        long hold = ms(cmd, "hold_ms", Duration.ZERO).toMillis();
+        long done = 0;
+        while (!((count != null && done >= count) || (until != null && System.nanoTime() - until >= 0))) {
+            try {
+                acquire(cmd);
+            } catch (RuntimeException e) {
+                String code = codeOf(e);
+                rec("error", "op", "acquire", "t", nowUs(), "code", code, "message", String.valueOf(e.getMessage()));
+                if (FATAL.contains(code)) return obj("cycles", done, "error", code);
+                sleepMs(100);
+                continue;
+            }
+            for (long i = 0; i < perSection; i++) {
+                probe();
+                write("lease");
+            }
+            sleepMs(hold);
+            try {
+                release();
+            } catch (Failure e) {
+                // recorded in the history
+            }
+            done += 1;
+        }
+        return obj("cycles", done);
+    }
+
+    Map<String, Object> run(Map<String, Object> cmd) {
+        Object op = cmd.get("op");
+        if ("acquire".equals(op)) return acquire(cmd);
+        if ("write".equals(op)) return write(cmd.get("mode") == null ? "lease" : (String) cmd.get("mode"));
+        if ("probe".equals(op)) return probe();
+        if ("hold".equals(op)) return hold(cmd);
+        if ("release".equals(op)) return release();
+        if ("cycle".equals(op)) return cycle(cmd);
+        throw new Failure("INVALID_ARGUMENT", "unknown op " + op);
+    }
+
+    public static void main(String[] args) throws IOException {
+        FaultsWorker worker = null;
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            Map<String, Object> cmd;
+            try {
+                cmd = Json.parseObject(line);
+            } catch (IllegalArgumentException e) {
+                emit(obj("reply", null, "ok", false, "code", "INVALID_ARGUMENT", "message", "not a JSON line"));
+                continue;
+            }
+            Object id = cmd.get("id");
+            try {
+                Map<String, Object> result;
+                Object op = cmd.get("op");
+                if ("init".equals(op)) {
+                    worker = new FaultsWorker(cmd);
+                    result = obj("pid", ProcessHandle.current().pid(), "broken_build", false);
+                } else if ("exit".equals(op)) {
+                    String code = null;
+                    try {
+                        if (worker != null) worker.locker.close();
+                    } catch (RuntimeException e) {
+                        code = codeOf(e);
+                    }
+                    emit(code == null ? obj("reply", id, "ok", true) : obj("reply", id, "ok", false, "code", code));
+                    break;
+                } else if (worker == null) {
+                    throw new Failure("INVALID_ARGUMENT", "send init first");
+                } else {
+                    result = worker.run(cmd);
+                }
+                Map<String, Object> reply = obj("reply", id, "ok", true);
+                reply.putAll(result);
+                emit(reply);
+            } catch (Failure e) {
+                emit(obj("reply", id, "ok", false, "code", e.code, "message", e.getMessage()));
+            } catch (RuntimeException e) {
+                // A fencelock error, or a bug in the worker: report it, keep serving.
+                emit(obj("reply", id, "ok", false, "code", codeOf(e), "message", String.valueOf(e)));
+            }
+        }
+        // Native runtime threads must not keep a finished worker alive.
+        System.exit(0);
+    }
+
+    // ------------------------------------------------------------------ JSON
+
+    /** Just enough JSON for the protocol: objects, arrays, strings, numbers, true/false/null. */
+    static final class Json {
+        private final String s;
+        private int i;
+
+        private Json(String s) {
+            this.s = s;
+        }
+
+        static Map<String, Object> parseObject(String text) {
+            Json p = new Json(text);
+            p.space();
+            Object v = p.value();
+            p.space();
+            if (p.i != p.s.length() || !(v instanceof Map)) throw new IllegalArgumentException("not a JSON object");
+            @SuppressWarnings("unchecked")
+            Map<String, Object> m = (Map<String, Object>) v;
+            return m;
+        }
+
+        private void space() {
+            while (i < s.length() && Character.isWhitespace(s.charAt(i))) i++;
+        }
+
+        private IllegalArgumentException bad() {
+            return new IllegalArgumentException("bad JSON at " + i);
+        }
+
+        private char peek() {
+            if (i >= s.length()) throw bad();
+            return s.charAt(i);
+        }
+
+        private void expect(String word) {
+            if (!s.startsWith(word, i)) throw bad();
+            i += word.length();
+        }
+
+        private Object value() {
+            char c = peek();
+            switch (c) {
+                case '{': {
+                    i++;
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    space();
+                    if (peek() == '}') {
+                        i++;
+                        return m;
+                    }
+                    while (true) {
+                        space();
+                        if (peek() != '"') throw bad();
+                        String key = string();
+                        space();
+                        expect(":");
+                        space();
+                        m.put(key, value());
+                        space();
+                        char n = peek();
+                        i++;
+                        if (n == '}') return m;
+                        if (n != ',') throw bad();
+                    }
+                }
+                case '[': {
+                    i++;
+                    List<Object> list = new ArrayList<>();
+                    space();
+                    if (peek() == ']') {
+                        i++;
+                        return list;
+                    }
+                    while (true) {
+                        space();
+                        list.add(value());
+                        space();
+                        char n = peek();
+                        i++;
+                        if (n == ']') return list;
+                        if (n != ',') throw bad();
+                    }
+                }
+                case '"':
+                    return string();
+                case 't':
+                    expect("true");
+                    return Boolean.TRUE;
+                case 'f':
+                    expect("false");
+                    return Boolean.FALSE;
+                case 'n':
+                    expect("null");
+                    return null;
+                default:
+                    return number();
+            }
+        }
+
+        private String string() {
+            i++; // the opening quote
+            StringBuilder b = new StringBuilder();
+            while (true) {
+                char c = peek();
+                i++;
+                if (c == '"') return b.toString();
+                if (c != '\\') {
+                    b.append(c);
+                    continue;
+                }
+                char e = peek();
+                i++;
+                switch (e) {
+                    case '"': case '\\': case '/': b.append(e); break;
+                    case 'b': b.append('\b'); break;
+                    case 'f': b.append('\f'); break;
+                    case 'n': b.append('\n'); break;
+                    case 'r': b.append('\r'); break;
+                    case 't': b.append('\t'); break;
+                    case 'u':
+                        if (i + 4 > s.length()) throw bad();
+                        try {
+                            b.append((char) Integer.parseInt(s.substring(i, i + 4), 16));
+                        } catch (NumberFormatException x) {
+                            throw bad();
+                        }
+                        i += 4;
+                        break;
+                    default: throw bad();
+                }
+            }
+        }
+
+        private Number number() {
+            int start = i;
+            while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) i++;
+            String n = s.substring(start, i);
+            if (n.isEmpty()) throw bad();
+            try {
+                if (n.contains(".") || n.contains("e") || n.contains("E")) return Double.parseDouble(n);
+                return Long.parseLong(n);
+            } catch (NumberFormatException x) {
+                throw bad();
+            }
+        }
+
+        static String write(Object v) {
+            StringBuilder b = new StringBuilder();
+            write(b, v);
+            return b.toString();
+        }
+
+        private static void write(StringBuilder b, Object v) {
+            if (v == null) {
+                b.append("null");
+            } else if (v instanceof String) {
+                quote(b, (String) v);
+            } else if (v instanceof Boolean || v instanceof Long || v instanceof Integer) {
+                b.append(v);
+            } else if (v instanceof Number) {
+                double d = ((Number) v).doubleValue();
+                b.append(Double.isFinite(d) ? Double.toString(d) : "null");
+            } else if (v instanceof Map) {
+                b.append('{');
+                boolean first = true;
+                for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+                    if (!first) b.append(',');
+                    first = false;
+                    quote(b, String.valueOf(e.getKey()));
+                    b.append(':');
+                    write(b, e.getValue());
+                }
+                b.append('}');
+            } else if (v instanceof List) {
+                b.append('[');
+                boolean first = true;
+                for (Object x : (List<?>) v) {
+                    if (!first) b.append(',');
+                    first = false;
+                    write(b, x);
+                }
+                b.append(']');
+            } else {
+                quote(b, String.valueOf(v));
+            }
+        }
+
+        private static void quote(StringBuilder b, String s) {
+            b.append('"');
+            for (int k = 0; k < s.length(); k++) {
+                char c = s.charAt(k);
+                switch (c) {
+                    case '"': b.append("\\\""); break;
+                    case '\\': b.append("\\\\"); break;
+                    case '\n': b.append("\\n"); break;
+                    case '\r': b.append("\\r"); break;
+                    case '\t': b.append("\\t"); break;
+                    default:
+                        if (c < 0x20) b.append(String.format("\\u%04x", (int) c));
+                        else b.append(c);
+                }
+            }
+            b.append('"');
+        }
+    }
+}
