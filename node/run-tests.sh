@@ -17,6 +17,10 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# A path given relative to where the script was called from stays valid after the cd below.
+if [ -n "${FENCELOCK_NPM_PLATFORM_PACKAGE:-}" ]; then
+    FENCELOCK_NPM_PLATFORM_PACKAGE="$(realpath "$FENCELOCK_NPM_PLATFORM_PACKAGE")"
+fi
 cd "$here"
 
 step() { printf '\n== %s\n' "$*"; }

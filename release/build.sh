@@ -7,14 +7,14 @@
 #   fencelock-V-x86_64-linux-gnu.tar.gz               the `fencelock` command alone
 #   SHA256SUMS, BUILDINFO                              checksums; what was built, how, for which glibc
 #
-#   release/build.sh [--profile dist|dev]
+#   release/build.sh [--profile dist|dev|ci]
 #
 # Every native file is linked by zig against glibc 2.17 (cargo-zigbuild, and maturin's --zig for
 # the wheel), so one build runs on any x86_64 Linux with glibc >= 2.17. The version is the
 # workspace version in Cargo.toml (release/version.py). The tools (maturin, ziglang,
 # cargo-zigbuild, auditwheel) come from PyPI into target/release-tools; Rust is needed here, never
-# by the user. `--profile dev` (dependencies at opt-level 1, no stripping) is what CI builds to
-# stay within its time budget; a release uses the default, `dist` (release, stripped).
+# by the user. `--profile ci` (no optimisation, no debug info) is what CI builds to stay within
+# its time budget; a release uses the default, `dist` (release, stripped).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,7 +30,8 @@ done
 case "$profile" in
     dist) profile_dir=dist ;;
     dev) profile_dir=debug ;;
-    *) echo "release/build.sh: --profile must be dist or dev" >&2; exit 2 ;;
+    ci) profile_dir=ci ;;
+    *) echo "release/build.sh: --profile must be dist, dev or ci" >&2; exit 2 ;;
 esac
 
 GLIBC=2.17

@@ -21,22 +21,22 @@ section "Rust: core and the fencelock command"
 # default-members: the crates that need no Python, Node or JDK.
 cargo test --no-fail-fast
 
-section "Release artifacts: build (zig, glibc 2.17, profile dev) and smoke tests without Rust"
+section "Release artifacts: build (zig, glibc 2.17, profile ci) and smoke tests without Rust"
 # The bindings' tests below run on these artifacts instead of building their own: what users
-# install is what is tested, and nothing native is built twice. (Profile dev keeps the build
-# within CI's time; a release builds profile dist, the same way.)
-release/build.sh --profile dev
+# install is what is tested, and nothing native is built twice. (Profile ci, unoptimised, keeps
+# the build within CI's time; a release builds profile dist, the same way.)
+release/build.sh --profile ci
 release/smoke.sh
 version="$(python3 release/version.py)"
 
 section "Python (the release wheel)"
-FENCELOCK_WHEEL="$(ls dist/fencelock-"$version"-*.whl)" python/run-tests.sh
+FENCELOCK_WHEEL="$(ls "$PWD"/dist/fencelock-"$version"-*.whl)" python/run-tests.sh
 
 section "Node.js (the release platform package's native module)"
-FENCELOCK_NPM_PLATFORM_PACKAGE="dist/fencelock-linux-x64-gnu-$version.tgz" node/run-tests.sh
+FENCELOCK_NPM_PLATFORM_PACKAGE="$PWD/dist/fencelock-linux-x64-gnu-$version.tgz" node/run-tests.sh
 
 section "JVM: Kotlin and Java (the release's native library)"
-FENCELOCK_JVM_LIBRARY=target/dist-native/x86_64-unknown-linux-gnu/debug/libfencelock_jvm.so bindings/jvm/run-tests.sh
+FENCELOCK_JVM_LIBRARY="$PWD/target/dist-native/x86_64-unknown-linux-gnu/ci/libfencelock_jvm.so" bindings/jvm/run-tests.sh
 
 section "Fault injection (tests/faults: its own servers; every scenario x backend once, then the broken build)"
 # Last: it needs the Python package and the Node module built above. About 4 minutes.

@@ -17,6 +17,10 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# A path given relative to where the script was called from stays valid after the cd below.
+if [ -n "${FENCELOCK_JVM_LIBRARY:-}" ]; then
+    FENCELOCK_JVM_LIBRARY="$(realpath "$FENCELOCK_JVM_LIBRARY")"
+fi
 cd "$here"
 
 if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then
