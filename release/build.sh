@@ -14,7 +14,7 @@
 # workspace version in Cargo.toml (release/version.py). The tools (maturin, ziglang,
 # cargo-zigbuild, auditwheel) come from PyPI into target/release-tools; Rust is needed here, never
 # by the user. `--profile ci` (no optimisation, no debug info) is what CI builds to stay within
-# its time budget; a release uses the default, `dist` (release, stripped).
+# its time budget; a release uses the default, `dist` (release, no debug info).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
