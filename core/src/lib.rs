@@ -27,6 +27,7 @@ mod metrics;
 pub mod name;
 pub mod options;
 pub mod reentry;
+pub mod runtime;
 pub mod signal;
 pub mod sql_value;
 pub mod url;

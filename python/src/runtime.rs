@@ -32,7 +32,7 @@ use futures_util::FutureExt;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
 use pyo3_async_runtimes::generic::{self, ContextExt};
-use tokio::runtime::{Builder, Handle, Runtime};
+use tokio::runtime::{Handle, Runtime};
 
 use crate::error::{panic_to_py, to_py};
 
@@ -51,11 +51,7 @@ pub(crate) fn runtime() -> fencelock::Result<&'static Runtime> {
     {
         return Ok(rt);
     }
-    let rt = Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("fencelock-rt")
-        .build()
-        .map_err(|e| fencelock::Error::internal(format!("cannot start the tokio runtime: {e}")))?;
+    let rt = fencelock::runtime::host_runtime("fencelock-rt")?;
     // Leaked on purpose: it lives as long as the process, and a parent's runtime inherited
     // across fork() must never be dropped in the child.
     let rt: &'static Runtime = Box::leak(Box::new(rt));

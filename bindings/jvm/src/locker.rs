@@ -195,14 +195,24 @@ impl From<Waiter> for NativeWaiter {
     }
 }
 
-/// Where a blocking acquire stands.
+/// Where a blocking acquire stands after a wait.
 #[derive(uniffi::Enum)]
 pub enum NativeAcquireOutcome {
     /// Still waiting: wait again (the JVM thread checks for an interrupt in between).
     Pending,
-    Acquired { lease: Arc<NativeLease> },
+    /// Acquired; the token comes along so the JVM side needs no further call to build its Lease.
+    Acquired { lease: Arc<NativeLease>, token: i64 },
     /// A try-acquire found the lock held.
     Busy,
+}
+
+/// What [`NativeLocker::start_acquire`] answers: the outcome, when it came within the first
+/// wait (an uncontended acquire: one call into Rust), or the acquire to wait on.
+#[derive(uniffi::Enum)]
+pub enum NativeAcquireStart {
+    Acquired { lease: Arc<NativeLease>, token: i64 },
+    Busy,
+    Waiting { pending: Arc<NativePendingAcquire> },
 }
 
 type Answer = std::thread::Result<fencelock::Result<Option<fencelock::Lease>>>;
@@ -216,6 +226,20 @@ pub struct NativePendingAcquire {
     task: tokio::task::AbortHandle,
 }
 
+/// The acquire's answer if it comes within `slice_millis`: `Some(None)` is a try-acquire's busy.
+fn wait_for_answer(
+    answered: &std::sync::mpsc::Receiver<Answer>,
+    slice_millis: u32,
+) -> fencelock::Result<Option<Option<fencelock::Lease>>> {
+    use std::sync::mpsc::RecvTimeoutError;
+    match answered.recv_timeout(Duration::from_millis(u64::from(slice_millis))) {
+        Ok(Ok(outcome)) => outcome.map(Some),
+        Ok(Err(payload)) => Err(fencelock::Error::from_panic(payload.as_ref())),
+        Err(RecvTimeoutError::Timeout) => Ok(None),
+        Err(RecvTimeoutError::Disconnected) => Err(fencelock::Error::internal("the acquire was dropped by fencelock's runtime")),
+    }
+}
+
 impl Drop for NativePendingAcquire {
     fn drop(&mut self) {
         self.task.abort();
@@ -224,21 +248,15 @@ impl Drop for NativePendingAcquire {
 
 #[uniffi::export]
 impl NativePendingAcquire {
-    /// Waits up to `slice` for the outcome.
-    pub fn wait(&self, slice: Duration) -> Result<NativeAcquireOutcome, NativeError> {
-        use std::sync::mpsc::RecvTimeoutError;
+    /// Waits up to `slice_millis` for the outcome.
+    pub fn wait(&self, slice_millis: u32) -> Result<NativeAcquireOutcome, NativeError> {
         crate::error::guard(|| {
             let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
-            match answered.recv_timeout(slice) {
-                Ok(Ok(Ok(Some(lease)))) => Ok(NativeAcquireOutcome::Acquired { lease: NativeLease::new(lease) }),
-                Ok(Ok(Ok(None))) => Ok(NativeAcquireOutcome::Busy),
-                Ok(Ok(Err(e))) => Err(e.into()),
-                Ok(Err(payload)) => Err(crate::error::from_panic(payload)),
-                Err(RecvTimeoutError::Timeout) => Ok(NativeAcquireOutcome::Pending),
-                Err(RecvTimeoutError::Disconnected) => {
-                    Err(fencelock::Error::internal("the acquire was dropped by fencelock's runtime").into())
-                }
-            }
+            Ok(match wait_for_answer(&answered, slice_millis)? {
+                Some(Some(lease)) => NativeAcquireOutcome::Acquired { token: lease.token() as i64, lease: NativeLease::new(lease) },
+                Some(None) => NativeAcquireOutcome::Busy,
+                None => NativeAcquireOutcome::Pending,
+            })
         })
     }
 
@@ -249,14 +267,16 @@ impl NativePendingAcquire {
 
 #[uniffi::export]
 impl NativeLocker {
-    /// Starts an acquire (or a try-acquire, `try_once`) for a blocking JVM thread to wait on.
+    /// Starts an acquire (or a try-acquire, `try_once`) for a blocking JVM thread and waits up
+    /// to `first_wait_millis` for it; the outcome if it came, else the acquire to wait on.
     pub fn start_acquire(
         &self,
         name: String,
         options: NativeLockOptions,
         scope: i64,
         try_once: bool,
-    ) -> Result<Arc<NativePendingAcquire>, NativeError> {
+        first_wait_millis: u32,
+    ) -> Result<NativeAcquireStart, NativeError> {
         crate::error::guard(|| {
             let options = lock_options(options)?;
             let scope = scope_of(scope)?;
@@ -275,10 +295,16 @@ impl NativeLocker {
                 .await;
                 let _ = answer.send(outcome);
             });
-            Ok(Arc::new(NativePendingAcquire {
-                answered: std::sync::Mutex::new(answered),
-                task: task.abort_handle(),
-            }))
+            let pending = NativePendingAcquire { answered: std::sync::Mutex::new(answered), task: task.abort_handle() };
+            let answer = {
+                let answered = pending.answered.lock().unwrap_or_else(|e| e.into_inner());
+                wait_for_answer(&answered, first_wait_millis)?
+            };
+            Ok(match answer {
+                Some(Some(lease)) => NativeAcquireStart::Acquired { token: lease.token() as i64, lease: NativeLease::new(lease) },
+                Some(None) => NativeAcquireStart::Busy,
+                None => NativeAcquireStart::Waiting { pending: Arc::new(pending) },
+            })
         })
     }
 }

@@ -12,24 +12,17 @@ use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
 
 use futures_util::FutureExt;
-use tokio::runtime::{Builder, Runtime};
+use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
 use crate::error::{NativeError, from_panic};
 
-static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+static RUNTIME: OnceLock<fencelock::Result<Runtime>> = OnceLock::new();
 
 /// The runtime, made on first use; it lives as long as the process.
 pub(crate) fn runtime() -> Result<&'static Runtime, NativeError> {
-    let made = RUNTIME.get_or_init(|| {
-        Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("fencelock-rt")
-            .build()
-            .map_err(|e| format!("cannot start the tokio runtime: {e}"))
-    });
-    made.as_ref()
-        .map_err(|e| fencelock::Error::internal(e.clone()).into())
+    let made = RUNTIME.get_or_init(|| fencelock::runtime::host_runtime("fencelock-rt"));
+    made.as_ref().map_err(|e| e.clone().into())
 }
 
 /// What happens to the task when the Kotlin side stops waiting (its coroutine was cancelled).

@@ -43,14 +43,17 @@ fun interface LostListener {
  * released from any thread. One that becomes garbage without release is released in the
  * background, best effort.
  */
-class Lease internal constructor(private val native: NativeLease) : AutoCloseable {
-    private val released = AtomicBoolean(false)
-
+class Lease internal constructor(
+    private val native: NativeLease,
     /** The lock's name. */
-    val name: String = native.name()
-
+    val name: String,
     /** The fencing token: strictly increasing per lock name, below 2^63. */
-    val token: Long = native.token()
+    val token: Long,
+) : AutoCloseable {
+    /** For a native lease whose name and token the caller does not have at hand. */
+    internal constructor(native: NativeLease) : this(native, native.name(), native.token())
+
+    private val released = AtomicBoolean(false)
 
     /** When the server will expire the lease unless renewed (the client's estimate); null on ZooKeeper. */
     val expiresAt: Instant?

@@ -1,6 +1,7 @@
 package dev.fencelock
 
 import dev.fencelock.ffi.NativeAcquireOutcome
+import dev.fencelock.ffi.NativeAcquireStart
 import dev.fencelock.ffi.NativeHolder
 import dev.fencelock.ffi.NativeLockInfo
 import dev.fencelock.ffi.NativeLockList
@@ -134,21 +135,27 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     /**
      * Blocks on the native acquire directly (one thread wake-up, where `runBlocking` over the
-     * suspend call costs several), in slices so that an interrupt cancels it.
+     * suspend call costs several), in slices so that an interrupt cancels it. An uncontended
+     * acquire answers within the first slice: one call into Rust, the token included.
      */
     private fun waitFor(name: String, options: LockOptions, tryOnce: Boolean): Lease? {
         Runtime.ensureLoaded()
-        val pending = ffi { native.startAcquire(name, options.toNative(), Scopes.ofThread(), tryOnce) }
+        val pending = when (val start = ffi { native.startAcquire(name, options.toNative(), Scopes.ofThread(), tryOnce, SLICE_MILLIS) }) {
+            is NativeAcquireStart.Acquired -> return Lease(start.lease, name, start.token)
+            NativeAcquireStart.Busy -> return null
+            is NativeAcquireStart.Waiting -> start.pending
+        }
         try {
             while (true) {
-                when (val outcome = ffi { pending.wait(SLICE) }) {
-                    is NativeAcquireOutcome.Acquired -> return Lease(outcome.lease)
+                if (Thread.interrupted()) {
+                    pending.cancel()
+                    Thread.currentThread().interrupt()
+                    throw CancellationException("the calling thread was interrupted")
+                }
+                when (val outcome = ffi { pending.wait(SLICE_MILLIS) }) {
+                    is NativeAcquireOutcome.Acquired -> return Lease(outcome.lease, name, outcome.token)
                     NativeAcquireOutcome.Busy -> return null
-                    NativeAcquireOutcome.Pending -> if (Thread.interrupted()) {
-                        pending.cancel()
-                        Thread.currentThread().interrupt()
-                        throw CancellationException("the calling thread was interrupted")
-                    }
+                    NativeAcquireOutcome.Pending -> {}
                 }
             }
         } finally {
@@ -208,7 +215,8 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
             Runtime.ensureLoaded()
         }
 
-        private val SLICE: Duration = Duration.ofMillis(100)
+        /** How long a blocking acquire waits between checks for an interrupt. */
+        private const val SLICE_MILLIS: UInt = 100u
 
         /**
          * Connects to the backend [url] selects (`redis://`, `redlock://`, `zk://`, `postgres://`,

@@ -26,16 +26,20 @@ import org.redisson.config.Config;
  * fencelock's JVM binding against Redisson (RLock, RFencedLock) on one Redis and Apache Curator
  * (InterProcessMutex) on one ZooKeeper, in one run, on the same servers:
  *
- * - uncontended: one thread, one client, acquire + release of one name, back to back;
+ * - uncontended: one thread, one client, acquire + release of one name, back to back; the
+ *   libraries of one server take turns in rounds (see {@link #uncontendedRounds});
  * - handoff: two threads with a client each take turns strictly; each holds the lock for
  *   2 ms while the other waits inside its library's acquire, so the handoff is the time from
  *   the release call to the waiter's acquire returning.
  *
  * Arguments: [redis host:port] [zookeeper host:port]; defaults 127.0.0.1:7001 and 127.0.0.1:2181.
+ * System properties, for quick looks: bench.only (run only the libraries whose label contains
+ * it), bench.rounds, bench.skipHandoff.
  */
 public final class Bench {
     static final int WARMUP = 300;
-    static final int CYCLES = 3000;
+    static final int CYCLES = 2000;
+    static final int ROUNDS = 5;
     static final int HANDOFFS = 300;
     static final long HOLD_NANOS = Duration.ofMillis(2).toNanos();
 
@@ -67,13 +71,21 @@ public final class Bench {
         zkLibraries.put("fencelock (ZooKeeper)", fencelock("zk://" + zk));
         zkLibraries.put("Curator InterProcessMutex", curator(zk));
 
+        String only = System.getProperty("bench.only", "");
+        redisLibraries.keySet().removeIf(k -> !k.contains(only) && !only.isEmpty());
+        zkLibraries.keySet().removeIf(k -> !k.contains(only) && !only.isEmpty());
+        boolean handoffs = !Boolean.getBoolean("bench.skipHandoff");
+
         List<Result> results = new ArrayList<>();
         for (Map<String, Library> group : List.of(redisLibraries, zkLibraries)) {
-            for (Map.Entry<String, Library> e : group.entrySet()) {
-                results.add(uncontended(e.getKey(), e.getValue()));
+            if (group.isEmpty()) {
+                continue;
             }
+            results.addAll(uncontendedRounds(group));
             for (Map.Entry<String, Library> e : group.entrySet()) {
-                results.add(handoff(e.getKey(), e.getValue()));
+                if (handoffs) {
+                    results.add(handoff(e.getKey(), e.getValue()));
+                }
             }
         }
         System.out.println("| workload | library | ops/s | p50 ms | p99 ms | fencelock vs it |");
@@ -82,7 +94,7 @@ public final class Bench {
             Result ours = results.stream()
                 .filter(o -> o.workload().equals(r.workload()) && o.library().startsWith("fencelock")
                     && sameServer(o.library(), r.library()))
-                .findFirst().orElseThrow();
+                .findFirst().orElse(r);
             String ratio = r == ours ? "" : String.format("%.2fx", r.workload().startsWith("uncontended")
                 ? ours.opsPerSecond() / r.opsPerSecond()
                 : r.p50Ms() / ours.p50Ms());
@@ -100,24 +112,65 @@ public final class Bench {
         return aZk == bZk;
     }
 
-    static Result uncontended(String library, Library lib) throws Exception {
-        String name = "bench-jvm-" + UUID.randomUUID();
-        try (Client client = lib.open(name)) {
-            for (int i = 0; i < WARMUP; i++) {
-                client.acquire();
-                client.release();
+    /**
+     * Every library of one server in turns: one client each, warmed up, then ROUNDS rounds in
+     * which each library runs CYCLES cycles back to back. A library's throughput is the median of
+     * its rounds, so a burst of load on the machine hits one round of each library alike instead
+     * of all of one library's cycles; its latencies are over all of its cycles.
+     */
+    static List<Result> uncontendedRounds(Map<String, Library> group) throws Exception {
+        int rounds = Integer.getInteger("bench.rounds", ROUNDS);
+        Map<String, Client> clients = new LinkedHashMap<>();
+        Map<String, String> names = new LinkedHashMap<>();
+        Map<String, double[]> throughputs = new LinkedHashMap<>();
+        Map<String, long[]> latencies = new LinkedHashMap<>();
+        try {
+            for (Map.Entry<String, Library> e : group.entrySet()) {
+                String name = "bench-jvm-" + UUID.randomUUID();
+                Client client = e.getValue().open(name);
+                clients.put(e.getKey(), client);
+                names.put(e.getKey(), name);
+                for (int i = 0; i < WARMUP; i++) {
+                    client.acquire();
+                    client.release();
+                }
+                throughputs.put(e.getKey(), new double[rounds]);
+                latencies.put(e.getKey(), new long[rounds * CYCLES]);
             }
-            long[] took = new long[CYCLES];
-            long start = System.nanoTime();
-            for (int i = 0; i < CYCLES; i++) {
-                long t0 = System.nanoTime();
-                client.acquire();
-                client.release();
-                took[i] = System.nanoTime() - t0;
+            for (int round = 0; round < rounds; round++) {
+                for (Map.Entry<String, Client> e : clients.entrySet()) {
+                    Client client = e.getValue();
+                    long[] took = latencies.get(e.getKey());
+                    long start = System.nanoTime();
+                    for (int i = 0; i < CYCLES; i++) {
+                        long t0 = System.nanoTime();
+                        client.acquire();
+                        client.release();
+                        took[round * CYCLES + i] = System.nanoTime() - t0;
+                    }
+                    throughputs.get(e.getKey())[round] = CYCLES / ((System.nanoTime() - start) / 1e9);
+                }
             }
-            long total = System.nanoTime() - start;
-            return summary("uncontended cycle", library, CYCLES, total, took);
+        } finally {
+            for (Client client : clients.values()) {
+                client.close();
+            }
         }
+        List<Result> results = new ArrayList<>();
+        for (String library : clients.keySet()) {
+            double[] perRound = throughputs.get(library).clone();
+            Arrays.sort(perRound);
+            long[] sorted = latencies.get(library).clone();
+            Arrays.sort(sorted);
+            double p50 = sorted[sorted.length / 2] / 1e6;
+            double p99 = sorted[(int) Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)] / 1e6;
+            Result r = new Result("uncontended cycle", library, perRound[perRound.length / 2], p50, p99);
+            System.err.printf("uncontended cycle / %s: rounds %s ops/s (median %.0f), p50 %.3f ms, p99 %.3f ms%n",
+                library, Arrays.toString(Arrays.stream(throughputs.get(library)).mapToLong(Math::round).toArray()),
+                r.opsPerSecond(), p50, p99);
+            results.add(r);
+        }
+        return results;
     }
 
     static Result handoff(String library, Library lib) throws Exception {
