@@ -14,8 +14,8 @@
 //! - liveness is the session. The lease's ttl is the negotiated session timeout
 //!   ([`Backend::lease_ttl`]); a renewal is an `exists` on our own node every timeout / 3, and
 //!   the client deadline is the send time of the last one answered + the timeout − the drift
-//!   margin. One standing exists-watch per held node reports its deletion at once (a forced
-//!   release). A disconnect marks the Locker's leases suspended; an expired session makes them
+//!   margin. One standing exists-watch per held node, set once it has been held for 100 ms,
+//!   reports its deletion (a forced release) within that delay. A disconnect marks the Locker's leases suspended; an expired session makes them
 //!   lost at once, and the backend makes a new session by itself.
 //! - with credentials (`zk://user:password@…`), the session authenticates with the digest
 //!   scheme and everything fencelock creates is readable and deletable only by that identity
@@ -575,9 +575,17 @@ async fn cleanup_task(weak: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Cleanup
     }
 }
 
+/// How long a lease is held before the watch on its own node is set. Most critical sections
+/// are shorter, and skipping the watch for them saves a request, a watch notification and two
+/// tasks per acquisition (the uncontended cycle against Curator's, bench/RESULTS.md). A node
+/// deleted before the watch is set is seen when it is set (the `exists` finds it gone), so a
+/// forced release is noticed within this delay at worst.
+const OWN_NODE_WATCH_DELAY: Duration = Duration::from_millis(100);
+
 /// Watches a held lease's own node: its deletion (a forced release) or the session's end
-/// makes the lease lost at once, instead of at the next renewal.
+/// makes the lease lost within [`OWN_NODE_WATCH_DELAY`], instead of at the next renewal.
 async fn watch_own_node(weak: Weak<Inner>, path: String, czxid: i64, generation: u64, events: LeaseEvents) {
+    tokio::time::sleep(OWN_NODE_WATCH_DELAY).await;
     loop {
         if !events.is_held() {
             return;

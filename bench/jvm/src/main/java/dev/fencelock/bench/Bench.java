@@ -38,8 +38,8 @@ import org.redisson.config.Config;
  */
 public final class Bench {
     static final int WARMUP = 300;
-    static final int CYCLES = 2000;
-    static final int ROUNDS = 5;
+    static final int CYCLES = 1000;
+    static final int ROUNDS = 10;
     static final int HANDOFFS = 300;
     static final long HOLD_NANOS = Duration.ofMillis(2).toNanos();
 
@@ -57,7 +57,32 @@ public final class Bench {
         Client open(String name) throws Exception;
     }
 
-    record Result(String workload, String library, double opsPerSecond, double p50Ms, double p99Ms) {}
+    /**
+     * One library's numbers. For the uncontended rounds, {@code perRound} holds its throughput in
+     * each round, so that fencelock's can be compared with another library's round by round.
+     */
+    record Result(String workload, String library, double opsPerSecond, double p50Ms, double p99Ms, double[] perRound) {
+        Result(String workload, String library, double opsPerSecond, double p50Ms, double p99Ms) {
+            this(workload, library, opsPerSecond, p50Ms, p99Ms, null);
+        }
+    }
+
+    /**
+     * fencelock's throughput over another's: the median of the round-by-round ratios (each pair
+     * ran back to back, so both saw the same load), or of the whole runs when not in rounds.
+     */
+    static double throughputRatio(Result ours, Result theirs) {
+        if (ours.perRound() == null || theirs.perRound() == null) {
+            return ours.opsPerSecond() / theirs.opsPerSecond();
+        }
+        double[] ratios = new double[ours.perRound().length];
+        for (int i = 0; i < ratios.length; i++) {
+            ratios[i] = ours.perRound()[i] / theirs.perRound()[i];
+        }
+        Arrays.sort(ratios);
+        int n = ratios.length;
+        return n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+    }
 
     public static void main(String[] args) throws Exception {
         String redis = args.length > 0 ? args[0] : "127.0.0.1:7001";
@@ -96,13 +121,14 @@ public final class Bench {
                     && sameServer(o.library(), r.library()))
                 .findFirst().orElse(r);
             String ratio = r == ours ? "" : String.format("%.2fx", r.workload().startsWith("uncontended")
-                ? ours.opsPerSecond() / r.opsPerSecond()
+                ? throughputRatio(ours, r)
                 : r.p50Ms() / ours.p50Ms());
             System.out.printf("| %s | %s | %.0f | %.3f | %.3f | %s |%n",
                 r.workload(), r.library(), r.opsPerSecond(), r.p50Ms(), r.p99Ms(), ratio);
         }
         System.out.println();
-        System.out.println("Uncontended ratios compare throughput; handoff ratios compare the median handoff latency.");
+        System.out.println("Uncontended: ops/s is the median round's; the ratio is the median of the round-by-round"
+            + " throughput ratios. Handoff ratios compare the median handoff latency.");
         System.exit(0);
     }
 
@@ -164,7 +190,8 @@ public final class Bench {
             Arrays.sort(sorted);
             double p50 = sorted[sorted.length / 2] / 1e6;
             double p99 = sorted[(int) Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)] / 1e6;
-            Result r = new Result("uncontended cycle", library, perRound[perRound.length / 2], p50, p99);
+            Result r = new Result("uncontended cycle", library, perRound[perRound.length / 2], p50, p99,
+                throughputs.get(library));
             System.err.printf("uncontended cycle / %s: rounds %s ops/s (median %.0f), p50 %.3f ms, p99 %.3f ms%n",
                 library, Arrays.toString(Arrays.stream(throughputs.get(library)).mapToLong(Math::round).toArray()),
                 r.opsPerSecond(), p50, p99);
