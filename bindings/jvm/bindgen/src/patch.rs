@@ -6,7 +6,10 @@
 //! twenty calls, so this bookkeeping, the collector and the cleaner thread cost more than the
 //! lock's round trips to the server (measured in bench/RESULTS.md, JVM section). The patch keeps
 //! the statuses per thread and reuses them: calls nest (arguments are lowered through calls of
-//! their own, errors are freed through one), so each thread keeps a small stack of them.
+//! their own, errors are freed through one), so each thread keeps a small stack of them. It also
+//! turns off JNA's copying of each status to and from native memory around every call (done by
+//! reflection, field by field): only the code byte is written before and read after, and the
+//! whole status is read only when the code says the call failed.
 //!
 //! The patch matches the template's text exactly and fails the build if it does not, so a
 //! uniffi upgrade that changes the template cannot silently drop it.
@@ -24,6 +27,7 @@ const ALLOCATING_CALL: &str = "    var status = UniffiRustCallStatus()
 const POOLED_CALL: &str = "    val status = UniffiCallStatusPool.take()
     try {
         val return_value = callback(status)
+        UniffiCallStatusPool.readBack(status)
         uniffiCheckCallStatus(errorHandler, status)
         return return_value
     } finally {
@@ -33,17 +37,28 @@ const POOLED_CALL: &str = "    val status = UniffiCallStatusPool.take()
 
 // fencelock: call statuses are reused per thread instead of allocated per call (JNA native
 // memory, freed by a Cleaner after GC, was the largest cost of a call). A stack, as calls nest.
+// JNA does not copy them to and from native memory around each call (reflection, per field):
+// the code byte is set before the call and read after it, and the rest only after an error.
 private object UniffiCallStatusPool {
     private val free = ThreadLocal.withInitial { ArrayList<UniffiRustCallStatus>(4) }
 
     fun take(): UniffiRustCallStatus {
         val stack = free.get()
-        val status = if (stack.isEmpty()) UniffiRustCallStatus() else stack.removeAt(stack.size - 1)
+        val status = if (stack.isEmpty()) {
+            UniffiRustCallStatus().also { it.setAutoSynch(false) }
+        } else {
+            stack.removeAt(stack.size - 1)
+        }
         status.code = UNIFFI_CALL_SUCCESS
-        status.error_buf.capacity = 0
-        status.error_buf.len = 0
-        status.error_buf.data = null
+        // The code is the structure's first field: offset 0.
+        status.pointer.setByte(0, UNIFFI_CALL_SUCCESS)
         return status
+    }
+
+    fun readBack(status: UniffiRustCallStatus) {
+        if (status.pointer.getByte(0) != UNIFFI_CALL_SUCCESS) {
+            status.read()
+        }
     }
 
     fun give(status: UniffiRustCallStatus) {
