@@ -2,7 +2,9 @@
 //! (see [`layout`]), so services migrating from Curator share locks with fencelock.
 //!
 //! - acquire: create `…/_c_<owner uuid>-lock-` EPHEMERAL_SEQUENTIAL (the folder, a CONTAINER,
-//!   is made again if the server removed it), list the children; the lowest sequence holds.
+//!   is made again if the server removed it) and list the children, both sent at once (one
+//!   round trip: the session answers in order, so the listing has the new node); the lowest
+//!   sequence holds.
 //!   A waiter keeps its node, and its place, across the acquire loop's attempts (the core keeps
 //!   the owner id after a `Held` answer) and watches only its immediate predecessor, so one
 //!   release wakes one waiter, in FIFO order. A create whose reply was lost to a disconnect is
@@ -295,6 +297,45 @@ impl Inner {
         Err(Error::unavailable("creating the lock node: the connection kept dropping"))
     }
 
+    /// Creates `owner`'s node and lists the queue in one round trip: both requests are sent
+    /// before either answer is awaited, and ZooKeeper answers a session's requests in the order
+    /// sent, so the listing already holds the new node (Curator's recipe waits for the create
+    /// first: one round trip more per acquisition). Returns the node's path and czxid, and the
+    /// listing unless it must be taken again (after a retried create, or a failed listing).
+    async fn create_and_list(
+        &self,
+        session: &Session,
+        folder: &str,
+        req: &AcquireRequest<'_>,
+    ) -> Result<(String, i64, Option<Vec<String>>)> {
+        let prefix = layout::node_prefix(folder, req.owner);
+        let data = layout::node_data(req.holder);
+        let acls = self.settings.node_acls();
+        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acls));
+        // Both are queued on the session when called, in this order.
+        let created = session.client.create(&prefix, &data, &options);
+        let listed = session.client.list_children(folder);
+        let (created, listed) = tokio::join!(created, listed);
+        match created {
+            Ok((stat, sequence)) => Ok((format!("{prefix}{sequence}"), stat.czxid, listed.ok())),
+            Err(ZkError::NoNode) => {
+                self.make_folder(session, folder).await?;
+                let (path, czxid) = self.create_node(session, folder, req).await?;
+                Ok((path, czxid, None))
+            }
+            Err(e) if is_connection_loss(&e) => {
+                // The create may have been applied: look for it before making another.
+                if let Some((path, czxid)) = self.find_own(session, folder, req.owner).await? {
+                    self.hook("zk_create_found_by_owner");
+                    return Ok((path, czxid, None));
+                }
+                let (path, czxid) = self.create_node(session, folder, req).await?;
+                Ok((path, czxid, None))
+            }
+            Err(e) => Err(map_error("creating the lock node", e)),
+        }
+    }
+
     /// Finds `owner`'s node in `folder` after a `sync`, so a server that lags behind the
     /// leader cannot hide a create that was applied.
     async fn find_own(&self, session: &Session, folder: &str, owner: OwnerId) -> Result<Option<(String, i64)>> {
@@ -383,13 +424,7 @@ impl Inner {
         let Some(children) = self.list(session, folder, "listing the lock queue").await? else {
             return Ok(Position::Missing);
         };
-        let queue = layout::queue(children);
-        let me = path.rsplit('/').next().unwrap_or(path);
-        Ok(match queue.iter().position(|(_, name)| name == me) {
-            None => Position::Missing,
-            Some(0) => Position::First,
-            Some(i) => Position::Behind(format!("{folder}/{}", queue[i - 1].1)),
-        })
+        Ok(position_in(children, folder, path))
     }
 
     /// Deletes our node; `Ok(false)` when it was already gone (not ours any more). A delete
@@ -572,6 +607,17 @@ async fn cleanup_task(weak: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Cleanup
             }
         }
         pending = still;
+    }
+}
+
+/// Where `path` stands in the queue that `children` (its folder's listing) make.
+fn position_in(children: Vec<String>, folder: &str, path: &str) -> Position {
+    let queue = layout::queue(children);
+    let me = path.rsplit('/').next().unwrap_or(path);
+    match queue.iter().position(|(_, name)| name == me) {
+        None => Position::Missing,
+        Some(0) => Position::First,
+        Some(i) => Position::Behind(format!("{folder}/{}", queue[i - 1].1)),
     }
 }
 
@@ -775,10 +821,10 @@ impl Backend for ZkBackend {
                     None => None,
                 }
             };
-            let path = match known {
-                Some(path) => path,
+            let (path, listed) = match known {
+                Some(path) => (path, None),
                 None => {
-                    let (path, czxid) = inner.create_node(&session, &folder, req).await?;
+                    let (path, czxid, listed) = inner.create_and_list(&session, &folder, req).await?;
                     if czxid <= 0 {
                         let _ = inner.delete_own(&session, &path).await;
                         return Err(Error::internal("the ZooKeeper server answered a create without its stat"));
@@ -792,10 +838,13 @@ impl Backend for ZkBackend {
                         events: None,
                     };
                     lock(&inner.nodes).insert(req.owner, node);
-                    path
+                    (path, listed)
                 }
             };
-            let position = inner.position(&session, &folder, &path).await?;
+            let position = match listed {
+                Some(children) => position_in(children, &folder, &path),
+                None => inner.position(&session, &folder, &path).await?,
+            };
             let mut nodes = lock(&inner.nodes);
             match position {
                 Position::First => {
