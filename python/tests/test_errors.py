@@ -6,7 +6,10 @@ Each bad input asserts the documented class and something about the message.
 import asyncio
 import datetime
 import math
+import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable, Dict
 
@@ -259,3 +262,30 @@ def test_async_call_without_a_running_loop(locker: fencelock.Locker) -> None:
 def test_positional_options_are_refused(locker: fencelock.Locker) -> None:
     with pytest.raises(TypeError):
         locker.acquire("x", 30)  # type: ignore[misc]
+
+
+_RUNTIME_PROBE = """
+import sys
+import fencelock
+try:
+    with fencelock.connect(sys.argv[1]) as locker:
+        with locker.lock("runtime-threads", wait=5) as lease:
+            print("TOKEN", lease.token)
+except fencelock.InvalidArgument as e:
+    print("INVALID_ARGUMENT", e)
+"""
+
+
+@pytest.mark.parametrize("value,ok", [("0", False), ("lots", False), ("65", False), ("3", True), ("", True)])
+def test_runtime_thread_count_from_the_environment(tmp_path: Path, value: str, ok: bool) -> None:
+    """FENCELOCK_RUNTIME_THREADS is read when the runtime starts: in a fresh process."""
+    env = {**os.environ, "FENCELOCK_RUNTIME_THREADS": value}
+    url = f"sqlite://{tmp_path}/threads.db"
+    done = subprocess.run([sys.executable, "-c", _RUNTIME_PROBE, url], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    if ok:
+        assert done.stdout.startswith("TOKEN "), done.stdout
+        assert int(done.stdout.split()[1]) > 0
+    else:
+        assert done.stdout.startswith("INVALID_ARGUMENT"), done.stdout
+        assert "FENCELOCK_RUNTIME_THREADS" in done.stdout and repr(value) in done.stdout.replace('"', "'")
