@@ -168,7 +168,7 @@ async fn main() {
     let (bare, recipe, ours) = (bare.stats(), recipe.stats(), ours.stats());
     row("uncontended cycle, raw floor (create EPHEMERAL_SEQUENTIAL + delete)", &bare, None);
     row("uncontended cycle, raw recipe (create + list children + delete)", &recipe, Some(&bare));
-    row("uncontended cycle, fencelock (create + list + delete; own-node watch, session renewal)", &ours, Some(&bare));
+    row("uncontended cycle, fencelock (create and list in one round trip + delete; session renewal)", &ours, Some(&bare));
     locker.close().await;
 
     let (mut raw, mut ours) = (Run::default(), Run::default());
