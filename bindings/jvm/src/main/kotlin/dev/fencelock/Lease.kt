@@ -50,9 +50,6 @@ class Lease internal constructor(
     /** The fencing token: strictly increasing per lock name, below 2^63. */
     val token: Long,
 ) : AutoCloseable {
-    /** For a native lease whose name and token the caller does not have at hand. */
-    internal constructor(native: NativeLease) : this(native, native.name(), native.token())
-
     private val released = AtomicBoolean(false)
 
     /** When the server will expire the lease unless renewed (the client's estimate); null on ZooKeeper. */

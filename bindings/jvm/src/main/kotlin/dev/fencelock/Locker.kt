@@ -200,10 +200,10 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     }
 
     private suspend fun acquireIn(name: String, options: LockOptions, scope: Long): Lease =
-        Lease(ffi { native.acquire(name, options.toNative(), scope) })
+        ffi { native.acquire(name, options.toNative(), scope) }.let { Lease(it, name, it.token()) }
 
     private suspend fun tryAcquireIn(name: String, options: LockOptions, scope: Long): Lease? =
-        ffi { native.tryAcquire(name, options.toNative(), scope) }?.let(::Lease)
+        ffi { native.tryAcquire(name, options.toNative(), scope) }?.let { Lease(it, name, it.token()) }
 
     /** Releases every lease this Locker still holds and closes its connections. */
     override fun close() = blocking { ffi { native.shutdown() } }
