@@ -295,15 +295,16 @@ impl NativeLocker {
                 .await;
                 let _ = answer.send(outcome);
             });
-            let pending = NativePendingAcquire { answered: std::sync::Mutex::new(answered), task: task.abort_handle() };
-            let answer = {
-                let answered = pending.answered.lock().unwrap_or_else(|e| e.into_inner());
-                wait_for_answer(&answered, first_wait_millis)?
-            };
-            Ok(match answer {
+            // Answered (or failed) within the first wait: the task is over, nothing to abort.
+            Ok(match wait_for_answer(&answered, first_wait_millis)? {
                 Some(Some(lease)) => NativeAcquireStart::Acquired { token: lease.token() as i64, lease: NativeLease::new(lease) },
                 Some(None) => NativeAcquireStart::Busy,
-                None => NativeAcquireStart::Waiting { pending: Arc::new(pending) },
+                None => NativeAcquireStart::Waiting {
+                    pending: Arc::new(NativePendingAcquire {
+                        answered: std::sync::Mutex::new(answered),
+                        task: task.abort_handle(),
+                    }),
+                },
             })
         })
     }

@@ -274,35 +274,14 @@ impl Inner {
         Err(Error::unavailable("creating the lock folder: the connection kept dropping"))
     }
 
-    /// Creates `owner`'s node; returns its path and czxid. A create whose reply was lost is
-    /// found by the owner id in the name instead of being made twice.
-    async fn create_node(&self, session: &Session, folder: &str, req: &AcquireRequest<'_>) -> Result<(String, i64)> {
-        let prefix = layout::node_prefix(folder, req.owner);
-        let data = layout::node_data(req.holder);
-        let acls = self.settings.node_acls();
-        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acls));
-        for _ in 0..CONNECTION_RETRIES {
-            match session.client.create(&prefix, &data, &options).await {
-                Ok((stat, sequence)) => return Ok((format!("{prefix}{sequence}"), stat.czxid)),
-                Err(ZkError::NoNode) => self.make_folder(session, folder).await?,
-                Err(e) if is_connection_loss(&e) => {
-                    if let Some(found) = self.find_own(session, folder, req.owner).await? {
-                        self.hook("zk_create_found_by_owner");
-                        return Ok(found);
-                    }
-                }
-                Err(e) => return Err(map_error("creating the lock node", e)),
-            }
-        }
-        Err(Error::unavailable("creating the lock node: the connection kept dropping"))
-    }
-
-    /// Creates `owner`'s node and lists the queue in one round trip: both requests are sent
-    /// before either answer is awaited, and ZooKeeper answers a session's requests in the order
-    /// sent, so the listing already holds the new node (Curator's recipe waits for the create
-    /// first: one round trip more per acquisition). Returns the node's path and czxid, and the
-    /// listing unless it must be taken again (after a retried create, or a failed listing).
-    async fn create_and_list(
+    /// Creates `owner`'s node; returns its path and czxid, and the folder's listing taken with
+    /// it. The first create is sent together with the listing, without waiting for its answer:
+    /// ZooKeeper answers a session's requests in the order sent, so the listing already holds
+    /// the new node, and an uncontended acquire takes one round trip (Curator's recipe waits for
+    /// the create first). The listing is `None` when that first create failed (a retried create
+    /// is sent alone) or the listing itself failed: the caller lists again. A create whose reply
+    /// was lost is found by the owner id in the name instead of being made twice.
+    async fn create_node(
         &self,
         session: &Session,
         folder: &str,
@@ -312,28 +291,28 @@ impl Inner {
         let data = layout::node_data(req.holder);
         let acls = self.settings.node_acls();
         let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acls));
-        // Both are queued on the session when called, in this order.
-        let created = session.client.create(&prefix, &data, &options);
-        let listed = session.client.list_children(folder);
-        let (created, listed) = tokio::join!(created, listed);
-        match created {
-            Ok((stat, sequence)) => Ok((format!("{prefix}{sequence}"), stat.czxid, listed.ok())),
-            Err(ZkError::NoNode) => {
-                self.make_folder(session, folder).await?;
-                let (path, czxid) = self.create_node(session, folder, req).await?;
-                Ok((path, czxid, None))
-            }
-            Err(e) if is_connection_loss(&e) => {
-                // The create may have been applied: look for it before making another.
-                if let Some((path, czxid)) = self.find_own(session, folder, req.owner).await? {
-                    self.hook("zk_create_found_by_owner");
-                    return Ok((path, czxid, None));
+        for attempt in 0..CONNECTION_RETRIES {
+            // Both are queued on the session when called, in this order.
+            let create = session.client.create(&prefix, &data, &options);
+            let (created, listed) = if attempt == 0 {
+                let (created, listed) = tokio::join!(create, session.client.list_children(folder));
+                (created, listed.ok())
+            } else {
+                (create.await, None)
+            };
+            match created {
+                Ok((stat, sequence)) => return Ok((format!("{prefix}{sequence}"), stat.czxid, listed)),
+                Err(ZkError::NoNode) => self.make_folder(session, folder).await?,
+                Err(e) if is_connection_loss(&e) => {
+                    if let Some((path, czxid)) = self.find_own(session, folder, req.owner).await? {
+                        self.hook("zk_create_found_by_owner");
+                        return Ok((path, czxid, None));
+                    }
                 }
-                let (path, czxid) = self.create_node(session, folder, req).await?;
-                Ok((path, czxid, None))
+                Err(e) => return Err(map_error("creating the lock node", e)),
             }
-            Err(e) => Err(map_error("creating the lock node", e)),
         }
+        Err(Error::unavailable("creating the lock node: the connection kept dropping"))
     }
 
     /// Finds `owner`'s node in `folder` after a `sync`, so a server that lags behind the
@@ -824,7 +803,7 @@ impl Backend for ZkBackend {
             let (path, listed) = match known {
                 Some(path) => (path, None),
                 None => {
-                    let (path, czxid, listed) = inner.create_and_list(&session, &folder, req).await?;
+                    let (path, czxid, listed) = inner.create_node(&session, &folder, req).await?;
                     if czxid <= 0 {
                         let _ = inner.delete_own(&session, &path).await;
                         return Err(Error::internal("the ZooKeeper server answered a create without its stat"));
