@@ -118,9 +118,11 @@ async fn three_masters_stopped_means_unavailable_never_a_false_success() {
     // A connect with three of five down has no quorum either.
     let err = Locker::connect(&url).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
-    // One master back: a majority again once it stops abstaining.
-    servers_async(&["start", "redlock-3"]).await;
+    // One master back: a majority again once it stops abstaining. Its uptime counts from its
+    // process start, which is before `start` returns (that waits for readiness, up to seconds
+    // on a loaded machine), so the bound is measured from before the start is invoked.
     let restarted = Instant::now();
+    servers_async(&["start", "redlock-3"]).await;
     // (The default operation_timeout, 10 s, outlasts the abstention; 3 s would not.)
     let locker = Locker::connect(&url).await.unwrap();
     let lease = locker.acquire(&name, &opts(2_000).with_wait(Some(Duration::from_secs(15)))).await.unwrap();
