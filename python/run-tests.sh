@@ -41,7 +41,8 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet "pytest>=7" "mypy>=1.10"
+# opentelemetry-sdk: test_metrics.py reads the metrics back through the SDK's in-memory reader.
+"$venv/bin/python" -m pip install --quiet "pytest>=7" "mypy>=1.10" "opentelemetry-sdk>=1.20"
 [ -n "${FENCELOCK_WHEEL:-}" ] || "$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2"
 
 if [ -n "${FENCELOCK_WHEEL:-}" ]; then

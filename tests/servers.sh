@@ -641,6 +641,8 @@ start_group() {
         say "redis-replica: replicating from ${PORT[redis]}"
       fi ;;
     cluster) ensure_cluster || return 1 ;;
+    # ruok answers imok before the server takes sessions; srvr reports a mode only once it does.
+    zookeeper) wait_until zookeeper "sessions (srvr Mode: standalone)" zk_serving zookeeper || return 1 ;;
     zk-ensemble) ensure_ensemble || return 1 ;;
   esac
   return 0

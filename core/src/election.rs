@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::holder::HolderDescription;
 use crate::lease::Lease;
 use crate::locker::Locker;
@@ -78,8 +78,14 @@ impl Locker {
     /// bounds how long a leader that died unannounced keeps the role.
     ///
     /// # Errors
-    /// As [`Locker::acquire`]: TIMEOUT when `options.wait` ends first.
+    /// As [`Locker::acquire`]: TIMEOUT when `options.wait` ends first; INVALID_ARGUMENT for
+    /// `reentrant`, since a candidate that leads never campaigns again.
     pub async fn campaign(&self, name: &str, options: &LockOptions) -> Result<Leadership> {
+        if options.reentrant {
+            return Err(Error::invalid(
+                "an election is never re-entered (a leader does not campaign again): leave out the reentrant option",
+            ));
+        }
         Ok(Leadership { lease: self.acquire(name, options).await? })
     }
 

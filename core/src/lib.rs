@@ -23,7 +23,7 @@ pub mod ids;
 pub mod inbox;
 pub mod lease;
 pub mod locker;
-mod metrics;
+pub mod metrics;
 pub mod name;
 pub mod options;
 pub mod reentry;

@@ -90,7 +90,11 @@ impl Locker {
             }
         };
         let language = options.language.clone();
-        let metrics = options.metrics.then(|| Arc::new(crate::metrics::LockMetrics::from_global(backend.kind())));
+        let metrics = match (&options.metrics_sink, options.metrics) {
+            (Some(sink), _) => Some(Arc::new(crate::metrics::LockMetrics::to_sink(sink.0.clone(), backend.kind()))),
+            (None, true) => Some(Arc::new(crate::metrics::LockMetrics::from_global(backend.kind()))),
+            (None, false) => None,
+        };
         Ok(Locker {
             inner: Arc::new(LockerInner {
                 url: parsed,

@@ -172,6 +172,10 @@ pub struct LockerOptions {
     /// backend) through the global meter provider; see the `metrics` module docs for the
     /// instruments. Default off.
     pub metrics: bool,
+    /// Send every measurement to this sink instead of OpenTelemetry's global meter provider
+    /// (how the Python, Node and JVM packages record into their host's OpenTelemetry); see
+    /// [`crate::metrics`]. Default none.
+    pub metrics_sink: Option<crate::metrics::MetricsSinkHandle>,
     /// Test-only: called at named points of the acquire loop, so tests can force
     /// interleavings (a release between a failed attempt and the subscription, say).
     #[doc(hidden)]
@@ -204,6 +208,7 @@ impl Default for LockerOptions {
             operation_timeout: Duration::from_secs(10),
             language: "rust".to_string(),
             metrics: false,
+            metrics_sink: None,
             test_hook: None,
         }
     }
@@ -244,6 +249,11 @@ impl LockerOptions {
     }
     pub fn with_metrics(mut self, on: bool) -> Self {
         self.metrics = on;
+        self
+    }
+    /// Measurements go to `sink` (see [`LockerOptions::metrics_sink`]).
+    pub fn with_metrics_sink(mut self, sink: std::sync::Arc<dyn crate::metrics::MetricsSink>) -> Self {
+        self.metrics_sink = Some(crate::metrics::MetricsSinkHandle(sink));
         self
     }
     pub fn with_language(mut self, language: impl Into<String>) -> Self {

@@ -27,6 +27,10 @@ async fn one_leader_at_a_time_and_each_term_is_larger(url: &str) {
     let first = Locker::connect(url).await.unwrap();
     let second = Locker::connect(url).await.unwrap();
 
+    let reentrant = first.campaign(&election, &LockOptions::default().with_reentrant(true)).await.unwrap_err();
+    assert_eq!(reentrant.code(), ErrorCode::InvalidArgument);
+    assert!(reentrant.message().contains("never re-entered"), "{reentrant}");
+
     let leading = first.campaign(&election, &LockOptions::default()).await.unwrap();
     assert!(leading.is_leader());
     assert_eq!(leading.name(), election);

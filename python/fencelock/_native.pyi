@@ -39,11 +39,13 @@ _SqlParam: TypeAlias = Union[None, bool, int, float, str, bytes, bytearray, memo
 #: One statement of a fenced write: `(sql, params)`, `(sql,)` or a bare sql string.
 _SqlStatement: TypeAlias = Union[str, tuple[str], tuple[str, Optional[Sequence[_SqlParam]]], Sequence[Any]]
 
-def connect(url: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None) -> Locker:
+def connect(
+    url: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None, metrics: bool = False
+) -> Locker:
     """Connects to the backend that `url` selects and returns a Locker."""
 
 def connect_async(
-    url: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None
+    url: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None, metrics: bool = False
 ) -> Awaitable[Locker]:
     """Awaitable `connect`."""
 

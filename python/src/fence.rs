@@ -8,7 +8,7 @@ use pyo3::types::{
 
 use crate::error::{closed, guard, invalid, to_py};
 use crate::lease::PyLease;
-use crate::options::{LOCKER_OPTIONS, Options, locker_options, text};
+use crate::options::{FENCE_OPTIONS, Options, locker_options, text};
 use crate::runtime::{OnInterrupt, awaitable, wait};
 
 /// A fence on one resource, opened on its own URL: it accepts a write only if its token is at
@@ -190,9 +190,10 @@ fn open_args(
     resource: &Bound<'_, PyAny>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(String, String, fencelock::LockerOptions)> {
+    let py = url.py();
     let url = text(url, "url")?;
     let resource = text(resource, "fence resource name")?;
-    let options = locker_options(&Options::check(options, LOCKER_OPTIONS, "Fence.open")?)?;
+    let options = locker_options(py, &Options::check(options, FENCE_OPTIONS, "Fence.open")?)?;
     Ok((url, resource, options))
 }
 

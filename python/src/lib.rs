@@ -17,6 +17,7 @@ mod fence;
 mod holder;
 mod lease;
 mod locker;
+mod metrics;
 mod observe;
 mod options;
 mod runtime;

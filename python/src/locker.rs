@@ -855,12 +855,14 @@ impl PyLockInfo {
 /// The scheme picks the backend: `sqlite:///abs/path.db` (a local file, no server), and
 /// redis://, rediss://, redis+cluster://, redlock://, zk://, postgres://, mysql:// as this build
 /// of fencelock includes them (one that is not raises InvalidArgument saying so). Options:
-/// poll_interval (the fallback poll while waiting, default 0.05 s) and operation_timeout (how long
-/// one backend operation may take, default 10 s). Passwords never appear in errors or reprs.
+/// poll_interval (the fallback poll while waiting, default 0.05 s), operation_timeout (how long
+/// one backend operation may take, default 10 s) and metrics (True records the Locker's metrics
+/// into OpenTelemetry's Python API, which must be installed). Passwords never appear in errors or
+/// reprs.
 ///
 /// Use it as `with fencelock.connect(url) as locker:` to release everything on exit.
 #[pyfunction]
-#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None)")]
+#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None, metrics=False)")]
 pub(crate) fn connect(
     py: Python<'_>,
     url: Bound<'_, PyAny>,
@@ -868,7 +870,7 @@ pub(crate) fn connect(
 ) -> PyResult<PyLocker> {
     guard(|| {
         let url = text(&url, "url")?;
-        let options = locker_options(&Options::check(options, LOCKER_OPTIONS, "connect")?)?;
+        let options = locker_options(py, &Options::check(options, LOCKER_OPTIONS, "connect")?)?;
         ensure_log_bridge(py)?;
         let locker = wait(
             py,
@@ -882,7 +884,7 @@ pub(crate) fn connect(
 /// Awaitable `connect`: `locker = await fencelock.connect_async(url)`. The Locker is the same
 /// class; use its `_async` methods and `async with` in asyncio code.
 #[pyfunction]
-#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None)")]
+#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None, metrics=False)")]
 pub(crate) fn connect_async<'py>(
     py: Python<'py>,
     url: Bound<'py, PyAny>,
@@ -890,7 +892,7 @@ pub(crate) fn connect_async<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     guard(|| {
         let url = text(&url, "url")?;
-        let options = locker_options(&Options::check(options, LOCKER_OPTIONS, "connect_async")?)?;
+        let options = locker_options(py, &Options::check(options, LOCKER_OPTIONS, "connect_async")?)?;
         ensure_log_bridge(py)?;
         awaitable(py, async move {
             Locker::connect_with(&url, options)

@@ -192,7 +192,9 @@ pub(crate) const TRY_LOCK_OPTIONS: &[&str] =
     &["ttl", "auto_renew", "max_hold", "holder", "reentrant", "pipelined_release"];
 /// An election's lock is never re-entered: a candidate that leads does not campaign again.
 pub(crate) const LEADERSHIP_OPTIONS: &[&str] = &["ttl", "wait", "auto_renew", "max_hold", "holder"];
-pub(crate) const LOCKER_OPTIONS: &[&str] = &["poll_interval", "operation_timeout"];
+pub(crate) const LOCKER_OPTIONS: &[&str] = &["poll_interval", "operation_timeout", "metrics"];
+/// A fence takes no locks, so it has no metrics.
+pub(crate) const FENCE_OPTIONS: &[&str] = &["poll_interval", "operation_timeout"];
 
 /// Lock options from keywords (`ttl=30, wait=None, auto_renew=True, max_hold=None,
 /// holder=None, reentrant=False`), checked by the core too.
@@ -223,11 +225,15 @@ pub(crate) fn lock_options(options: &Options<'_, '_>) -> PyResult<LockOptions> {
     .map_err(crate::error::to_py)
 }
 
-/// Locker options from keywords (`poll_interval=`, `operation_timeout=`).
-pub(crate) fn locker_options(options: &Options<'_, '_>) -> PyResult<LockerOptions> {
+/// Locker options from keywords (`poll_interval=`, `operation_timeout=`, `metrics=`).
+pub(crate) fn locker_options(py: Python<'_>, options: &Options<'_, '_>) -> PyResult<LockerOptions> {
     let given = LockerOptionOverrides {
         poll_interval: optional_duration(options.get("poll_interval")?.as_ref(), "poll_interval")?,
         operation_timeout: optional_duration(options.get("operation_timeout")?.as_ref(), "operation_timeout")?,
     };
-    LockerOptions::from_overrides("python", given).map_err(crate::error::to_py)
+    let options_given = LockerOptions::from_overrides("python", given).map_err(crate::error::to_py)?;
+    match options.get("metrics")? {
+        Some(on) if boolean(&on, "metrics")? => Ok(options_given.with_metrics_sink(crate::metrics::host_sink(py)?)),
+        _ => Ok(options_given),
+    }
 }

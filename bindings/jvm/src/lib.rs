@@ -2,7 +2,7 @@
 //! `fencelock` core, exported with uniffi.
 //!
 //! The source files mirror the core's modules and the other bindings': `locker.rs` (Locker,
-//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `fence.rs`, `observe.rs` (lifecycle events and log records), `error.rs` (the one
+//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `election.rs` (campaign, leader), `fence.rs`, `observe.rs` (lifecycle events and log records), `error.rs` (the one
 //! mapping of core errors and panics), `options.rs` (JVM values to core options) and `runtime.rs`
 //! (the one tokio runtime, and how its futures reach Kotlin). The generated Kotlin
 //! (`dev.fencelock.ffi`) is internal: users see the hand-written layer in
@@ -13,6 +13,7 @@
 
 uniffi::setup_scaffolding!();
 
+mod election;
 mod error;
 mod fence;
 mod lease;
@@ -21,6 +22,7 @@ mod observe;
 mod options;
 mod runtime;
 
+pub use election::NativeLeader;
 pub use error::{NativeError, NativeErrorCode, core_error_codes};
 pub use fence::{NativeFence, NativeSqlValue, NativeStatement, open_fence};
 pub use lease::{NativeLostListener, NativeLease, NativeLossReason};

@@ -31,6 +31,12 @@ fn scope_of(id: i64) -> Result<Scope, NativeError> {
         .map_err(|_| crate::error::invalid(format!("scope id must not be negative, got {id}")))
 }
 
+impl NativeLocker {
+    pub(crate) fn core(&self) -> &Locker {
+        &self.locker
+    }
+}
+
 #[uniffi::export]
 impl NativeLocker {
     /// Acquires `name` on behalf of the execution scope `scope` (a thread or coroutine, named
@@ -184,7 +190,12 @@ impl From<LockInfo> for NativeLockInfo {
 
 impl NativeHolder {
     fn parse(description: &str) -> Self {
-        let h = HolderDescription::parse(description);
+        HolderDescription::parse(description).into()
+    }
+}
+
+impl From<HolderDescription> for NativeHolder {
+    fn from(h: HolderDescription) -> Self {
         NativeHolder { host: h.host, pid: h.pid, language: h.language, text: h.text }
     }
 }

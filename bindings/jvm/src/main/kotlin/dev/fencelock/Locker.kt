@@ -56,8 +56,45 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     suspend fun <T> withLock(name: String, options: LockOptions = LockOptions.DEFAULTS, block: suspend (Lease) -> T): T {
         val scope = Scopes.ofCoroutine()
         val lease = acquireIn(name, options, scope)
+        return holding(lease) { withContext(LockScope(scope)) { block(lease) } }
+    }
+
+    /**
+     * Campaigns for leadership of the election [name]: waits up to `options.wait` (forever by
+     * default) to acquire its lock, and returns the [Leadership], whose term is larger than every
+     * earlier leader's. `options.ttl` bounds how long a leader that died unannounced keeps the
+     * role. Throws [LockTimeoutException] when the wait ends first, [LockInvalidArgumentException]
+     * for `reentrant` (a leader never campaigns again). Cancelling the coroutine stops the
+     * campaign and leaves nothing behind.
+     */
+    suspend fun campaign(name: String, options: LockOptions = LockOptions.DEFAULTS): Leadership =
+        ffi { native.campaign(name, options.toNative()) }.let { Leadership(Lease(it, name, it.token())) }
+
+    /**
+     * Campaigns for [name], runs [block] once leading, and resigns when it returns. [block]
+     * should stop once leadership is lost (watch [Leadership.isLeader], or call
+     * [Leadership.ensureLeader] between steps); if it was lost meanwhile, throws
+     * [LockLostException] after the block returns (unless the block threw: its exception wins).
+     */
+    suspend fun <T> withLeadership(
+        name: String,
+        options: LockOptions = LockOptions.DEFAULTS,
+        block: suspend (Leadership) -> T,
+    ): T {
+        val leadership = campaign(name, options)
+        return holding(leadership.lease) { block(leadership) }
+    }
+
+    /** Who leads the election [name] now and in which term, or null; read without campaigning. */
+    suspend fun leader(name: String): Leader? = ffi { native.leader(name) }?.let(::Leader)
+
+    /**
+     * Runs [block] while [lease] is held, then releases it unless the block did; the block's
+     * exception wins over the release's, which is added to it as suppressed.
+     */
+    private suspend fun <T> holding(lease: Lease, block: suspend () -> T): T {
         val result = try {
-            withContext(LockScope(scope)) { block(lease) }
+            block()
         } catch (e: Throwable) {
             try {
                 withContext(NonCancellable) { lease.exitScope() }
@@ -166,8 +203,41 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     /** [withLock] for Java: `locker.withLockBlocking("name", lease -> work(lease.getToken()))`. */
     fun <T> withLockBlocking(name: String, options: LockOptions, body: Function<Lease, T>): T {
         val lease = acquireBlocking(name, options)
+        return holdingBlocking(lease) { body.apply(lease) }
+    }
+
+    fun <T> withLockBlocking(name: String, body: Function<Lease, T>): T =
+        withLockBlocking(name, LockOptions.DEFAULTS, body)
+
+    /** [campaign] for Java and other blocking code; interrupting the thread stops the campaign. */
+    @JvmOverloads
+    fun campaignBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Leadership =
+        blocking { campaign(name, options) }
+
+    /** [campaign] as a `CompletableFuture`; cancelling the future stops the campaign. */
+    @JvmOverloads
+    fun campaignAsync(name: String, options: LockOptions = LockOptions.DEFAULTS): CompletableFuture<Leadership> =
+        Runtime.futures.future { campaign(name, options) }
+
+    /**
+     * [withLeadership] for Java, like Curator's `LeaderSelector`:
+     * `locker.runAsLeader("reports", leadership -> work(leadership.getTerm()))` campaigns, runs
+     * the body once leading, resigns, and returns the body's result.
+     */
+    fun <T> runAsLeader(name: String, options: LockOptions, body: Function<Leadership, T>): T {
+        val leadership = campaignBlocking(name, options)
+        return holdingBlocking(leadership.lease) { body.apply(leadership) }
+    }
+
+    fun <T> runAsLeader(name: String, body: Function<Leadership, T>): T = runAsLeader(name, LockOptions.DEFAULTS, body)
+
+    /** [leader] for Java and other blocking code. */
+    fun leaderBlocking(name: String): Leader? = blocking { leader(name) }
+
+    /** [holding] for blocking code. */
+    private fun <T> holdingBlocking(lease: Lease, body: () -> T): T {
         val result = try {
-            body.apply(lease)
+            body()
         } catch (e: Throwable) {
             try {
                 blocking { lease.exitScope() }
@@ -179,9 +249,6 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         blocking { lease.exitScope() }
         return result
     }
-
-    fun <T> withLockBlocking(name: String, body: Function<Lease, T>): T =
-        withLockBlocking(name, LockOptions.DEFAULTS, body)
 
     fun inspectBlocking(name: String): LockInfo = blocking { inspect(name) }
 

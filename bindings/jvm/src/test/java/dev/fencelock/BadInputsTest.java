@@ -128,6 +128,25 @@ class BadInputsTest {
                 f.fencedExecuteBlocking(older, List.of(Statement.of("SELECT 1")));
             }
         }));
+        cases.add(new Case("campaign with an empty name", invalid, bad, () -> locker.campaignBlocking("")));
+        cases.add(new Case("campaign with reentrant", invalid, bad,
+            () -> locker.campaignBlocking("elect", LockOptions.builder().reentrant(true).build())));
+        cases.add(new Case("leader of a name with NUL", invalid, bad, () -> locker.leaderBlocking("a\0b")));
+        cases.add(new Case("campaign with a wait of zero while another leads", LockTimeoutException.class, ErrorCode.TIMEOUT, () -> {
+            try (Locker other = Locker.connect(url); Leadership leading = locker.campaignBlocking("elect-busy")) {
+                other.campaignBlocking("elect-busy", LockOptions.builder().wait(Duration.ZERO).build());
+            }
+        }));
+        cases.add(new Case("resign twice", LockNotHeldException.class, ErrorCode.NOT_HELD, () -> {
+            Leadership leadership = locker.campaignBlocking("elect-twice");
+            leadership.resignBlocking();
+            leadership.resignBlocking();
+        }));
+        cases.add(new Case("runAsLeader whose leadership was taken away", LockLostException.class, ErrorCode.LOST,
+            () -> locker.runAsLeader("elect-lost", LockOptions.builder().ttl(Duration.ofSeconds(1)).build(), leadership -> {
+                locker.forceReleaseBlocking("elect-lost");
+                return leadership.waitLost(TEN_SECONDS);
+            })));
         cases.add(new Case("a server that is not there", LockUnavailableException.class, ErrorCode.UNAVAILABLE,
             () -> Locker.connect("redis://127.0.0.1:1", ConnectOptions.builder().operationTimeout(Duration.ofSeconds(2)).build())));
 
