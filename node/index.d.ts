@@ -31,7 +31,17 @@ export declare class AbortError extends Error {
   readonly code: 'ABORT_ERR';
 }
 
-export interface ConnectOptions {
+export interface ConnectOptions extends FenceOptions {
+  /**
+   * Record the Locker's metrics into OpenTelemetry's JS API (`@opentelemetry/api`, which must be
+   * installed), on the meter "fencelock" of the global provider: set the provider before
+   * connecting. Default false.
+   */
+  metrics?: boolean;
+}
+
+/** Options of `Fence.open` (and, with `metrics`, of `connect`). */
+export interface FenceOptions {
   /** Base interval of the fallback poll while waiting, ms (default 50, jittered). */
   pollInterval?: number;
   /** How long one backend operation may take before it fails with UNAVAILABLE, ms (default 10000). */
@@ -242,7 +252,7 @@ export type FenceToken = Lease | bigint;
 export declare class Fence implements AsyncDisposable {
   private constructor();
   /** Opens the fence of `resource` at `url` (sqlite://, postgres://, mysql://, redis://); its table is made on first use. */
-  static open(url: string, resource: string, options?: ConnectOptions): Promise<Fence>;
+  static open(url: string, resource: string, options?: FenceOptions): Promise<Fence>;
   readonly resource: string;
   /** Runs `statements` in one transaction with the token check; rows changed per statement. STALE_TOKEN: nothing written. */
   fencedExecute(token: FenceToken, statements: readonly SqlStatement[]): Promise<number[]>;

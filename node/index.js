@@ -127,7 +127,9 @@ function checkKeys(options, known, call) {
 const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder', 'reentrant', 'pipelinedRelease'];
 const TRY_ACQUIRE_OPTIONS = ['ttl', 'autoRenew', 'maxHold', 'holder', 'reentrant', 'pipelinedRelease'];
 const CAMPAIGN_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'holder'];
-const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel'];
+const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel', 'metrics'];
+// A fence takes no locks, so it has no metrics.
+const FENCE_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel'];
 const LOG_LEVELS = ['error', 'warn', 'info', 'debug'];
 // The core's event kinds and the names Node listeners use.
 const EVENT_NAMES = {
@@ -164,8 +166,8 @@ function lockOptions(options, known, call) {
   return { options: out, signal };
 }
 
-function connectOptions(options, call) {
-  const given = checkKeys(options, CONNECT_OPTIONS, call);
+function connectOptions(options, call, known) {
+  const given = checkKeys(options, known, call);
   const out = {};
   if (given.pollInterval !== undefined && given.pollInterval !== null) {
     out.pollInterval = checkMs(given.pollInterval, 'pollInterval');
@@ -180,7 +182,43 @@ function connectOptions(options, call) {
   } else if (given.logLevel !== undefined && given.logLevel !== null) {
     throw invalid('logLevel needs a logger');
   }
-  return { options: out, logger };
+  let metrics = false;
+  if (given.metrics !== undefined && given.metrics !== null) {
+    if (typeof given.metrics !== 'boolean') throw invalid(`metrics must be true or false, not ${describe(given.metrics)}`);
+    metrics = given.metrics;
+  }
+  return { options: out, logger, metrics };
+}
+
+/**
+ * A callback that records the core's measurements into OpenTelemetry's JS API, with the
+ * instruments of the core's table from the meter "fencelock" of the global provider (set it
+ * before connecting: the API has no proxy meter).
+ */
+function metricsRecorder() {
+  let api;
+  try {
+    api = require('@opentelemetry/api');
+  } catch {
+    throw invalid('metrics: true records into OpenTelemetry\'s JS API, which is not installed: npm install @opentelemetry/api (and an SDK with an exporter to see the metrics)');
+  }
+  const meter = api.metrics.getMeter('fencelock');
+  const instruments = new Map();
+  for (const { name, kind, unit, description } of native.metricInstruments()) {
+    const options = unit ? { unit, description } : { description };
+    const instrument = kind === 'counter' ? meter.createCounter(name, options) : meter.createHistogram(name, options);
+    instruments.set(name, { kind, instrument });
+  }
+  return (measurement) => {
+    const found = instruments.get(measurement.instrument);
+    if (!found) return;
+    try {
+      if (found.kind === 'counter') found.instrument.add(measurement.value, measurement.attributes);
+      else found.instrument.record(measurement.value, measurement.attributes);
+    } catch {
+      // An instrument that throws loses that one measurement, never the lock.
+    }
+  };
 }
 
 function checkLogLevel(level) {
@@ -635,10 +673,11 @@ class Locker extends EventEmitter {
 /** Connects to the backend the URL selects (redis://, redlock://, zk://, postgres://, mysql://, sqlite://…). */
 async function connect(url, options) {
   checkString(url, 'url');
-  const { options: opts, logger } = connectOptions(options, 'connect');
+  const { options: opts, logger, metrics } = connectOptions(options, 'connect', CONNECT_OPTIONS);
+  const recorder = metrics ? metricsRecorder() : undefined;
   if (logger) setLogger(logger.fn, { level: logger.level });
   try {
-    return new Locker(PRIVATE, await native.connect(url, opts));
+    return new Locker(PRIVATE, await native.connect(url, opts, recorder));
   } catch (e) {
     throw fromNative(e);
   }
@@ -720,7 +759,7 @@ class Fence {
   static async open(url, resource, options) {
     checkString(url, 'url');
     checkString(resource, 'fence resource name');
-    const { options: opts, logger } = connectOptions(options, 'Fence.open');
+    const { options: opts, logger } = connectOptions(options, 'Fence.open', FENCE_OPTIONS);
     if (logger) setLogger(logger.fn, { level: logger.level });
     try {
       return new Fence(PRIVATE, await native.openFence(url, resource, opts));

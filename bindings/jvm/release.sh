@@ -79,7 +79,7 @@ for dep in project.find("m:dependencies", ns):
     scope = text(dep, "scope") or "compile"
     if scope in ("test", "provided", "system"):
         continue
-    deps.append((text(dep, "groupId"), text(dep, "artifactId"), text(dep, "version"), scope))
+    deps.append((text(dep, "groupId"), text(dep, "artifactId"), text(dep, "version"), scope, text(dep, "optional") == "true"))
 
 print('<?xml version="1.0" encoding="UTF-8"?>')
 print('<project xmlns="http://maven.apache.org/POM/4.0.0" '
@@ -93,13 +93,16 @@ print("  <packaging>jar</packaging>")
 for tag in ("name", "description"):
     print(f"  <{tag}>{text(project, tag)}</{tag}>")
 print("  <dependencies>")
-for group, artifact, dep_version, scope in deps:
+for group, artifact, dep_version, scope, optional in deps:
     print("    <dependency>")
     print(f"      <groupId>{group}</groupId>")
     print(f"      <artifactId>{artifact}</artifactId>")
     print(f"      <version>{dep_version}</version>")
     if scope != "compile":
         print(f"      <scope>{scope}</scope>")
+    if optional:
+        # Not passed on to users (OpenTelemetry's API, for metrics): they add it to turn metrics on.
+        print("      <optional>true</optional>")
     print("    </dependency>")
 print("  </dependencies>")
 print("</project>")

@@ -18,6 +18,7 @@ mod error;
 mod fence;
 mod lease;
 mod locker;
+mod metrics;
 mod observe;
 mod options;
 mod runtime;

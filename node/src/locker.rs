@@ -9,11 +9,20 @@ use crate::lease::NativeLease;
 use crate::options::{AcquireOptions, ConnectOptions, lock_options, locker_options};
 use crate::runtime::{CancelHandle, cancellable, promise};
 
-/// Connects to the backend `url` selects; resolves to a `NativeLocker`.
+/// Connects to the backend `url` selects; resolves to a `NativeLocker`. With `metrics`, each
+/// measurement of the Locker's locks is passed to it on the JS thread (see `metrics.rs`).
 #[napi]
-pub fn connect(env: Env, url: String, options: Option<ConnectOptions>) -> Result<AsyncBlock<NativeLocker>> {
+pub fn connect(
+    env: Env,
+    url: String,
+    options: Option<ConnectOptions>,
+    metrics: Option<Function<'_, crate::metrics::NativeMeasurement, ()>>,
+) -> Result<AsyncBlock<NativeLocker>> {
     guard(|| {
-        let options = locker_options(options)?;
+        let mut options = locker_options(options)?;
+        if let Some(callback) = metrics {
+            options = options.with_metrics_sink(crate::metrics::js_sink(callback)?);
+        }
         // Connected inside the runtime: the core keeps its handle for renewals.
         promise(&env, async move {
             let locker = Locker::connect_with(&url, options).await.map_err(to_js)?;

@@ -24,6 +24,7 @@ async function example(): Promise<bigint> {
   setLogger((r: LogRecord) => console.log(r.level, r.message, r.lock), { level: 'debug' });
   setLogger(null);
   await connect('sqlite:///tmp/x.db', { logger: (r) => r.message, logLevel: 'warn' });
+  await connect('sqlite:///tmp/x.db', { metrics: true });
   const nested: bigint = await locker.withLock('job', { reentrant: true }, () =>
     locker.withLock('job', { reentrant: true }, (inner) => inner.token),
   );

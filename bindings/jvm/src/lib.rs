@@ -18,6 +18,7 @@ mod error;
 mod fence;
 mod lease;
 mod locker;
+mod metrics;
 mod observe;
 mod options;
 mod runtime;
@@ -27,6 +28,7 @@ pub use error::{NativeError, NativeErrorCode, core_error_codes};
 pub use fence::{NativeFence, NativeSqlValue, NativeStatement, open_fence};
 pub use lease::{NativeLostListener, NativeLease, NativeLossReason};
 pub use locker::{NativeHolder, NativeLockInfo, NativeLockList, NativeLocker, NativeWaiter, connect};
+pub use metrics::{NativeInstrument, NativeMetricsSink, metric_instruments};
 pub use observe::{
     NativeEventSubscription, NativeLockEvent, NativeLockEventKind, NativeLogLevel, NativeLogRecord, NativeLogSubscription,
     subscribe_logs,

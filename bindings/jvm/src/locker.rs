@@ -10,10 +10,17 @@ use crate::lease::NativeLease;
 use crate::options::{NativeConnectOptions, NativeLockOptions, lock_options, locker_options};
 use crate::runtime::{OnDrop, run};
 
-/// Connects to the backend `url` selects.
+/// Connects to the backend `url` selects; with `metrics`, the Locker's measurements go to it.
 #[uniffi::export]
-pub async fn connect(url: String, options: NativeConnectOptions) -> Result<Arc<NativeLocker>, NativeError> {
-    let options = locker_options(options)?;
+pub async fn connect(
+    url: String,
+    options: NativeConnectOptions,
+    metrics: Option<Box<dyn crate::metrics::NativeMetricsSink>>,
+) -> Result<Arc<NativeLocker>, NativeError> {
+    let mut options = locker_options(options)?;
+    if let Some(sink) = metrics {
+        options = options.with_metrics_sink(crate::metrics::jvm_sink(sink)?);
+    }
     // Connected inside the runtime: the core keeps its handle for renewals.
     let locker = run(async move { Locker::connect_with(&url, options).await }, OnDrop::Cancel).await?;
     Ok(Arc::new(NativeLocker { locker }))

@@ -79,8 +79,10 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
         fun open(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Fence =
             blocking { openSuspending(url, resource, options) }
 
-        suspend fun openSuspending(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Fence =
-            Fence(ffi { nativeOpenFence(url, resource, options.toNative()) })
+        suspend fun openSuspending(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Fence {
+            if (options.metrics) invalidArgument("metrics: a Fence takes no locks, so it has no metrics; turn them on for the Locker")
+            return Fence(ffi { nativeOpenFence(url, resource, options.toNative()) })
+        }
 
         @JvmStatic
         @JvmOverloads

@@ -297,8 +297,10 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
             blocking { connectSuspending(url, options) }
 
         /** [connect] as a suspend function, for coroutines. */
-        suspend fun connectSuspending(url: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Locker =
-            Locker(ffi { nativeConnect(url, options.toNative()) })
+        suspend fun connectSuspending(url: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Locker {
+            val metrics = if (options.metrics) MetricsBridge.sink() else null
+            return Locker(ffi { nativeConnect(url, options.toNative(), metrics) })
+        }
 
         /** [connect] as a `CompletableFuture`. */
         @JvmStatic

@@ -80,6 +80,12 @@ data class ConnectOptions(
     val pollInterval: Duration? = null,
     /** How long one backend operation may take before it is UNAVAILABLE (default 10 s). */
     val operationTimeout: Duration? = null,
+    /**
+     * Record the Locker's metrics into OpenTelemetry's Java API (`io.opentelemetry:opentelemetry-api`
+     * must be on the class path), on the meter "fencelock" of `GlobalOpenTelemetry`: set it up
+     * before connecting. Default off; a [Fence] has none.
+     */
+    val metrics: Boolean = false,
 ) {
     init {
         pollInterval?.let { requireNotNegative(it, "pollInterval") }
@@ -91,6 +97,7 @@ data class ConnectOptions(
     class Builder internal constructor(private var options: ConnectOptions) {
         fun pollInterval(d: Duration?) = apply { options = options.copy(pollInterval = d) }
         fun operationTimeout(d: Duration?) = apply { options = options.copy(operationTimeout = d) }
+        fun metrics(on: Boolean) = apply { options = options.copy(metrics = on) }
         fun build(): ConnectOptions = options
     }
 
