@@ -20,8 +20,9 @@ import dev.fencelock.ffi.connect as nativeConnect
 /**
  * A client bound to one backend, made from a URL: `Locker.connect("redis://127.0.0.1:6379")`.
  *
- * Kotlin calls the suspend functions ([acquire], [tryAcquire], [withLock]); Java and other
- * blocking code calls the `…Blocking` ones, or the `…Async` ones for a `CompletableFuture`.
+ * Kotlin calls the suspend functions ([acquire], [tryAcquire], [withLock]; [campaign],
+ * [withLeadership] and [leader] for leader election); Java and other blocking code calls the
+ * `…Blocking` ones (and [runAsLeader]), or the `…Async` ones for a `CompletableFuture`.
  * One Locker is meant to be shared by the whole process: its connections serve every lock,
  * waiter and renewal. [close] releases what it still holds and closes the connections.
  */

@@ -2,6 +2,7 @@ package dev.fencelock
 
 import org.junit.jupiter.api.Assumptions.assumeTrue
 import java.nio.file.Files
+import java.time.Duration
 import java.util.UUID
 
 /**
@@ -12,6 +13,12 @@ import java.util.UUID
  */
 object Backends {
     val required: Boolean = System.getenv("FENCELOCK_REQUIRE_SERVERS") == "1"
+
+    /** The margin of every behavioural deadline: generous, since CI has two slow cores. */
+    const val MARGIN_MS = 10_000L
+
+    /** A ttl that renews every second, so a forced release is noticed within about that. */
+    val RENEWING_TTL: Duration = Duration.ofSeconds(3)
 
     private val sqliteFile by lazy {
         val dir = Files.createTempDirectory("fencelock-jvm-test")
@@ -35,6 +42,10 @@ object Backends {
             "mariadb" to env("FENCELOCK_TEST_MARIADB_URL", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"),
         )
     }
+
+    /** Every backend's name, for `@MethodSource("dev.fencelock.Backends#names")`. */
+    @JvmStatic
+    fun names(): List<String> = all.keys.toList()
 
     /** Fence URLs: the backends a Fence can live on. */
     val fences: Map<String, String> by lazy {

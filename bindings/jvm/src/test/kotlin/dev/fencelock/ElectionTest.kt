@@ -26,19 +26,10 @@ import java.util.concurrent.atomic.AtomicInteger
  * fence, and a killed leader replaced within its ttl.
  */
 class ElectionTest {
-    companion object {
-        @JvmStatic
-        fun backends() = Backends.all.keys.toList()
-
-        /** Generous: CI has two slow cores. */
-        private const val MARGIN_MS = 10_000L
-
-        /** Renewals every second: a forced release is noticed within about that. */
-        private val TTL: Duration = Duration.ofSeconds(3)
-    }
+    private val TTL: Duration = Backends.RENEWING_TTL
 
     @ParameterizedTest
-    @MethodSource("backends")
+    @MethodSource("dev.fencelock.Backends#names")
     fun `three candidates never lead at once, each term is larger, and observers see the leader`(backend: String) {
         val election = Backends.uniqueName("election")
         val lockers = List(3) { Backends.connect(backend) }
@@ -75,7 +66,7 @@ class ElectionTest {
     }
 
     @ParameterizedTest
-    @MethodSource("backends")
+    @MethodSource("dev.fencelock.Backends#names")
     fun `resign hands over to a waiting candidate, and misuse gets typed errors`(backend: String): Unit = runBlocking {
         Backends.connect(backend).use { first ->
             Backends.connect(backend).use { second ->
@@ -94,9 +85,9 @@ class ElectionTest {
                 assertFalse(waiting.isDone, "a second candidate led while the first still did")
                 val resigned = System.nanoTime()
                 leadership.resign()
-                val next = waiting.get(MARGIN_MS, TimeUnit.MILLISECONDS)
+                val next = waiting.get(Backends.MARGIN_MS, TimeUnit.MILLISECONDS)
                 val handover = Duration.ofNanos(System.nanoTime() - resigned)
-                assertTrue(handover < Duration.ofMillis(MARGIN_MS), "handover took $handover")
+                assertTrue(handover < Duration.ofMillis(Backends.MARGIN_MS), "handover took $handover")
                 assertTrue(next.term > leadership.term, "terms increase: ${leadership.term} then ${next.term}")
                 assertFalse(leadership.isLeader)
                 assertThrows(LockNotHeldException::class.java) { leadership.resignBlocking() }
@@ -110,7 +101,7 @@ class ElectionTest {
     }
 
     @ParameterizedTest
-    @MethodSource("backends")
+    @MethodSource("dev.fencelock.Backends#names")
     fun `a deposed leader is told within one renewal and a fence refuses its writes`(backend: String): Unit = runBlocking {
         Backends.connect(backend).use { candidate ->
             Backends.connect(backend).use { operator ->
@@ -120,7 +111,7 @@ class ElectionTest {
                     fence.fencedExecuteBlocking(deposed.lease, listOf(Statement.of("SELECT 1")))
                     val lost = deposed.lostFuture()
                     operator.forceRelease(election)
-                    val reason = lost.get(TTL.toMillis() / 3 + MARGIN_MS, TimeUnit.MILLISECONDS)
+                    val reason = lost.get(TTL.toMillis() / 3 + Backends.MARGIN_MS, TimeUnit.MILLISECONDS)
                     assertTrue(reason == LossReason.TAKEN_OVER || reason == LossReason.SESSION_EXPIRED, "lost as $reason")
                     assertFalse(deposed.isLeader)
                     assertThrows(LockLostException::class.java) { deposed.ensureLeader() }
@@ -136,7 +127,7 @@ class ElectionTest {
                         runBlocking {
                             candidate.withLeadership(election, LockOptions(ttl = TTL)) {
                                 operator.forceRelease(election)
-                                withTimeout(TTL.toMillis() / 3 + MARGIN_MS) { it.awaitLost() }
+                                withTimeout(TTL.toMillis() / 3 + Backends.MARGIN_MS) { it.awaitLost() }
                             }
                         }
                     }
@@ -146,7 +137,7 @@ class ElectionTest {
     }
 
     @ParameterizedTest
-    @MethodSource("backends")
+    @MethodSource("dev.fencelock.Backends#names")
     fun `a killed leader's process is replaced within its ttl by a candidate with a larger term`(backend: String) {
         Backends.connect(backend).close() // skips when the server is down
         val election = Backends.uniqueName("killed")
@@ -173,7 +164,7 @@ class ElectionTest {
                 val killed = System.nanoTime()
                 standby.campaignBlocking(election, LockOptions(ttl = ttl, wait = Duration.ofSeconds(30))).use { next ->
                     val took = Duration.ofNanos(System.nanoTime() - killed)
-                    assertTrue(took < ttl.plusMillis(MARGIN_MS), "the next leader took $took after the kill")
+                    assertTrue(took < ttl.plusMillis(Backends.MARGIN_MS), "the next leader took $took after the kill")
                     assertTrue(next.term > term, "the next term ${next.term} is not larger than $term")
                 }
             }

@@ -33,11 +33,8 @@ class OperationsTest {
         @JvmStatic
         fun backends() = Backends.all.keys.toList()
 
-        /** Generous: CI has two slow cores. */
-        private const val MARGIN_MS = 10_000L
-
-        /** Renewals every second: a force release is noticed within about that. */
-        private val TTL: Duration = Duration.ofSeconds(3)
+        private const val MARGIN_MS = Backends.MARGIN_MS
+        private val TTL: Duration = Backends.RENEWING_TTL
     }
 
     @ParameterizedTest
