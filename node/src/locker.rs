@@ -19,6 +19,7 @@ pub fn connect(
     metrics: Option<Function<'_, crate::metrics::NativeMeasurement, ()>>,
 ) -> Result<AsyncBlock<NativeLocker>> {
     guard(|| {
+        crate::runtime::runtime_setting().map_err(to_js)?;
         let mut options = locker_options(options)?;
         if let Some(callback) = metrics {
             options = options.with_metrics_sink(crate::metrics::js_sink(callback)?);

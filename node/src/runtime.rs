@@ -13,6 +13,28 @@ use tokio::sync::Notify;
 
 use crate::error::{aborted, panic_to_js};
 
+/// A bad `FENCELOCK_RUNTIME_THREADS`, kept to be reported by `connect` (module init cannot
+/// throw); napi's default runtime runs meanwhile.
+static RUNTIME_ERROR: std::sync::OnceLock<fencelock::Error> = std::sync::OnceLock::new();
+
+/// Gives napi the core's host runtime (one worker unless `FENCELOCK_RUNTIME_THREADS` says
+/// otherwise), as the Python and JVM packages use: with more workers, each wake-up lets tokio
+/// wake a second thread to steal the task.
+#[napi_derive::module_init]
+fn init_runtime() {
+    match fencelock::runtime::host_runtime("fencelock-rt") {
+        Ok(rt) => napi::bindgen_prelude::create_custom_tokio_runtime(rt),
+        Err(e) => {
+            let _ = RUNTIME_ERROR.set(e);
+        }
+    }
+}
+
+/// INVALID_ARGUMENT when `FENCELOCK_RUNTIME_THREADS` was refused at load.
+pub(crate) fn runtime_setting() -> std::result::Result<(), fencelock::Error> {
+    RUNTIME_ERROR.get().map_or(Ok(()), |e| Err(e.clone()))
+}
+
 /// Runs `fut` on napi's tokio runtime and returns a Promise of its result. A panic inside
 /// rejects the Promise with code INTERNAL.
 pub(crate) fn promise<T, F>(env: &Env, fut: F) -> Result<AsyncBlock<T>>

@@ -162,3 +162,21 @@ test('messages name the bad option and never show a password', async () => {
     (e) => e.code === 'UNAVAILABLE' && !e.message.includes('hunter2-secret'),
   );
 });
+
+test('a bad FENCELOCK_RUNTIME_THREADS makes connect fail with INVALID_ARGUMENT naming it', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { fileURLToPath } = await import('node:url');
+  const index = fileURLToPath(new URL('../index.js', import.meta.url));
+  const url = `sqlite://${join(tempDir(), 'locks.db')}`;
+  const script = `require(${JSON.stringify(index)}).connect(${JSON.stringify(url)})
+  .then((l) => l.close().then(() => console.log('connected')), (e) => console.log(e.code + ': ' + e.message));`;
+  for (const [value, expected] of [['0', /^INVALID_ARGUMENT: FENCELOCK_RUNTIME_THREADS must be/], ['lots', /^INVALID_ARGUMENT: FENCELOCK_RUNTIME_THREADS/], ['2', /^connected/]]) {
+    const out = spawnSync(process.execPath, ['-e', script], {
+      encoding: 'utf8',
+      timeout: LONG,
+      env: { ...process.env, FENCELOCK_RUNTIME_THREADS: value },
+    });
+    assert.equal(out.status, 0, out.stderr);
+    assert.match(out.stdout, expected, `FENCELOCK_RUNTIME_THREADS=${value}`);
+  }
+});
