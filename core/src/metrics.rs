@@ -134,21 +134,30 @@ impl Eq for MetricsSinkHandle {}
 /// How many measurements [`on_own_thread`] queues before it drops new ones.
 const QUEUE: usize = 4096;
 
+/// The most measurements handed to the host in one call.
+const BATCH: usize = 256;
+
 /// A sink that queues measurements (up to 4096; more are dropped, never waited for) and calls
-/// `deliver` with each on a thread named `thread_name`, which ends when the sink is dropped.
-/// For bindings whose host may only be entered from threads it can block (Python's GIL, a
-/// JVM callback): lock operations never wait on the host's code.
+/// `deliver` on a thread named `thread_name` with what has queued up (at least one, at most
+/// 256: an acquire records three at once, so the host is entered once for them, not three
+/// times). The thread ends when the sink is dropped. For bindings whose host may only be
+/// entered from threads it can block (Python's GIL, a JVM callback): lock operations never wait
+/// on the host's code.
 pub fn on_own_thread(
     thread_name: &str,
-    mut deliver: impl FnMut(Measurement) + Send + 'static,
+    mut deliver: impl FnMut(&[Measurement]) + Send + 'static,
 ) -> Result<Arc<dyn MetricsSink>> {
     let (queue, queued) = sync_channel::<Measurement>(QUEUE);
     std::thread::Builder::new()
         .name(thread_name.to_string())
         .spawn(move || {
-            for measurement in queued {
+            let mut batch = Vec::with_capacity(BATCH);
+            while let Ok(first) = queued.recv() {
+                batch.push(first);
+                batch.extend(queued.try_iter().take(BATCH - 1));
                 // A host callback that panics must not end the thread (or cross into the host).
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(measurement)));
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(&batch)));
+                batch.clear();
             }
         })
         .map_err(|e| Error::internal(format!("could not start the metrics thread: {e}")))?;
@@ -329,17 +338,27 @@ mod tests {
     #[test]
     fn a_queued_sink_delivers_on_its_own_thread_and_survives_a_panicking_host() {
         let (seen, got) = std::sync::mpsc::channel();
-        let sink = on_own_thread("fencelock-metrics-test", move |m: Measurement| {
-            if m.value < 0.0 {
-                panic!("host failed");
+        let sink = on_own_thread("fencelock-metrics-test", move |batch: &[Measurement]| {
+            for m in batch {
+                if m.value < 0.0 {
+                    panic!("host failed");
+                }
+                let _ = seen.send((std::thread::current().name().map(str::to_string), m.value));
             }
-            let _ = seen.send((std::thread::current().name().map(str::to_string), m.value));
         })
         .unwrap();
         let metrics = LockMetrics::to_sink(sink, BackendKind::Redis);
         metrics.emit(Instrument::Acquisitions, -1.0, None);
-        metrics.emit(Instrument::Acquisitions, 1.0, None);
-        let (thread, value) = got.recv_timeout(Duration::from_secs(10)).unwrap();
+        // A panic loses its whole batch, which may hold the next measurements too: keep sending
+        // until one arrives after it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let (thread, value) = loop {
+            metrics.emit(Instrument::Acquisitions, 1.0, None);
+            if let Ok(answer) = got.recv_timeout(Duration::from_millis(50)) {
+                break answer;
+            }
+            assert!(std::time::Instant::now() < deadline, "nothing was delivered after the panic");
+        };
         assert_eq!(thread.as_deref(), Some("fencelock-metrics-test"));
         assert_eq!(value, 1.0);
     }

@@ -20,6 +20,7 @@ pub fn open_fence(
     options: Option<ConnectOptions>,
 ) -> Result<AsyncBlock<NativeFence>> {
     guard(|| {
+        crate::runtime::runtime_setting().map_err(to_js)?;
         let options = locker_options(options)?;
         promise(&env, async move {
             let fence = Fence::open_with(&url, &resource, options).await.map_err(to_js)?;

@@ -13,8 +13,8 @@ use tokio::sync::Notify;
 
 use crate::error::{aborted, panic_to_js};
 
-/// A bad `FENCELOCK_RUNTIME_THREADS`, kept to be reported by `connect` (module init cannot
-/// throw); napi's default runtime runs meanwhile.
+/// A bad `FENCELOCK_RUNTIME_THREADS`, kept to be reported by `connect` and `Fence.open` (module
+/// init cannot throw); napi's default runtime runs meanwhile.
 static RUNTIME_ERROR: std::sync::OnceLock<fencelock::Error> = std::sync::OnceLock::new();
 
 /// Gives napi the core's host runtime (one worker unless `FENCELOCK_RUNTIME_THREADS` says

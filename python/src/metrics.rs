@@ -1,7 +1,8 @@
 //! `connect(url, metrics=True)`: the core's measurements recorded into OpenTelemetry's Python
 //! API (`opentelemetry.metrics.get_meter("fencelock")`), so they reach whatever provider and
 //! exporter the application set up. The instruments are the core's table (`Instrument::ALL`);
-//! measurements are recorded on a thread of their own, so lock operations never wait for the GIL.
+//! measurements are recorded on a thread of their own, a batch per GIL acquisition, so lock
+//! operations never wait for the GIL.
 
 use std::sync::Arc;
 
@@ -31,22 +32,25 @@ pub(crate) fn host_sink(py: Python<'_>) -> PyResult<Arc<dyn MetricsSink>> {
         };
         instruments.push((instrument, meter.call_method(create, (instrument.name(),), Some(&kwargs))?.unbind()));
     }
-    on_own_thread("fencelock-metrics", move |m: Measurement| {
-        let Some((instrument, host)) = instruments.iter().find(|(i, _)| *i == m.instrument) else { return };
+    on_own_thread("fencelock-metrics", move |batch: &[Measurement]| {
+        // One GIL acquisition for everything that queued up meanwhile.
         Python::attach(|py| {
-            let recorded = (|| -> PyResult<()> {
-                let attributes = PyDict::new(py);
-                for (key, value) in &m.attributes {
-                    attributes.set_item(*key, *value)?;
-                }
-                match instrument.kind() {
-                    InstrumentKind::Histogram => host.call_method1(py, "record", (m.value, attributes))?,
-                    InstrumentKind::Counter => host.call_method1(py, "add", (m.value as u64, attributes))?,
-                };
-                Ok(())
-            })();
-            // An instrument that raises loses that one measurement, and the next ones still go.
-            drop(recorded);
+            for m in batch {
+                let Some((instrument, host)) = instruments.iter().find(|(i, _)| *i == m.instrument) else { continue };
+                let recorded = (|| -> PyResult<()> {
+                    let attributes = PyDict::new(py);
+                    for (key, value) in &m.attributes {
+                        attributes.set_item(*key, *value)?;
+                    }
+                    match instrument.kind() {
+                        InstrumentKind::Histogram => host.call_method1(py, "record", (m.value, attributes))?,
+                        InstrumentKind::Counter => host.call_method1(py, "add", (m.value as u64, attributes))?,
+                    };
+                    Ok(())
+                })();
+                // An instrument that raises loses that one measurement, and the next ones still go.
+                drop(recorded);
+            }
         });
     })
     .map_err(to_py)

@@ -33,16 +33,32 @@ pub fn metric_instruments() -> Vec<NativeInstrument> {
         .collect()
 }
 
-/// Receives each measurement: a counter increment or a histogram value in seconds, with its
-/// attributes as alternating keys and values (`backend`, then `outcome` or `reason`).
+/// One measurement: a counter increment or a histogram value in seconds, with its attributes as
+/// alternating keys and values (`backend`, then `outcome` or `reason`).
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct NativeMeasurement {
+    pub instrument: String,
+    pub value: f64,
+    pub attributes: Vec<String>,
+}
+
+/// Receives the measurements that queued up since its last call (one JVM callback for the three
+/// of an acquire, not three).
 #[uniffi::export(callback_interface)]
 pub trait NativeMetricsSink: Send + Sync {
-    fn record(&self, instrument: String, value: f64, attributes: Vec<String>);
+    fn record(&self, measurements: Vec<NativeMeasurement>);
 }
 
 pub(crate) fn jvm_sink(sink: Box<dyn NativeMetricsSink>) -> Result<Arc<dyn MetricsSink>, NativeError> {
-    Ok(on_own_thread("fencelock-metrics", move |m: Measurement| {
-        let attributes = m.attributes.iter().flat_map(|(k, v)| [k.to_string(), v.to_string()]).collect();
-        sink.record(m.instrument.name().to_string(), m.value, attributes);
+    Ok(on_own_thread("fencelock-metrics", move |batch: &[Measurement]| {
+        let measurements = batch
+            .iter()
+            .map(|m| NativeMeasurement {
+                instrument: m.instrument.name().to_string(),
+                value: m.value,
+                attributes: m.attributes.iter().flat_map(|(k, v)| [k.to_string(), v.to_string()]).collect(),
+            })
+            .collect();
+        sink.record(measurements);
     })?)
 }

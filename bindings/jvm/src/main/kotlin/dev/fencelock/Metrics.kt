@@ -1,5 +1,6 @@
 package dev.fencelock
 
+import dev.fencelock.ffi.NativeMeasurement
 import dev.fencelock.ffi.NativeMetricsSink
 import dev.fencelock.ffi.metricInstruments
 import io.opentelemetry.api.GlobalOpenTelemetry
@@ -31,14 +32,16 @@ internal class OpenTelemetrySink private constructor(
     private val counters: Map<String, LongCounter>,
     private val histograms: Map<String, DoubleHistogram>,
 ) : NativeMetricsSink {
-    /** Called on fencelock's metrics thread; keys and values alternate in [attributes]. */
-    override fun record(instrument: String, value: Double, attributes: List<String>) {
-        // An instrument that throws loses that one measurement, never the lock.
-        runCatching {
-            val builder = Attributes.builder()
-            for (i in 0 until attributes.size - 1 step 2) builder.put(attributes[i], attributes[i + 1])
-            val recorded = builder.build()
-            counters[instrument]?.add(value.toLong(), recorded) ?: histograms[instrument]?.record(value, recorded)
+    /** Called on fencelock's metrics thread; keys and values alternate in each measurement's attributes. */
+    override fun record(measurements: List<NativeMeasurement>) {
+        for (m in measurements) {
+            // An instrument that throws loses that one measurement, never the lock.
+            runCatching {
+                val builder = Attributes.builder()
+                for (i in 0 until m.attributes.size - 1 step 2) builder.put(m.attributes[i], m.attributes[i + 1])
+                val recorded = builder.build()
+                counters[m.instrument]?.add(m.value.toLong(), recorded) ?: histograms[m.instrument]?.record(m.value, recorded)
+            }
         }
     }
 
