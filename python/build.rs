@@ -39,9 +39,20 @@ fn main() {
 
 /// Builds the command with the profile of the current build and returns the binary's path.
 fn build_cli(manifest_dir: &Path) -> PathBuf {
-    let workspace = manifest_dir.parent().expect("python/ lives in the workspace");
-    for watched in ["cli/src", "cli/Cargo.toml", "core/src", "core/Cargo.toml", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+    let workspace = manifest_dir
+        .parent()
+        .expect("python/ lives in the workspace");
+    for watched in [
+        "cli/src",
+        "cli/Cargo.toml",
+        "core/src",
+        "core/Cargo.toml",
+        "Cargo.lock",
+    ] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            workspace.join(watched).display()
+        );
     }
     let profile = env::var("PROFILE").unwrap_or_else(|_| "debug".into());
     let (profile_arg, profile_dir) = if profile == "release" {
@@ -53,7 +64,14 @@ fn build_cli(manifest_dir: &Path) -> PathBuf {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(workspace)
-        .args(["build", "--locked", "-p", "fencelock-cli", "--bin", "fencelock"])
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "fencelock-cli",
+            "--bin",
+            "fencelock",
+        ])
         .arg("--profile")
         .arg(profile_arg)
         .arg("--target-dir")
@@ -62,7 +80,9 @@ fn build_cli(manifest_dir: &Path) -> PathBuf {
         .env_remove("PYO3_BUILD_EXTENSION_MODULE")
         .env_remove("CARGO_TARGET_DIR")
         .status()
-        .unwrap_or_else(|error| panic!("could not run cargo to build the fencelock command: {error}"));
+        .unwrap_or_else(|error| {
+            panic!("could not run cargo to build the fencelock command: {error}")
+        });
     if !status.success() {
         panic!("building the fencelock command failed ({status})");
     }
@@ -71,17 +91,26 @@ fn build_cli(manifest_dir: &Path) -> PathBuf {
 
 fn copy_executable(source: &Path, destination: &Path) {
     if let Some(parent) = destination.parent() {
-        fs::create_dir_all(parent).unwrap_or_else(|error| {
-            panic!("could not create {}: {error}", parent.display())
-        });
+        fs::create_dir_all(parent)
+            .unwrap_or_else(|error| panic!("could not create {}: {error}", parent.display()));
     }
     fs::copy(source, destination).unwrap_or_else(|error| {
-        panic!("could not copy {} to {}: {error}", source.display(), destination.display())
+        panic!(
+            "could not copy {} to {}: {error}",
+            source.display(),
+            destination.display()
+        )
     });
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(destination, fs::Permissions::from_mode(0o755))
-            .unwrap_or_else(|error| panic!("could not make {} executable: {error}", destination.display()));
+        fs::set_permissions(destination, fs::Permissions::from_mode(0o755)).unwrap_or_else(
+            |error| {
+                panic!(
+                    "could not make {} executable: {error}",
+                    destination.display()
+                )
+            },
+        );
     }
 }

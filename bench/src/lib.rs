@@ -12,7 +12,10 @@ pub const HOLD_MS: u64 = 2;
 pub const WARMUP: usize = 4;
 
 pub fn hold() -> Duration {
-    let ms = std::env::var("BENCH_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(HOLD_MS);
+    let ms = std::env::var("BENCH_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(HOLD_MS);
     Duration::from_millis(ms)
 }
 
@@ -38,12 +41,18 @@ impl Run {
     pub fn stats(mut self) -> Stats {
         self.samples.sort();
         let at = |q: f64| self.samples[((self.samples.len() - 1) as f64 * q) as usize];
-        Stats { per_second: self.samples.len() as f64 / self.elapsed.as_secs_f64(), p50: at(0.5), p99: at(0.99) }
+        Stats {
+            per_second: self.samples.len() as f64 / self.elapsed.as_secs_f64(),
+            p50: at(0.5),
+            p99: at(0.99),
+        }
     }
 }
 
 pub fn row(name: &str, s: &Stats, floor: Option<&Stats>) {
-    let ratio = floor.map(|f| format!("{:.2}x", s.per_second / f.per_second)).unwrap_or_else(|| "1.00x".into());
+    let ratio = floor
+        .map(|f| format!("{:.2}x", s.per_second / f.per_second))
+        .unwrap_or_else(|| "1.00x".into());
     println!(
         "| {name} | {:.0} | {:.3} | {:.3} | {ratio} |",
         s.per_second,
@@ -53,7 +62,9 @@ pub fn row(name: &str, s: &Stats, floor: Option<&Stats>) {
 }
 
 pub fn header(what: &str) {
-    println!("\n{what}\n\n| workload | ops/s | p50 ms | p99 ms | vs floor |\n|---|---|---|---|---|");
+    println!(
+        "\n{what}\n\n| workload | ops/s | p50 ms | p99 ms | vs floor |\n|---|---|---|---|---|"
+    );
 }
 
 /// One side of a handoff run: takes the lock (waiting as its library waits) and gives it back.

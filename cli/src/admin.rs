@@ -48,7 +48,9 @@ where
         Ok(url) => url,
         Err(e) => return fail(e),
     };
-    let shown = LockerUrl::parse(&url).map(|u| u.redacted()).unwrap_or_else(|_| fencelock::url::redact_secrets(&url));
+    let shown = LockerUrl::parse(&url)
+        .map(|u| u.redacted())
+        .unwrap_or_else(|_| fencelock::url::redact_secrets(&url));
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start: {e}")),
@@ -73,7 +75,11 @@ pub fn list(args: ListArgs) -> i32 {
         if args.prefix.is_empty() {
             println!("held locks on {shown}: {}", listed.locks.len());
         } else {
-            println!("held locks starting with {:?} on {shown}: {}", args.prefix, listed.locks.len());
+            println!(
+                "held locks starting with {:?} on {shown}: {}",
+                args.prefix,
+                listed.locks.len()
+            );
         }
         for info in &listed.locks {
             let mut line = format!("{:?}", info.name);
@@ -89,7 +95,10 @@ pub fn list(args: ListArgs) -> i32 {
             println!("  {line}");
         }
         if listed.truncated {
-            println!("  … more than {} matched; narrow the prefix to see the rest", fencelock::LIST_LIMIT);
+            println!(
+                "  … more than {} matched; narrow the prefix to see the rest",
+                fencelock::LIST_LIMIT
+            );
         }
         0
     })
@@ -106,11 +115,17 @@ pub fn release(args: ReleaseArgs) -> i32 {
     with_locker(&args.url, |locker, shown| async move {
         match locker.force_release(&args.name).await {
             Ok(()) => {
-                println!("lock {:?} on {shown}: released by force; its holder loses it at its next renewal", args.name);
+                println!(
+                    "lock {:?} on {shown}: released by force; its holder loses it at its next renewal",
+                    args.name
+                );
                 0
             }
             Err(e) if e.code() == ErrorCode::NotHeld => {
-                eprintln!("fencelock: lock {:?} on {shown} is not held: nothing to release", args.name);
+                eprintln!(
+                    "fencelock: lock {:?} on {shown} is not held: nothing to release",
+                    args.name
+                );
                 NOT_HELD
             }
             Err(e) => fail(e),

@@ -25,7 +25,11 @@ fn find_program(program: &OsStr) -> Result<PathBuf, Unrunnable> {
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
         // SAFETY: access(2) on a NUL-terminated path we own.
         let executable = meta.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0;
-        Some(if executable { Ok(path.to_path_buf()) } else { Err(Unrunnable::NotExecutable) })
+        Some(if executable {
+            Ok(path.to_path_buf())
+        } else {
+            Err(Unrunnable::NotExecutable)
+        })
     };
     if program.as_bytes().contains(&b'/') {
         return check(Path::new(program)).unwrap_or(Err(Unrunnable::NotFound));
@@ -39,7 +43,11 @@ fn find_program(program: &OsStr) -> Result<PathBuf, Unrunnable> {
             None => {}
         }
     }
-    Err(if seen_unexecutable { Unrunnable::NotExecutable } else { Unrunnable::NotFound })
+    Err(if seen_unexecutable {
+        Unrunnable::NotExecutable
+    } else {
+        Unrunnable::NotFound
+    })
 }
 
 /// What `run` and `elect` settle before any lock work (the URL, the lock name and options,
@@ -92,7 +100,10 @@ where
 fn unrunnable(program: &OsStr, why: Unrunnable) -> i32 {
     match why {
         Unrunnable::NotFound => {
-            eprintln!("fencelock: {}: command not found", program.to_string_lossy());
+            eprintln!(
+                "fencelock: {}: command not found",
+                program.to_string_lossy()
+            );
             exit_code::NOT_FOUND
         }
         Unrunnable::NotExecutable => {
@@ -185,10 +196,22 @@ pub fn kill_group(pgid: libc::pid_t, sig: libc::c_int) {
 
 /// Runs CMD until it exits, forwarding signals, and kills its group when the lease is lost (or
 /// SIGTERMs it `grace` before the client deadline while renewals fail).
-pub async fn run_child(spec: &ChildSpec<'_>, lease: &Lease, guardian_fd: i32, signals: &mut Signals) -> Outcome {
-    let own_error = |code| Outcome { code, lost: false, forwarded: false };
+pub async fn run_child(
+    spec: &ChildSpec<'_>,
+    lease: &Lease,
+    guardian_fd: i32,
+    signals: &mut Signals,
+) -> Outcome {
+    let own_error = |code| Outcome {
+        code,
+        lost: false,
+        forwarded: false,
+    };
     let mut command = std::process::Command::new(spec.program);
-    command.arg0(&spec.command[0]).args(&spec.command[1..]).env("FENCELOCK_NAME", spec.lock_name);
+    command
+        .arg0(&spec.command[0])
+        .args(&spec.command[1..])
+        .env("FENCELOCK_NAME", spec.lock_name);
     for (key, value) in &spec.env {
         command.env(key, value);
     }
@@ -209,7 +232,10 @@ pub async fn run_child(spec: &ChildSpec<'_>, lease: &Lease, guardian_fd: i32, si
     let mut child = match tokio::process::Command::from(command).spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("fencelock: cannot run {}: {e}", spec.command[0].to_string_lossy());
+            eprintln!(
+                "fencelock: cannot run {}: {e}",
+                spec.command[0].to_string_lossy()
+            );
             return own_error(match e.kind() {
                 std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
                 std::io::ErrorKind::PermissionDenied => exit_code::NOT_EXECUTABLE,
@@ -253,7 +279,11 @@ pub async fn run_child(spec: &ChildSpec<'_>, lease: &Lease, guardian_fd: i32, si
     kill_group(pgid, libc::SIGKILL);
     forget_group(guardian_fd, pgid);
     if lost_seen || lease.is_lost() {
-        return Outcome { code: exit_code::LOST, lost: true, forwarded };
+        return Outcome {
+            code: exit_code::LOST,
+            lost: true,
+            forwarded,
+        };
     }
     let code = match status {
         Ok(status) => match (status.code(), status.signal()) {
@@ -263,7 +293,11 @@ pub async fn run_child(spec: &ChildSpec<'_>, lease: &Lease, guardian_fd: i32, si
         },
         Err(e) => fail(format!("lost track of CMD: {e}")),
     };
-    Outcome { code, lost: false, forwarded }
+    Outcome {
+        code,
+        lost: false,
+        forwarded,
+    }
 }
 
 /// Tells the guardian a group is gone, so it never signals that number again once the kernel

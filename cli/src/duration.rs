@@ -11,7 +11,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?} is negative; durations must be 0 or more"));
     }
     if !t.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-        return Err(format!("{text:?} is not a duration; use e.g. 30s, 500ms, 2m or a number of seconds"));
+        return Err(format!(
+            "{text:?} is not a duration; use e.g. 30s, 500ms, 2m or a number of seconds"
+        ));
     }
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
@@ -20,14 +22,20 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         "ms" => 0.001,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => return Err(format!("{text:?} has an unknown unit; use ms, s, m or h (e.g. 30s, 500ms, 2m)")),
+        _ => {
+            return Err(format!(
+                "{text:?} has an unknown unit; use ms, s, m or h (e.g. 30s, 500ms, 2m)"
+            ));
+        }
     };
     if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(format!("{text:?} is not a duration; use e.g. 30s, 500ms, 2m or a number of seconds"));
+        return Err(format!(
+            "{text:?} is not a duration; use e.g. 30s, 500ms, 2m or a number of seconds"
+        ));
     }
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration; use e.g. 30s, 500ms, 2m or a number of seconds"))?;
+    let value: f64 = number.parse().map_err(|_| {
+        format!("{text:?} is not a duration; use e.g. 30s, 500ms, 2m or a number of seconds")
+    })?;
     let seconds = value * scale;
     if !seconds.is_finite() || seconds > MAX.as_secs_f64() {
         return Err(format!("{text:?} is longer than a year"));
@@ -61,7 +69,20 @@ mod tests {
 
     #[test]
     fn refused_forms() {
-        for bad in ["", "-1", "-5s", "abc", "10x", "1e9", "NaN", "inf", "99999999999h", "s", "1.2.3s", "5 s s"] {
+        for bad in [
+            "",
+            "-1",
+            "-5s",
+            "abc",
+            "10x",
+            "1e9",
+            "NaN",
+            "inf",
+            "99999999999h",
+            "s",
+            "1.2.3s",
+            "5 s s",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} should be refused");
         }
     }

@@ -55,12 +55,25 @@ pub struct ElectArgs {
 pub fn main(args: ElectArgs) -> i32 {
     let options = LockOptions::default().with_ttl(args.ttl);
     let args = &args;
-    launch(&args.url, &args.name, options, args.holder.as_ref(), &args.command, |url, options, program, guardian_fd| async move {
-        lead(&url, args, &options, &program, guardian_fd).await
-    })
+    launch(
+        &args.url,
+        &args.name,
+        options,
+        args.holder.as_ref(),
+        &args.command,
+        |url, options, program, guardian_fd| async move {
+            lead(&url, args, &options, &program, guardian_fd).await
+        },
+    )
 }
 
-async fn lead(url: &str, args: &ElectArgs, options: &LockOptions, program: &Path, guardian_fd: i32) -> i32 {
+async fn lead(
+    url: &str,
+    args: &ElectArgs,
+    options: &LockOptions,
+    program: &Path,
+    guardian_fd: i32,
+) -> i32 {
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => return fail(format!("cannot install signal handlers: {e}")),
@@ -88,13 +101,19 @@ async fn lead(url: &str, args: &ElectArgs, options: &LockOptions, program: &Path
         };
         let outcome = run_child(&spec, leadership.lease(), guardian_fd, &mut signals).await;
         if outcome.lost {
-            eprintln!("fencelock: no longer leading {:?}; campaigning again", args.name);
+            eprintln!(
+                "fencelock: no longer leading {:?}; campaigning again",
+                args.name
+            );
             continue;
         }
         match leadership.resign().await {
             Ok(()) => {}
             Err(e) if e.code() == ErrorCode::Lost => {
-                eprintln!("fencelock: leadership of {:?} was lost before CMD ended: {e}", args.name);
+                eprintln!(
+                    "fencelock: leadership of {:?} was lost before CMD ended: {e}",
+                    args.name
+                );
                 if !args.restart || outcome.forwarded {
                     break exit_code::LOST;
                 }
@@ -104,7 +123,10 @@ async fn lead(url: &str, args: &ElectArgs, options: &LockOptions, program: &Path
         if !args.restart || outcome.forwarded {
             break outcome.code;
         }
-        eprintln!("fencelock: CMD exited with {}; campaigning again (--restart)", outcome.code);
+        eprintln!(
+            "fencelock: CMD exited with {}; campaigning again (--restart)",
+            outcome.code
+        );
         tokio::select! {
             _ = tokio::time::sleep(args.restart_delay) => {}
             sig = signals.next() => break exit_code::SIGNAL_BASE + sig,

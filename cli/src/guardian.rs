@@ -82,7 +82,15 @@ fn guard(read_fd: RawFd) -> ! {
     // the guardian: it has to outlive fencelock.
     // SAFETY: setting dispositions in our own single-threaded process.
     unsafe {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE, libc::SIGUSR1, libc::SIGUSR2] {
+        for sig in [
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGPIPE,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+        ] {
             libc::signal(sig, libc::SIG_IGN);
         }
     }
@@ -99,7 +107,10 @@ fn guard(read_fd: RawFd) -> ! {
         }
     }
     if !text.lines().any(|l| l == "done") {
-        let number = |line: &str, prefix: &str| line.strip_prefix(prefix).and_then(|p| p.parse::<libc::pid_t>().ok());
+        let number = |line: &str, prefix: &str| {
+            line.strip_prefix(prefix)
+                .and_then(|p| p.parse::<libc::pid_t>().ok())
+        };
         let mut live: Vec<libc::pid_t> = Vec::new();
         for line in text.lines() {
             if let Some(pgid) = number(line, "pgid ") {

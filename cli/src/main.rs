@@ -69,7 +69,9 @@ fn real_main() -> i32 {
     let after_help = format!(
         "Default URL: {}\n  (per user: jobs of several users must share one --url or FENCELOCK_URL)\n\n\
          Durations: 30s, 500ms, 2m, 1h, or a bare number of seconds.",
-        default_url.as_deref().unwrap_or("none (set $HOME or XDG_STATE_HOME)")
+        default_url
+            .as_deref()
+            .unwrap_or("none (set $HOME or XDG_STATE_HOME)")
     );
     let run_help = format!("{}\n\n{after_help}", run::AFTER_HELP);
     let elect_help = format!("{}\n\n{after_help}", elect::AFTER_HELP);
@@ -78,14 +80,23 @@ fn real_main() -> i32 {
         .mut_subcommand("run", |c| c.after_help(run_help))
         .mut_subcommand("elect", |c| c.after_help(elect_help))
         .mut_subcommand("list", |c| c.after_help(after_help.clone()))
-        .mut_subcommand("release", |c| c.after_help(format!("{}\n\n{after_help}", admin::RELEASE_AFTER_HELP)))
+        .mut_subcommand("release", |c| {
+            c.after_help(format!("{}\n\n{after_help}", admin::RELEASE_AFTER_HELP))
+        })
         .mut_subcommand("status", |c| c.after_help(after_help));
     let matches = match command.try_get_matches_from(args) {
         Ok(m) => m,
         Err(e) => {
-            let informational = matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion);
+            let informational = matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            );
             let _ = e.print();
-            return if informational { 0 } else { exit_code::OWN_ERROR };
+            return if informational {
+                0
+            } else {
+                exit_code::OWN_ERROR
+            };
         }
     };
     let cli = match Cli::from_arg_matches(&matches) {
@@ -106,7 +117,9 @@ fn real_main() -> i32 {
 
 /// The runtime the command's async work runs on, made after the guardian was forked.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread().enable_all().build()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
 }
 
 pub fn locker_options() -> fencelock::LockerOptions {

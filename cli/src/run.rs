@@ -61,14 +61,29 @@ pub struct RunArgs {
 }
 
 pub fn main(args: RunArgs) -> i32 {
-    let options = LockOptions::default().with_ttl(args.ttl).with_wait(args.wait.0);
+    let options = LockOptions::default()
+        .with_ttl(args.ttl)
+        .with_wait(args.wait.0);
     let args = &args;
-    launch(&args.url, &args.name, options, args.holder.as_ref(), &args.command, |url, options, program, guardian_fd| async move {
-        hold_and_run(&url, args, &options, &program, guardian_fd).await
-    })
+    launch(
+        &args.url,
+        &args.name,
+        options,
+        args.holder.as_ref(),
+        &args.command,
+        |url, options, program, guardian_fd| async move {
+            hold_and_run(&url, args, &options, &program, guardian_fd).await
+        },
+    )
 }
 
-async fn hold_and_run(url: &str, args: &RunArgs, options: &LockOptions, program: &Path, guardian_fd: i32) -> i32 {
+async fn hold_and_run(
+    url: &str,
+    args: &RunArgs,
+    options: &LockOptions,
+    program: &Path,
+    guardian_fd: i32,
+) -> i32 {
     let locker = match Locker::connect_with(url, locker_options()).await {
         Ok(l) => l,
         Err(e) => return fail(e),
@@ -89,7 +104,11 @@ async fn hold_and_run(url: &str, args: &RunArgs, options: &LockOptions, program:
         env: vec![("FENCELOCK_TOKEN", lease.token().to_string())],
     };
     let code = match Signals::install() {
-        Ok(mut signals) => run_child(&spec, &lease, guardian_fd, &mut signals).await.code,
+        Ok(mut signals) => {
+            run_child(&spec, &lease, guardian_fd, &mut signals)
+                .await
+                .code
+        }
         Err(e) => fail(format!("cannot install signal handlers: {e}")),
     };
     let code = match lease.release().await {
@@ -109,4 +128,3 @@ async fn hold_and_run(url: &str, args: &RunArgs, options: &LockOptions, program:
     locker.close().await;
     code
 }
-

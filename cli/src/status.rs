@@ -35,7 +35,11 @@ pub fn main(args: StatusArgs) -> i32 {
             if !info.waiters.is_empty() {
                 println!("  waiting:   {}", info.waiters.len());
                 for waiter in &info.waiters {
-                    let who = waiter.holder.as_deref().map(HolderDescription::parse).map(|h| describe(&h));
+                    let who = waiter
+                        .holder
+                        .as_deref()
+                        .map(HolderDescription::parse)
+                        .map(|h| describe(&h));
                     println!("    {} {}", waiter.node, who.unwrap_or_default());
                 }
             }

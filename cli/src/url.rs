@@ -25,13 +25,21 @@ pub fn resolve(arg: &UrlArg) -> Result<String, String> {
     if let Some(url) = &arg.url {
         return Ok(url.clone());
     }
-    if let Some(url) = std::env::var("FENCELOCK_URL").ok().filter(|u| !u.is_empty()) {
+    if let Some(url) = std::env::var("FENCELOCK_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    {
         return Ok(url);
     }
-    let path = default_path().ok_or("no --url, no FENCELOCK_URL, and no HOME or XDG_STATE_HOME for the default")?;
+    let path = default_path()
+        .ok_or("no --url, no FENCELOCK_URL, and no HOME or XDG_STATE_HOME for the default")?;
     if let Some(folder) = path.parent() {
-        std::fs::create_dir_all(folder)
-            .map_err(|e| format!("cannot create the default lock folder {}: {e}", folder.display()))?;
+        std::fs::create_dir_all(folder).map_err(|e| {
+            format!(
+                "cannot create the default lock folder {}: {e}",
+                folder.display()
+            )
+        })?;
     }
     Ok(format!("sqlite://{}", path.display()))
 }

@@ -16,19 +16,38 @@ fn list_status_and_a_forced_release_that_stops_the_holder() {
     let sandbox = Sandbox::new();
     let started = sandbox.path("started");
     let script = format!("echo $FENCELOCK_TOKEN > {}; sleep 60", started.display());
-    let mut holder = sandbox.spawn(&["run", "--ttl", "3s", "--holder", "nightly", "jobs/report", "--", "sh", "-c", &script]);
-    let token = wait_for_file(&started, Duration::from_secs(20)).trim().to_string();
+    let mut holder = sandbox.spawn(&[
+        "run",
+        "--ttl",
+        "3s",
+        "--holder",
+        "nightly",
+        "jobs/report",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let token = wait_for_file(&started, Duration::from_secs(20))
+        .trim()
+        .to_string();
 
     let listed = sandbox.run(&["list", "jobs/"]);
     assert_eq!(code(&listed), 0, "{}", stderr(&listed));
     let text = stdout(&listed);
-    assert!(text.contains("\"jobs/report\"") && text.contains(&format!("token {token}")), "{text}");
+    assert!(
+        text.contains("\"jobs/report\"") && text.contains(&format!("token {token}")),
+        "{text}"
+    );
     assert!(text.contains("nightly") && text.contains("cli"), "{text}");
     // The prefix is plain text: a wildcard matches nothing.
     let wildcard = stdout(&sandbox.run(&["list", "jobs/*"]));
     assert!(!wildcard.contains("jobs/report"), "{wildcard}");
     let status = stdout(&sandbox.run(&["status", "jobs/report"]));
-    assert!(status.contains("held") && status.contains(&token), "{status}");
+    assert!(
+        status.contains("held") && status.contains(&token),
+        "{status}"
+    );
 
     // Without --force: refused, with the way to do it.
     let refused = sandbox.run(&["release", "jobs/report"]);
@@ -44,7 +63,10 @@ fn list_status_and_a_forced_release_that_stops_the_holder() {
         if let Some(status) = holder.try_wait().unwrap() {
             break status;
         }
-        assert!(forced_at.elapsed() < Duration::from_secs(15), "the holder kept running after the force release");
+        assert!(
+            forced_at.elapsed() < Duration::from_secs(15),
+            "the holder kept running after the force release"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(exit.code(), Some(122), "exit {exit:?}");
@@ -61,10 +83,18 @@ fn bad_inputs_and_the_warning_in_help() {
     let long = "x".repeat(300);
     let out = sandbox.run(&["list", &long]);
     assert_eq!(code(&out), 125);
-    assert!(stderr(&out).contains("INVALID_ARGUMENT"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("INVALID_ARGUMENT"),
+        "{}",
+        stderr(&out)
+    );
     let out = sandbox.run(&["release", "--force", ""]);
     assert_eq!(code(&out), 125);
-    assert!(stderr(&out).contains("INVALID_ARGUMENT"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("INVALID_ARGUMENT"),
+        "{}",
+        stderr(&out)
+    );
     let help = stdout(&sandbox.run(&["release", "--help"]));
     assert!(help.contains("DANGEROUS"), "{help}");
     let top = stdout(&sandbox.run(&["--help"]));

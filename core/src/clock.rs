@@ -13,7 +13,10 @@ pub struct BootInstant(Duration);
 
 impl BootInstant {
     pub fn now() -> Self {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: clock_gettime writes into the timespec we own; CLOCK_BOOTTIME exists on
         // every Linux since 2.6.39. On failure we fall back to the monotonic clock.
         let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
@@ -76,7 +79,10 @@ mod tests {
 
     #[test]
     fn margin_is_one_percent_plus_two_ms() {
-        assert_eq!(drift_margin(Duration::from_secs(30), Duration::ZERO), Duration::from_millis(302));
+        assert_eq!(
+            drift_margin(Duration::from_secs(30), Duration::ZERO),
+            Duration::from_millis(302)
+        );
         assert_eq!(
             drift_margin(Duration::from_secs(10), Duration::from_millis(500)),
             Duration::from_millis(602)

@@ -68,7 +68,10 @@ pub struct Leader {
 
 impl fmt::Debug for Leader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Leader").field("term", &self.term).field("holder", &self.holder).finish()
+        f.debug_struct("Leader")
+            .field("term", &self.term)
+            .field("holder", &self.holder)
+            .finish()
     }
 }
 
@@ -86,16 +89,19 @@ impl Locker {
                 "an election is never re-entered (a leader does not campaign again): leave out the reentrant option",
             ));
         }
-        Ok(Leadership { lease: self.acquire(name, options).await? })
+        Ok(Leadership {
+            lease: self.acquire(name, options).await?,
+        })
     }
 
     /// Who leads `name` now and in which term, without campaigning; `None` when nobody does.
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>> {
         let info = self.inspect(name).await?;
         Ok(match (info.held, info.token) {
-            (true, Some(term)) => {
-                Some(Leader { term, holder: info.holder.as_deref().map(HolderDescription::parse) })
-            }
+            (true, Some(term)) => Some(Leader {
+                term,
+                holder: info.holder.as_deref().map(HolderDescription::parse),
+            }),
             _ => None,
         })
     }

@@ -88,7 +88,11 @@ pub struct Error {
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Error { code, message: message.into(), retryable: false }
+        Error {
+            code,
+            message: message.into(),
+            retryable: false,
+        }
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -162,7 +166,9 @@ impl Error {
         } else {
             "a panic without a message".to_string()
         };
-        Error::internal(format!("a bug in fencelock: a Rust panic was caught ({message}); please report it"))
+        Error::internal(format!(
+            "a bug in fencelock: a Rust panic was caught ({message}); please report it"
+        ))
     }
 }
 

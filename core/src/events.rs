@@ -134,7 +134,9 @@ impl EventSubscription {
 
 impl fmt::Debug for EventSubscription {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventSubscription").field("closed", &self.is_closed()).finish()
+        f.debug_struct("EventSubscription")
+            .field("closed", &self.is_closed())
+            .finish()
     }
 }
 
@@ -143,5 +145,11 @@ pub(crate) type EventHub = Hub<LockEvent, ()>;
 
 pub(crate) fn subscribe(hub: &Arc<EventHub>) -> EventSubscription {
     let (id, inbox) = hub.subscribe(());
-    EventSubscription { membership: Membership { id, inbox, hub: Arc::downgrade(hub) } }
+    EventSubscription {
+        membership: Membership {
+            id,
+            inbox,
+            hub: Arc::downgrade(hub),
+        },
+    }
 }

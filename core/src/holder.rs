@@ -32,8 +32,10 @@ impl HolderDescription {
 
     /// Parses a stored description; text that is not ours is kept as `text`.
     pub fn parse(stored: &str) -> Self {
-        serde_json::from_str(stored)
-            .unwrap_or_else(|_| HolderDescription { text: Some(stored.to_string()), ..Default::default() })
+        serde_json::from_str(stored).unwrap_or_else(|_| HolderDescription {
+            text: Some(stored.to_string()),
+            ..Default::default()
+        })
     }
 }
 
@@ -62,6 +64,9 @@ mod tests {
     fn round_trips_and_tolerates_foreign_text() {
         let d = HolderDescription::of_this_process("rust", Some("nightly \"batch\""));
         assert_eq!(HolderDescription::parse(&d.to_json()), d);
-        assert_eq!(HolderDescription::parse("plain").text.as_deref(), Some("plain"));
+        assert_eq!(
+            HolderDescription::parse("plain").text.as_deref(),
+            Some("plain")
+        );
     }
 }

@@ -28,7 +28,14 @@ impl OwnerId {
     /// The UUID spelling (used in ZooKeeper node names, Curator's protected form).
     pub fn to_uuid_string(&self) -> String {
         let h: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+        format!(
+            "{}-{}-{}-{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        )
     }
 }
 

@@ -80,7 +80,10 @@ impl<T> Inbox<T> {
                     if now >= deadline {
                         return None;
                     }
-                    self.ready.wait_timeout(queue, deadline - now).unwrap_or_else(|e| e.into_inner()).0
+                    self.ready
+                        .wait_timeout(queue, deadline - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
                 }
             };
         }
@@ -126,7 +129,11 @@ pub(crate) struct Hub<T, F> {
 
 impl<T: Clone, F: Clone> Hub<T, F> {
     pub const fn new() -> Self {
-        Hub { entries: Mutex::new(Vec::new()), active: AtomicBool::new(false), next_id: AtomicU64::new(1) }
+        Hub {
+            entries: Mutex::new(Vec::new()),
+            active: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+        }
     }
 
     /// Whether anybody subscribed: the one check emitters make before building an item.
@@ -147,7 +154,11 @@ impl<T: Clone, F: Clone> Hub<T, F> {
         let inbox = Arc::new(Inbox::new());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut entries = lock(&self.entries);
-        entries.push(Entry { id, inbox: inbox.clone(), filter });
+        entries.push(Entry {
+            id,
+            inbox: inbox.clone(),
+            filter,
+        });
         self.active.store(true, Ordering::Relaxed);
         (id, inbox)
     }
@@ -160,7 +171,10 @@ impl<T: Clone, F: Clone> Hub<T, F> {
 
     /// The filters of every subscriber (to compute a global threshold).
     pub fn filters(&self) -> Vec<F> {
-        lock(&self.entries).iter().map(|e| e.filter.clone()).collect()
+        lock(&self.entries)
+            .iter()
+            .map(|e| e.filter.clone())
+            .collect()
     }
 
     pub fn unsubscribe(&self, id: u64) {
@@ -217,7 +231,10 @@ mod tests {
         for i in 0..5 {
             hub.publish(&i, |_| true);
         }
-        assert_eq!(inbox.recv_blocking(Some(Duration::from_millis(10))), Some(0));
+        assert_eq!(
+            inbox.recv_blocking(Some(Duration::from_millis(10))),
+            Some(0)
+        );
         hub.unsubscribe(id);
         assert!(!hub.is_active());
         let rest: Vec<u32> = std::iter::from_fn(|| inbox.recv_blocking(None)).collect();
@@ -244,7 +261,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
             h.publish(&7, |_| true);
         });
-        let got = tokio::time::timeout(Duration::from_secs(5), inbox.recv()).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(5), inbox.recv())
+            .await
+            .unwrap();
         assert_eq!(got, Some(7));
     }
 }

@@ -165,7 +165,11 @@ impl LeaseShared {
     }
 
     fn emit_lost(&self, reason: LossReason) {
-        self.emit(LockEventKind::Lost, Some(reason.describe().to_string()), Some(reason));
+        self.emit(
+            LockEventKind::Lost,
+            Some(reason.describe().to_string()),
+            Some(reason),
+        );
     }
 
     /// Marks the lease suspended (its backend connection is down) or not, telling
@@ -178,7 +182,11 @@ impl LeaseShared {
         state.suspended = suspended;
         if state.phase == Phase::Held {
             if suspended {
-                self.emit(LockEventKind::Suspended, Some("the connection to the backend is down".to_string()), None);
+                self.emit(
+                    LockEventKind::Suspended,
+                    Some("the connection to the backend is down".to_string()),
+                    None,
+                );
             } else {
                 self.emit(LockEventKind::Resumed, None, None);
             }
@@ -207,7 +215,11 @@ impl LeaseShared {
                 return;
             }
             state.phase = Phase::Released;
-            self.emit(LockEventKind::Released, Some("dropped without release: released in the background".to_string()), None);
+            self.emit(
+                LockEventKind::Released,
+                Some("dropped without release: released in the background".to_string()),
+                None,
+            );
         }
         if self.inherited_across_fork() || self.release_sent.swap(true, Ordering::AcqRel) {
             return;
@@ -280,7 +292,10 @@ impl LeaseShared {
                 "lock {:?} was already released",
                 self.name.as_str()
             ))),
-            Phase::Lost(reason) => Err(Error::lost(format!("lock {:?} lost: {reason}", self.name.as_str()))),
+            Phase::Lost(reason) => Err(Error::lost(format!(
+                "lock {:?} lost: {reason}",
+                self.name.as_str()
+            ))),
         }
     }
 
@@ -343,7 +358,9 @@ impl LeaseShared {
                 // The row may still name us: clean up so the next holder need not wait for
                 // the server's expiry. The caller still hears LOST.
                 if !self.release_sent.swap(true, Ordering::AcqRel) {
-                    let _ = self.with_timeout("release", self.backend.release(&self.name, self.owner)).await;
+                    let _ = self
+                        .with_timeout("release", self.backend.release(&self.name, self.owner))
+                        .await;
                 }
                 self.unregister();
                 return self.ensure_held();
@@ -383,18 +400,27 @@ impl LeaseShared {
             match lease.release_with_retries().await {
                 Ok(true) => lease.emit(LockEventKind::Released, None, None),
                 Ok(false) => {
-                    flog!(warn, lock = lease.name, "pipelined release found the lock no longer ours");
+                    flog!(
+                        warn,
+                        lock = lease.name,
+                        "pipelined release found the lock no longer ours"
+                    );
                     lease.emit_lost(LossReason::TakenOver);
                     lease.signal.fire(LossReason::TakenOver);
                 }
                 Err(e) => {
-                    flog!(warn, lock = lease.name, "pipelined release failed ({e}); the lock expires at its ttl");
+                    flog!(
+                        warn,
+                        lock = lease.name,
+                        "pipelined release failed ({e}); the lock expires at its ttl"
+                    );
                 }
             }
         });
         // One poll sends the command (on Redis it is queued on the shared connection); the rest
         // (the reply) is awaited in the background.
-        let sent = std::future::poll_fn(|cx| std::task::Poll::Ready(finish.as_mut().poll(cx))).await;
+        let sent =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(finish.as_mut().poll(cx))).await;
         if sent.is_pending() {
             self.runtime.spawn(finish);
         }
@@ -406,8 +432,15 @@ impl LeaseShared {
         let mut attempt = 0;
         loop {
             let started = BootInstant::now();
-            match self.with_timeout("release", self.backend.release(&self.name, self.owner)).await {
-                Err(e) if e.is_retryable() && attempt < 2 && started.elapsed() < Duration::from_millis(500) => {
+            match self
+                .with_timeout("release", self.backend.release(&self.name, self.owner))
+                .await
+            {
+                Err(e)
+                    if e.is_retryable()
+                        && attempt < 2
+                        && started.elapsed() < Duration::from_millis(500) =>
+                {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
                 }
@@ -430,7 +463,10 @@ impl LeaseShared {
         self.ensure_held()?;
         let sent_at = BootInstant::now();
         let sent_wall = SystemTime::now();
-        match self.with_timeout("extend", self.backend.renew(&self.name, self.owner, ttl)).await? {
+        match self
+            .with_timeout("extend", self.backend.renew(&self.name, self.owner, ttl))
+            .await?
+        {
             Renewal::Renewed => {
                 self.confirm(sent_at, sent_wall, ttl);
                 self.ensure_held()
@@ -476,7 +512,11 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
         if let Some(max_hold) = lease.max_hold
             && lease.acquired_at.elapsed() >= max_hold
         {
-            flog!(info, lock = lease.name, "max_hold reached; renewals stop and the lease ends at its deadline");
+            flog!(
+                info,
+                lock = lease.name,
+                "max_hold reached; renewals stop and the lease ends at its deadline"
+            );
             return;
         }
         // Held until the outcome is recorded (end of this iteration).
@@ -487,7 +527,12 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
         let ttl = lock(&lease.state).ttl;
         let sent_at = BootInstant::now();
         let sent_wall = SystemTime::now();
-        let outcome = lease.with_timeout("renewal", lease.backend.renew(&lease.name, lease.owner, ttl)).await;
+        let outcome = lease
+            .with_timeout(
+                "renewal",
+                lease.backend.renew(&lease.name, lease.owner, ttl),
+            )
+            .await;
         match outcome {
             Ok(Renewal::Renewed) => {
                 lease.confirm(sent_at, sent_wall, ttl);
@@ -506,8 +551,13 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
                         lease.emit(LockEventKind::RenewalRetried, Some(e.to_string()), None);
                     }
                 }
-                flog!(warn, lock = lease.name, "renewal failed, retrying until the client deadline: {e}");
-                retry_in = Some((ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1)));
+                flog!(
+                    warn,
+                    lock = lease.name,
+                    "renewal failed, retrying until the client deadline: {e}"
+                );
+                retry_in =
+                    Some((ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1)));
             }
         }
     }
@@ -523,7 +573,9 @@ pub struct LeaseEvents {
 
 impl LeaseEvents {
     pub(crate) fn new(lease: &Arc<LeaseShared>) -> Self {
-        LeaseEvents { lease: Arc::downgrade(lease) }
+        LeaseEvents {
+            lease: Arc::downgrade(lease),
+        }
     }
 
     /// Makes the lease lost (if it is still held) and fires its signal.
@@ -542,7 +594,9 @@ impl LeaseEvents {
 
     /// Whether the lease still exists and is held (not released, lost or past its deadline).
     pub fn is_held(&self) -> bool {
-        self.lease.upgrade().is_some_and(|lease| lease.current_phase() == Phase::Held)
+        self.lease
+            .upgrade()
+            .is_some_and(|lease| lease.current_phase() == Phase::Held)
     }
 
     /// Runs `callback` once when the lease is lost (on the thread that notices it, which may
@@ -605,7 +659,10 @@ impl Lease {
 
     /// Held: neither released nor lost.
     pub fn is_held(&self) -> bool {
-        self.ticket.as_ref().is_none_or(|ticket| !ticket.is_released()) && self.shared.is_held_now()
+        self.ticket
+            .as_ref()
+            .is_none_or(|ticket| !ticket.is_released())
+            && self.shared.is_held_now()
     }
 
     /// Whether the last renewal attempt failed (renewals retry until the deadline).

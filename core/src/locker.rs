@@ -81,7 +81,8 @@ impl Locker {
         let runtime = Handle::try_current()
             .map_err(|_| Error::internal("Locker::connect must run inside a tokio runtime"))?;
         let timeout = options.operation_timeout;
-        let backend = match tokio::time::timeout(timeout, backend::connect(&parsed, &options)).await {
+        let backend = match tokio::time::timeout(timeout, backend::connect(&parsed, &options)).await
+        {
             Ok(result) => result?,
             Err(_) => {
                 return Err(Error::unavailable(format!(
@@ -91,8 +92,13 @@ impl Locker {
         };
         let language = options.language.clone();
         let metrics = match (&options.metrics_sink, options.metrics) {
-            (Some(sink), _) => Some(Arc::new(crate::metrics::LockMetrics::to_sink(sink.0.clone(), backend.kind()))),
-            (None, true) => Some(Arc::new(crate::metrics::LockMetrics::from_global(backend.kind()))),
+            (Some(sink), _) => Some(Arc::new(crate::metrics::LockMetrics::to_sink(
+                sink.0.clone(),
+                backend.kind(),
+            ))),
+            (None, true) => Some(Arc::new(crate::metrics::LockMetrics::from_global(
+                backend.kind(),
+            ))),
             (None, false) => None,
         };
         Ok(Locker {
@@ -171,7 +177,12 @@ impl Locker {
     /// nested acquisition returns at once, with the same token, over the same server lease
     /// (the rest of `options` is ignored); without it, DEADLOCK, since waiting for a lock the
     /// scope itself holds would wait forever. Otherwise it acquires as [`Locker::acquire`].
-    pub async fn acquire_in(&self, scope: Scope, name: &str, options: &LockOptions) -> Result<Lease> {
+    pub async fn acquire_in(
+        &self,
+        scope: Scope,
+        name: &str,
+        options: &LockOptions,
+    ) -> Result<Lease> {
         let lock_name = LockName::new(name)?;
         options.validate()?;
         self.ensure_open()?;
@@ -183,15 +194,29 @@ impl Locker {
                 )));
             }
             let ticket = reentry.enter();
-            return Ok(Lease { shared: reentry.shared.clone(), ticket: Some(ticket) });
+            return Ok(Lease {
+                shared: reentry.shared.clone(),
+                ticket: Some(ticket),
+            });
         }
         let Lease { shared, .. } = self.acquire_name(lock_name.clone(), options).await?;
-        let ticket = self.inner.scopes.enter_first(lock_name, scope, shared.clone());
-        Ok(Lease { shared, ticket: Some(ticket) })
+        let ticket = self
+            .inner
+            .scopes
+            .enter_first(lock_name, scope, shared.clone());
+        Ok(Lease {
+            shared,
+            ticket: Some(ticket),
+        })
     }
 
     /// [`Locker::try_acquire`] on behalf of an execution scope, as [`Locker::acquire_in`].
-    pub async fn try_acquire_in(&self, scope: Scope, name: &str, options: &LockOptions) -> Result<Option<Lease>> {
+    pub async fn try_acquire_in(
+        &self,
+        scope: Scope,
+        name: &str,
+        options: &LockOptions,
+    ) -> Result<Option<Lease>> {
         let options = options.clone().with_wait(Some(Duration::ZERO));
         match self.acquire_in(scope, name, &options).await {
             Ok(lease) => Ok(Some(lease)),
@@ -204,10 +229,15 @@ impl Locker {
         let called_at = BootInstant::now();
         self.ensure_open()?;
         let holder =
-            HolderDescription::of_this_process(&self.inner.language, options.holder.as_deref()).to_json();
+            HolderDescription::of_this_process(&self.inner.language, options.holder.as_deref())
+                .to_json();
         let wait_deadline = match options.wait {
             None => None,
-            Some(wait) => Some(BootInstant::now().checked_add(wait).ok_or_else(|| Error::invalid("wait is too long"))?),
+            Some(wait) => Some(
+                BootInstant::now()
+                    .checked_add(wait)
+                    .ok_or_else(|| Error::invalid("wait is too long"))?,
+            ),
         };
         // Waiters of one name in one Locker queue here, first come first served, and only the
         // first of them contends on the backend. A release then wakes one waiter per process
@@ -236,7 +266,9 @@ impl Locker {
             owner: None,
             runtime: self.inner.runtime.clone(),
         };
-        let result = self.acquire_loop(&name, options, &holder, wait_deadline, &mut waiting).await;
+        let result = self
+            .acquire_loop(&name, options, &holder, wait_deadline, &mut waiting)
+            .await;
         if let Ok(lease) = &result {
             waiting.owner = None;
             if let Some(metrics) = &self.inner.metrics {
@@ -356,23 +388,40 @@ impl Locker {
         }
     }
 
-    async fn attempt(&self, name: &LockName, owner: OwnerId, options: &LockOptions, holder: &str) -> Result<AttemptOutcome> {
-        let request = AcquireRequest { name, owner, ttl: options.ttl, holder };
+    async fn attempt(
+        &self,
+        name: &LockName,
+        owner: OwnerId,
+        options: &LockOptions,
+        holder: &str,
+    ) -> Result<AttemptOutcome> {
+        let request = AcquireRequest {
+            name,
+            owner,
+            ttl: options.ttl,
+            holder,
+        };
         // If this future is dropped, or the answer is lost, after the request went out, the
         // lock may be ours under `owner`: the guard releases it by owner id.
-        let mut guard = InFlightAcquire { backend: Some(self.inner.backend.clone()), name: name.clone(), owner, runtime: self.inner.runtime.clone() };
+        let mut guard = InFlightAcquire {
+            backend: Some(self.inner.backend.clone()),
+            name: name.clone(),
+            owner,
+            runtime: self.inner.runtime.clone(),
+        };
         let sent_at = BootInstant::now();
         let sent_wall = SystemTime::now();
         let timeout = self.inner.options.operation_timeout;
-        let attempt = match tokio::time::timeout(timeout, self.inner.backend.try_acquire(&request)).await {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(Error::unavailable(format!(
-                    "acquire of lock {:?} got no answer within {timeout:?}",
-                    name.as_str()
-                )));
-            }
-        };
+        let attempt =
+            match tokio::time::timeout(timeout, self.inner.backend.try_acquire(&request)).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(Error::unavailable(format!(
+                        "acquire of lock {:?} got no answer within {timeout:?}",
+                        name.as_str()
+                    )));
+                }
+            };
         guard.backend = None;
         match attempt {
             Attempt::Held { expires_in } => Ok(AttemptOutcome::Held(expires_in)),
@@ -398,8 +447,13 @@ impl Locker {
                     metrics: self.inner.metrics.clone(),
                 });
                 lock(&self.inner.leases).insert(id, Arc::downgrade(&shared));
-                self.inner.backend.track(name, owner, LeaseEvents::new(&shared));
-                let lease = Lease { shared, ticket: None };
+                self.inner
+                    .backend
+                    .track(name, owner, LeaseEvents::new(&shared));
+                let lease = Lease {
+                    shared,
+                    ticket: None,
+                };
                 if self.inner.closed.load(Ordering::Acquire) {
                     // Closed while we were acquiring: give it back.
                     let _ = lease.release().await;
@@ -443,9 +497,12 @@ impl Locker {
         crate::name::validate_prefix(prefix)?;
         self.ensure_open()?;
         let timeout = self.inner.options.operation_timeout;
-        let mut locks = tokio::time::timeout(timeout, self.inner.backend.list(prefix, crate::LIST_LIMIT + 1))
-            .await
-            .map_err(|_| Error::unavailable(format!("list got no answer within {timeout:?}")))??;
+        let mut locks = tokio::time::timeout(
+            timeout,
+            self.inner.backend.list(prefix, crate::LIST_LIMIT + 1),
+        )
+        .await
+        .map_err(|_| Error::unavailable(format!("list got no answer within {timeout:?}")))??;
         locks.retain(|l| l.held && l.name.starts_with(prefix));
         locks.sort_by(|a, b| a.name.cmp(&b.name));
         locks.dedup_by(|a, b| a.name == b.name);
@@ -470,9 +527,14 @@ impl Locker {
         let timeout = self.inner.options.operation_timeout;
         let freed = tokio::time::timeout(timeout, self.inner.backend.force_release(&name))
             .await
-            .map_err(|_| Error::unavailable(format!("force release got no answer within {timeout:?}")))??;
+            .map_err(|_| {
+                Error::unavailable(format!("force release got no answer within {timeout:?}"))
+            })??;
         if !freed {
-            return Err(Error::not_held(format!("lock {:?} is not held by anybody: nothing was released", name.as_str())));
+            return Err(Error::not_held(format!(
+                "lock {:?} is not held by anybody: nothing was released",
+                name.as_str()
+            )));
         }
         flog!(warn, lock = name, "lock force-released by an operator");
         Ok(())
@@ -484,8 +546,10 @@ impl Locker {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let held: Vec<Arc<LeaseShared>> =
-            lock(&self.inner.leases).drain().filter_map(|(_, weak)| weak.upgrade()).collect();
+        let held: Vec<Arc<LeaseShared>> = lock(&self.inner.leases)
+            .drain()
+            .filter_map(|(_, weak)| weak.upgrade())
+            .collect();
         for lease in held {
             let _ = lease.release().await;
         }
@@ -532,7 +596,9 @@ impl Drop for WaitingGuard {
             let backend = self.backend.clone();
             let name = self.name.clone();
             self.runtime.spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(10), backend.abandon(&name, owner)).await;
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(10), backend.abandon(&name, owner))
+                        .await;
             });
         }
     }
@@ -544,7 +610,9 @@ impl Drop for InFlightAcquire {
             let name = self.name.clone();
             let owner = self.owner;
             self.runtime.spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(10), backend.release(&name, owner)).await;
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(10), backend.release(&name, owner))
+                        .await;
             });
         }
     }

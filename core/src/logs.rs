@@ -83,7 +83,12 @@ pub fn enabled(level: LogLevel) -> bool {
 }
 
 fn recompute_max_level() {
-    let max = HUB.filters().into_iter().map(|l| l as u8).max().unwrap_or(0);
+    let max = HUB
+        .filters()
+        .into_iter()
+        .map(|l| l as u8)
+        .max()
+        .unwrap_or(0);
     MAX_LEVEL.store(max, Ordering::Relaxed);
 }
 
@@ -94,7 +99,13 @@ pub fn emit(level: LogLevel, lock: Option<String>, message: fmt::Arguments<'_>) 
         Some(name) => format!("lock {name:?}: {message}"),
         None => message.to_string(),
     };
-    let record = LogRecord { level, target: "fencelock", message, lock, at: SystemTime::now() };
+    let record = LogRecord {
+        level,
+        target: "fencelock",
+        message,
+        lock,
+        at: SystemTime::now(),
+    };
     HUB.publish(&record, |wanted| level <= *wanted);
 }
 
@@ -103,7 +114,13 @@ pub fn emit(level: LogLevel, lock: Option<String>, message: fmt::Arguments<'_>) 
 pub fn subscribe(level: LogLevel) -> LogSubscription {
     let (id, inbox) = HUB.subscribe(level);
     recompute_max_level();
-    LogSubscription { membership: Some(Membership { id, inbox, hub: Arc::downgrade(&HUB) }) }
+    LogSubscription {
+        membership: Some(Membership {
+            id,
+            inbox,
+            hub: Arc::downgrade(&HUB),
+        }),
+    }
 }
 
 /// The receiving end of [`subscribe`].
@@ -200,7 +217,12 @@ mod tests {
         assert_eq!(sub.try_recv(), None);
         sub.set_level(LogLevel::Debug);
         flog!(debug, "now wanted");
-        assert_eq!(sub.recv_blocking(Some(Duration::from_secs(1))).unwrap().message, "now wanted");
+        assert_eq!(
+            sub.recv_blocking(Some(Duration::from_secs(1)))
+                .unwrap()
+                .message,
+            "now wanted"
+        );
         sub.close();
         assert_eq!(LogLevel::parse("WARNING"), Some(LogLevel::Warn));
     }

@@ -72,8 +72,12 @@ impl Instrument {
 
     pub fn kind(self) -> InstrumentKind {
         match self {
-            Instrument::AcquireDuration | Instrument::AcquireWait | Instrument::LeaseHold => InstrumentKind::Histogram,
-            Instrument::Acquisitions | Instrument::Renewals | Instrument::Losses => InstrumentKind::Counter,
+            Instrument::AcquireDuration | Instrument::AcquireWait | Instrument::LeaseHold => {
+                InstrumentKind::Histogram
+            }
+            Instrument::Acquisitions | Instrument::Renewals | Instrument::Losses => {
+                InstrumentKind::Counter
+            }
         }
     }
 
@@ -88,10 +92,14 @@ impl Instrument {
     pub fn description(self) -> &'static str {
         match self {
             Instrument::AcquireDuration => "Round trip of the acquire attempt that took the lock",
-            Instrument::AcquireWait => "Time from an acquire call to the lock taken, waiting included",
+            Instrument::AcquireWait => {
+                "Time from an acquire call to the lock taken, waiting included"
+            }
             Instrument::LeaseHold => "How long a lease was held, until released or lost",
             Instrument::Acquisitions => "Locks taken",
-            Instrument::Renewals => "Renewals confirmed (outcome=renewed) or failed and retried (outcome=retried)",
+            Instrument::Renewals => {
+                "Renewals confirmed (outcome=renewed) or failed and retried (outcome=retried)"
+            }
             Instrument::Losses => "Leases lost, by reason",
         }
     }
@@ -192,9 +200,18 @@ struct OtelInstruments {
 impl OtelInstruments {
     fn new(meter: &Meter) -> Self {
         let histogram = |i: Instrument| {
-            meter.f64_histogram(i.name()).with_unit(i.unit()).with_description(i.description()).build()
+            meter
+                .f64_histogram(i.name())
+                .with_unit(i.unit())
+                .with_description(i.description())
+                .build()
         };
-        let counter = |i: Instrument| meter.u64_counter(i.name()).with_description(i.description()).build();
+        let counter = |i: Instrument| {
+            meter
+                .u64_counter(i.name())
+                .with_description(i.description())
+                .build()
+        };
         OtelInstruments {
             acquire_duration: histogram(Instrument::AcquireDuration),
             acquire_wait: histogram(Instrument::AcquireWait),
@@ -206,7 +223,11 @@ impl OtelInstruments {
     }
 
     fn record(&self, m: Measurement) {
-        let attributes: Vec<KeyValue> = m.attributes.iter().map(|(k, v)| KeyValue::new(*k, *v)).collect();
+        let attributes: Vec<KeyValue> = m
+            .attributes
+            .iter()
+            .map(|(k, v)| KeyValue::new(*k, *v))
+            .collect();
         let count = m.value as u64;
         match m.instrument {
             Instrument::AcquireDuration => self.acquire_duration.record(m.value, &attributes),
@@ -245,17 +266,32 @@ impl LockMetrics {
     }
 
     pub fn new(meter: &Meter, backend: BackendKind) -> Self {
-        LockMetrics { target: Target::OpenTelemetry(OtelInstruments::new(meter)), backend: backend.as_str() }
+        LockMetrics {
+            target: Target::OpenTelemetry(OtelInstruments::new(meter)),
+            backend: backend.as_str(),
+        }
     }
 
     pub fn to_sink(sink: Arc<dyn MetricsSink>, backend: BackendKind) -> Self {
-        LockMetrics { target: Target::Sink(sink), backend: backend.as_str() }
+        LockMetrics {
+            target: Target::Sink(sink),
+            backend: backend.as_str(),
+        }
     }
 
-    fn emit(&self, instrument: Instrument, value: f64, extra: Option<(&'static str, &'static str)>) {
+    fn emit(
+        &self,
+        instrument: Instrument,
+        value: f64,
+        extra: Option<(&'static str, &'static str)>,
+    ) {
         let mut attributes = vec![("backend", self.backend)];
         attributes.extend(extra);
-        let measurement = Measurement { instrument, value, attributes };
+        let measurement = Measurement {
+            instrument,
+            value,
+            attributes,
+        };
         match &self.target {
             Target::OpenTelemetry(instruments) => instruments.record(measurement),
             Target::Sink(sink) => sink.record(measurement),
@@ -272,15 +308,27 @@ impl LockMetrics {
     /// A lease event (see [`crate::events`]); `held` is how long the lease has been held.
     pub fn lease_event(&self, kind: LockEventKind, loss: Option<LossReason>, held: Duration) {
         match kind {
-            LockEventKind::Renewed => self.emit(Instrument::Renewals, 1.0, Some(("outcome", "renewed"))),
-            LockEventKind::RenewalRetried => self.emit(Instrument::Renewals, 1.0, Some(("outcome", "retried"))),
+            LockEventKind::Renewed => {
+                self.emit(Instrument::Renewals, 1.0, Some(("outcome", "renewed")))
+            }
+            LockEventKind::RenewalRetried => {
+                self.emit(Instrument::Renewals, 1.0, Some(("outcome", "retried")))
+            }
             LockEventKind::Lost => {
                 let reason = loss.map_or("unknown", loss_label);
                 self.emit(Instrument::Losses, 1.0, Some(("reason", reason)));
-                self.emit(Instrument::LeaseHold, held.as_secs_f64(), Some(("outcome", "lost")));
+                self.emit(
+                    Instrument::LeaseHold,
+                    held.as_secs_f64(),
+                    Some(("outcome", "lost")),
+                );
             }
             LockEventKind::Released => {
-                self.emit(Instrument::LeaseHold, held.as_secs_f64(), Some(("outcome", "released")));
+                self.emit(
+                    Instrument::LeaseHold,
+                    held.as_secs_f64(),
+                    Some(("outcome", "released")),
+                );
             }
             _ => {}
         }
@@ -306,7 +354,11 @@ mod tests {
         let metrics = LockMetrics::to_sink(sink.clone(), BackendKind::Sqlite);
         metrics.acquired(Duration::from_millis(2), Duration::from_millis(5));
         metrics.lease_event(LockEventKind::Renewed, None, Duration::from_secs(1));
-        metrics.lease_event(LockEventKind::Lost, Some(LossReason::TakenOver), Duration::from_secs(2));
+        metrics.lease_event(
+            LockEventKind::Lost,
+            Some(LossReason::TakenOver),
+            Duration::from_secs(2),
+        );
         let seen = sink.0.lock().unwrap();
         let names: Vec<_> = seen.iter().map(|m| m.instrument.name()).collect();
         assert_eq!(
@@ -320,17 +372,25 @@ mod tests {
                 "fencelock.lease.hold"
             ]
         );
-        assert!(seen.iter().all(|m| m.attributes[0] == ("backend", "sqlite")));
+        assert!(
+            seen.iter()
+                .all(|m| m.attributes[0] == ("backend", "sqlite"))
+        );
         assert_eq!(seen[4].attributes[1], ("reason", "taken_over"));
         assert_eq!(seen[5].value, 2.0);
     }
 
     #[test]
     fn the_table_is_complete_and_kinds_match_units() {
-        let names: std::collections::HashSet<_> = Instrument::ALL.iter().map(|i| i.name()).collect();
+        let names: std::collections::HashSet<_> =
+            Instrument::ALL.iter().map(|i| i.name()).collect();
         assert_eq!(names.len(), Instrument::ALL.len());
         for i in Instrument::ALL {
-            assert_eq!(i.unit() == "s", i.kind() == InstrumentKind::Histogram, "{i:?}");
+            assert_eq!(
+                i.unit() == "s",
+                i.kind() == InstrumentKind::Histogram,
+                "{i:?}"
+            );
             assert!(!i.description().is_empty());
         }
     }
@@ -357,7 +417,10 @@ mod tests {
             if let Ok(answer) = got.recv_timeout(Duration::from_millis(50)) {
                 break answer;
             }
-            assert!(std::time::Instant::now() < deadline, "nothing was delivered after the panic");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nothing was delivered after the panic"
+            );
         };
         assert_eq!(thread.as_deref(), Some("fencelock-metrics-test"));
         assert_eq!(value, 1.0);

@@ -141,7 +141,11 @@ mod tests {
         ];
         for (name, encoded) in vectors {
             assert_eq!(encode(name), encoded, "encoding {name:?}");
-            assert_eq!(decode(encoded).as_deref(), Some(name), "decoding {encoded:?}");
+            assert_eq!(
+                decode(encoded).as_deref(),
+                Some(name),
+                "decoding {encoded:?}"
+            );
         }
     }
 
@@ -156,7 +160,10 @@ mod tests {
 
     #[test]
     fn validation() {
-        assert_eq!(LockName::new("").unwrap_err().code(), crate::ErrorCode::InvalidArgument);
+        assert_eq!(
+            LockName::new("").unwrap_err().code(),
+            crate::ErrorCode::InvalidArgument
+        );
         assert!(LockName::new("x".repeat(255)).is_ok());
         let long = LockName::new("x".repeat(256)).unwrap_err();
         assert!(long.message().contains("256 bytes"), "{long}");
@@ -169,8 +176,16 @@ mod tests {
     fn prefixes_follow_the_name_rules_but_may_be_empty() {
         validate_prefix("").unwrap();
         validate_prefix("batch/").unwrap();
-        assert!(validate_prefix("a\0").unwrap_err().message().contains("NUL"));
-        assert_eq!(validate_prefix(&"x".repeat(256)).unwrap_err().code(), crate::ErrorCode::InvalidArgument);
+        assert!(
+            validate_prefix("a\0")
+                .unwrap_err()
+                .message()
+                .contains("NUL")
+        );
+        assert_eq!(
+            validate_prefix(&"x".repeat(256)).unwrap_err().code(),
+            crate::ErrorCode::InvalidArgument
+        );
         // Encoding is byte by byte, so the encoded prefix is a prefix of every encoded name.
         assert!(encode("zürich 1").starts_with(&encode("zür")));
     }

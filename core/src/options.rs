@@ -97,12 +97,18 @@ impl LockOptions {
         if let Some(wait) = self.wait
             && wait > MAX_WAIT
         {
-            return Err(Error::invalid(format!("wait of {wait:?} is longer than a year; pass no wait to wait forever")));
+            return Err(Error::invalid(format!(
+                "wait of {wait:?} is longer than a year; pass no wait to wait forever"
+            )));
         }
         if self.max_hold.is_some_and(|max_hold| max_hold.is_zero()) {
             return Err(Error::invalid("max_hold must be positive"));
         }
-        if self.holder.as_ref().is_some_and(|holder| holder.len() > 1024) {
+        if self
+            .holder
+            .as_ref()
+            .is_some_and(|holder| holder.len() > 1024)
+        {
             return Err(Error::invalid("holder text is longer than 1024 bytes"));
         }
         Ok(())
@@ -135,7 +141,9 @@ impl LockOptions {
             max_hold: given.max_hold,
             reentrant: given.reentrant.unwrap_or(defaults.reentrant),
             holder: given.holder,
-            pipelined_release: given.pipelined_release.unwrap_or(defaults.pipelined_release),
+            pipelined_release: given
+                .pipelined_release
+                .unwrap_or(defaults.pipelined_release),
         };
         options.validate()?;
         Ok(options)
@@ -229,7 +237,9 @@ impl LockerOptions {
         let defaults = LockerOptions::default();
         let options = LockerOptions {
             poll_interval: given.poll_interval.unwrap_or(defaults.poll_interval),
-            operation_timeout: given.operation_timeout.unwrap_or(defaults.operation_timeout),
+            operation_timeout: given
+                .operation_timeout
+                .unwrap_or(defaults.operation_timeout),
             language: language.to_string(),
             ..defaults
         };
@@ -252,7 +262,10 @@ impl LockerOptions {
         self
     }
     /// Measurements go to `sink` (see [`LockerOptions::metrics_sink`]).
-    pub fn with_metrics_sink(mut self, sink: std::sync::Arc<dyn crate::metrics::MetricsSink>) -> Self {
+    pub fn with_metrics_sink(
+        mut self,
+        sink: std::sync::Arc<dyn crate::metrics::MetricsSink>,
+    ) -> Self {
         self.metrics_sink = Some(crate::metrics::MetricsSinkHandle(sink));
         self
     }
@@ -261,13 +274,19 @@ impl LockerOptions {
         self
     }
     pub fn validate(&self) -> Result<()> {
-        if self.poll_interval < Duration::from_millis(1) || self.poll_interval > Duration::from_secs(60) {
-            return Err(Error::invalid("poll_interval must be between 1 ms and 60 s"));
+        if self.poll_interval < Duration::from_millis(1)
+            || self.poll_interval > Duration::from_secs(60)
+        {
+            return Err(Error::invalid(
+                "poll_interval must be between 1 ms and 60 s",
+            ));
         }
         if self.operation_timeout < Duration::from_millis(10)
             || self.operation_timeout > Duration::from_secs(600)
         {
-            return Err(Error::invalid("operation_timeout must be between 10 ms and 10 min"));
+            return Err(Error::invalid(
+                "operation_timeout must be between 10 ms and 10 min",
+            ));
         }
         Ok(())
     }
@@ -289,18 +308,31 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused() {
-        let zero = LockOptions::default().with_ttl(Duration::ZERO).validate().unwrap_err();
+        let zero = LockOptions::default()
+            .with_ttl(Duration::ZERO)
+            .validate()
+            .unwrap_err();
         assert!(zero.message().contains("too short"));
-        let huge = LockOptions::default().with_ttl(Duration::from_secs(u64::MAX)).validate();
+        let huge = LockOptions::default()
+            .with_ttl(Duration::from_secs(u64::MAX))
+            .validate();
         assert!(huge.unwrap_err().message().contains("too long"));
         let wait = LockOptions::default().with_wait(Some(Duration::from_secs(u64::MAX)));
         assert!(wait.validate().is_err());
-        assert!(LockOptions::default().with_max_hold(Some(Duration::ZERO)).validate().is_err());
+        assert!(
+            LockOptions::default()
+                .with_max_hold(Some(Duration::ZERO))
+                .validate()
+                .is_err()
+        );
     }
 
     #[test]
     fn overrides_apply_to_the_defaults_and_are_checked() {
-        assert_eq!(LockOptions::from_overrides(LockOptionOverrides::default()).unwrap(), LockOptions::default());
+        assert_eq!(
+            LockOptions::from_overrides(LockOptionOverrides::default()).unwrap(),
+            LockOptions::default()
+        );
         let given = LockOptionOverrides {
             ttl: Some(Duration::from_secs(5)),
             wait: Some(Duration::ZERO),
@@ -311,14 +343,33 @@ mod tests {
         let o = LockOptions::from_overrides(given).unwrap();
         assert_eq!(
             (o.ttl, o.wait, o.auto_renew, o.holder.as_deref()),
-            (Duration::from_secs(5), Some(Duration::ZERO), false, Some("nightly"))
+            (
+                Duration::from_secs(5),
+                Some(Duration::ZERO),
+                false,
+                Some("nightly")
+            )
         );
-        let short = LockOptionOverrides { ttl: Some(Duration::from_millis(1)), ..Default::default() };
-        assert!(LockOptions::from_overrides(short).unwrap_err().message().contains("too short"));
+        let short = LockOptionOverrides {
+            ttl: Some(Duration::from_millis(1)),
+            ..Default::default()
+        };
+        assert!(
+            LockOptions::from_overrides(short)
+                .unwrap_err()
+                .message()
+                .contains("too short")
+        );
 
         let l = LockerOptions::from_overrides("jvm", LockerOptionOverrides::default()).unwrap();
-        assert_eq!((l.language.as_str(), l.poll_interval), ("jvm", LockerOptions::default().poll_interval));
-        let zero = LockerOptionOverrides { operation_timeout: Some(Duration::ZERO), ..Default::default() };
+        assert_eq!(
+            (l.language.as_str(), l.poll_interval),
+            ("jvm", LockerOptions::default().poll_interval)
+        );
+        let zero = LockerOptionOverrides {
+            operation_timeout: Some(Duration::ZERO),
+            ..Default::default()
+        };
         assert!(LockerOptions::from_overrides("node", zero).is_err());
     }
 }

@@ -62,7 +62,12 @@ impl ScopeRegistry {
     }
 
     /// Records a fresh acquisition by `scope` and returns its first ticket.
-    pub(crate) fn enter_first(self: &Arc<Self>, name: LockName, scope: Scope, shared: Arc<LeaseShared>) -> Arc<Ticket> {
+    pub(crate) fn enter_first(
+        self: &Arc<Self>,
+        name: LockName,
+        scope: Scope,
+        shared: Arc<LeaseShared>,
+    ) -> Arc<Ticket> {
         let reentry = Arc::new(Reentry {
             shared,
             open: Mutex::new(0),
@@ -81,7 +86,10 @@ impl ScopeRegistry {
     fn forget(&self, reentry: &Reentry) {
         let mut held = lock(&self.held);
         // Only if the entry is still this one: the scope may have acquired afresh since.
-        if held.get(&reentry.key).is_some_and(|entry| std::ptr::eq(entry.as_ptr(), reentry)) {
+        if held
+            .get(&reentry.key)
+            .is_some_and(|entry| std::ptr::eq(entry.as_ptr(), reentry))
+        {
             held.remove(&reentry.key);
         }
     }
@@ -99,7 +107,10 @@ impl Reentry {
     /// A nested acquisition.
     pub(crate) fn enter(self: &Arc<Self>) -> Arc<Ticket> {
         *lock(&self.open) += 1;
-        Arc::new(Ticket { reentry: self.clone(), released: AtomicBool::new(false) })
+        Arc::new(Ticket {
+            reentry: self.clone(),
+            released: AtomicBool::new(false),
+        })
     }
 
     /// Closes one acquisition; true when it was the last one open.
@@ -176,6 +187,9 @@ impl Drop for Ticket {
 
 impl fmt::Debug for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ticket").field("released", &self.is_released()).field("open", &self.reentry.depth()).finish()
+        f.debug_struct("Ticket")
+            .field("released", &self.is_released())
+            .field("open", &self.reentry.depth())
+            .finish()
     }
 }

@@ -68,6 +68,9 @@ mod tests {
     #[test]
     fn the_runtime_runs_tasks() {
         let rt = host_runtime("fencelock-test-rt").unwrap();
-        assert_eq!(rt.block_on(async { tokio::spawn(async { 6 * 7 }).await.unwrap() }), 42);
+        assert_eq!(
+            rt.block_on(async { tokio::spawn(async { 6 * 7 }).await.unwrap() }),
+            42
+        );
     }
 }

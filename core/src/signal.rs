@@ -27,8 +27,12 @@ pub enum LossReason {
 impl LossReason {
     pub fn describe(self) -> &'static str {
         match self {
-            LossReason::Expired => "lease expired: no renewal was confirmed before the client deadline",
-            LossReason::TakenOver => "the lock is no longer ours: it expired on the server or was released or taken over",
+            LossReason::Expired => {
+                "lease expired: no renewal was confirmed before the client deadline"
+            }
+            LossReason::TakenOver => {
+                "the lock is no longer ours: it expired on the server or was released or taken over"
+            }
             LossReason::SessionExpired => "the backend session expired",
         }
     }
@@ -102,7 +106,13 @@ impl LostSignal {
         let mut guard = lock(&self.0.reason);
         while guard.is_none() {
             match deadline {
-                None => guard = self.0.condvar.wait(guard).unwrap_or_else(|e| e.into_inner()),
+                None => {
+                    guard = self
+                        .0
+                        .condvar
+                        .wait(guard)
+                        .unwrap_or_else(|e| e.into_inner())
+                }
                 Some(deadline) => {
                     let now = std::time::Instant::now();
                     if now >= deadline {
@@ -148,7 +158,9 @@ impl LostSignal {
 
 impl fmt::Debug for LostSignal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LostSignal").field("reason", &self.reason()).finish()
+        f.debug_struct("LostSignal")
+            .field("reason", &self.reason())
+            .finish()
     }
 }
 
@@ -193,7 +205,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
             s.fire(LossReason::Expired);
         });
-        let reason = tokio::time::timeout(Duration::from_secs(5), signal.wait()).await.unwrap();
+        let reason = tokio::time::timeout(Duration::from_secs(5), signal.wait())
+            .await
+            .unwrap();
         assert_eq!(reason, LossReason::Expired);
     }
 }

@@ -143,13 +143,21 @@ impl LockerUrl {
             }
         };
         if hostlist.is_empty() {
-            return Err(Error::invalid(format!("URL names no host: {}", redact_secrets(url))));
+            return Err(Error::invalid(format!(
+                "URL names no host: {}",
+                redact_secrets(url)
+            )));
         }
         let hosts = hostlist
             .split(',')
             .map(|h| parse_host_port(h, url))
             .collect::<Result<Vec<_>>>()?;
-        if hosts.len() > 1 && matches!(kind, BackendKind::Redis | BackendKind::Postgres | BackendKind::MySql) {
+        if hosts.len() > 1
+            && matches!(
+                kind,
+                BackendKind::Redis | BackendKind::Postgres | BackendKind::MySql
+            )
+        {
             return Err(Error::invalid(format!(
                 "{scheme}:// takes one host; use redis+cluster:// or redlock:// for several: {}",
                 redact_secrets(url)
@@ -183,15 +191,30 @@ impl LockerUrl {
     /// # Errors
     /// `INVALID_ARGUMENT` when a URL is not a single Redis, or they disagree.
     pub fn redlock_from(urls: &[&str]) -> Result<String> {
-        let parsed = urls.iter().map(|u| LockerUrl::parse(u)).collect::<Result<Vec<_>>>()?;
+        let parsed = urls
+            .iter()
+            .map(|u| LockerUrl::parse(u))
+            .collect::<Result<Vec<_>>>()?;
         let Some(first) = parsed.first() else {
-            return Err(Error::invalid("a Redlock deployment needs at least one master URL"));
+            return Err(Error::invalid(
+                "a Redlock deployment needs at least one master URL",
+            ));
         };
         for u in &parsed {
             if u.kind != BackendKind::Redis {
-                return Err(Error::invalid(format!("{u} is not a single-Redis URL (redis:// or rediss://)")));
+                return Err(Error::invalid(format!(
+                    "{u} is not a single-Redis URL (redis:// or rediss://)"
+                )));
             }
-            if (u.tls, &u.user, &u.password, &u.path, &u.query) != (first.tls, &first.user, &first.password, &first.path, &first.query) {
+            if (u.tls, &u.user, &u.password, &u.path, &u.query)
+                != (
+                    first.tls,
+                    &first.user,
+                    &first.password,
+                    &first.path,
+                    &first.query,
+                )
+            {
                 return Err(Error::invalid(format!(
                     "{u} and {first} differ in TLS, credentials, database or options; a redlock:// URL has one of each"
                 )));
@@ -206,13 +229,20 @@ impl LockerUrl {
             }
             s.push('@');
         }
-        let hosts: Vec<String> = parsed.iter().flat_map(|u| u.hosts.iter().map(|h| h.to_string())).collect();
+        let hosts: Vec<String> = parsed
+            .iter()
+            .flat_map(|u| u.hosts.iter().map(|h| h.to_string()))
+            .collect();
         s.push_str(&hosts.join(","));
         if !first.path.is_empty() {
             s.push('/');
             s.push_str(&percent_encode(&first.path));
         }
-        let mut query: Vec<String> = first.query.iter().map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v))).collect();
+        let mut query: Vec<String> = first
+            .query
+            .iter()
+            .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+            .collect();
         if first.tls && !first.query.contains_key("tls") {
             query.push("tls=true".to_string());
         }
@@ -253,7 +283,11 @@ impl LockerUrl {
                 .query
                 .iter()
                 .map(|(k, v)| {
-                    if is_secret_key(k) { format!("{k}=***") } else { format!("{k}={v}") }
+                    if is_secret_key(k) {
+                        format!("{k}=***")
+                    } else {
+                        format!("{k}={v}")
+                    }
                 })
                 .collect();
             s.push('?');
@@ -297,7 +331,10 @@ fn parse_sqlite(
         ));
     }
     for key in query.keys() {
-        if !matches!(key.as_str(), "mode" | "table" | "create_table" | "busy_timeout_ms") {
+        if !matches!(
+            key.as_str(),
+            "mode" | "table" | "create_table" | "busy_timeout_ms"
+        ) {
             return Err(Error::invalid(format!(
                 "unknown sqlite URL option {key:?}; known: mode, table, create_table, busy_timeout_ms"
             )));
@@ -341,7 +378,10 @@ fn parse_host_port(text: &str, url: &str) -> Result<HostPort> {
     if host.is_empty() {
         return Err(bad("empty host"));
     }
-    if host.chars().any(|c| c.is_whitespace() || matches!(c, '/' | '@' | '?' | '#')) {
+    if host
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, '/' | '@' | '?' | '#'))
+    {
         return Err(bad("invalid character in host"));
     }
     let port = match port {
@@ -351,7 +391,10 @@ fn parse_host_port(text: &str, url: &str) -> Result<HostPort> {
             Ok(n) => Some(n),
         },
     };
-    Ok(HostPort { host: host.to_string(), port })
+    Ok(HostPort {
+        host: host.to_string(),
+        port,
+    })
 }
 
 fn parse_query(query: &str, url: &str) -> Result<BTreeMap<String, String>> {
@@ -375,7 +418,9 @@ fn percent_decode(text: &str, url: &str) -> Result<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let byte = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+            let byte = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
             match byte {
                 Some(b) => out.push(b),
                 None => {
@@ -392,7 +437,10 @@ fn percent_decode(text: &str, url: &str) -> Result<String> {
         }
     }
     String::from_utf8(out).map_err(|_| {
-        Error::invalid(format!("URL decodes to invalid UTF-8: {}", redact_secrets(url)))
+        Error::invalid(format!(
+            "URL decodes to invalid UTF-8: {}",
+            redact_secrets(url)
+        ))
     })
 }
 
@@ -410,7 +458,9 @@ fn percent_encode(text: &str) -> String {
 
 fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
-    ["pass", "secret", "token", "key", "auth"].iter().any(|s| key.contains(s))
+    ["pass", "secret", "token", "key", "auth"]
+        .iter()
+        .any(|s| key.contains(s))
         && key != "ssl_key"
 }
 
@@ -482,7 +532,13 @@ mod tests {
         assert_eq!(u.kind, BackendKind::Redis);
         assert_eq!(u.user.as_deref(), Some("alice"));
         assert_eq!(u.password(), Some("s3cr@t"));
-        assert_eq!(u.hosts, vec![HostPort { host: "127.0.0.1".into(), port: Some(6379) }]);
+        assert_eq!(
+            u.hosts,
+            vec![HostPort {
+                host: "127.0.0.1".into(),
+                port: Some(6379)
+            }]
+        );
         assert_eq!(u.path, "2");
         assert_eq!(u.to_string(), "redis://alice:***@127.0.0.1:6379/2");
         assert!(!format!("{u:?}").contains("s3cr"));
@@ -495,7 +551,10 @@ mod tests {
         assert_eq!(u.kind, BackendKind::RedisCluster);
         assert_eq!(u.hosts.len(), 3);
         assert_eq!(u.hosts[2].host, "::1");
-        assert_eq!(u.to_string(), "redis+cluster://:***@h1:7101,h2:7102,[::1]:7103");
+        assert_eq!(
+            u.to_string(),
+            "redis+cluster://:***@h1:7101,h2:7102,[::1]:7103"
+        );
         let zk = LockerUrl::parse("zk://h1:2181,h2:2181/app/locks").unwrap();
         assert_eq!(zk.kind, BackendKind::ZooKeeper);
         assert_eq!(zk.path, "app/locks");
@@ -505,19 +564,38 @@ mod tests {
 
     #[test]
     fn redlock_from_redis_urls() {
-        let url = LockerUrl::redlock_from(&["rediss://u:p%40ss@a:1?ca=/x.pem", "rediss://u:p%40ss@b:2?ca=/x.pem"]).unwrap();
+        let url = LockerUrl::redlock_from(&[
+            "rediss://u:p%40ss@a:1?ca=/x.pem",
+            "rediss://u:p%40ss@b:2?ca=/x.pem",
+        ])
+        .unwrap();
         assert_eq!(url, "redlock://u:p%40ss@a:1,b:2?ca=%2Fx.pem&tls=true");
         let back = LockerUrl::parse(&url).unwrap();
-        assert_eq!((back.kind, back.tls, back.password(), back.hosts.len()), (BackendKind::Redlock, true, Some("p@ss"), 2));
-        for bad in [&["redis://a:1", "redis://:pw@b:2"][..], &["redis://a:1", "rediss://b:2"], &["redis+cluster://a:1"], &[]] {
-            assert_eq!(LockerUrl::redlock_from(bad).unwrap_err().code(), crate::ErrorCode::InvalidArgument, "{bad:?}");
+        assert_eq!(
+            (back.kind, back.tls, back.password(), back.hosts.len()),
+            (BackendKind::Redlock, true, Some("p@ss"), 2)
+        );
+        for bad in [
+            &["redis://a:1", "redis://:pw@b:2"][..],
+            &["redis://a:1", "rediss://b:2"],
+            &["redis+cluster://a:1"],
+            &[],
+        ] {
+            assert_eq!(
+                LockerUrl::redlock_from(bad).unwrap_err().code(),
+                crate::ErrorCode::InvalidArgument,
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn sqlite_forms() {
         let abs = LockerUrl::parse("sqlite:///var/lib/app/locks.db").unwrap();
-        assert_eq!(abs.sqlite_path().unwrap(), PathBuf::from("/var/lib/app/locks.db"));
+        assert_eq!(
+            abs.sqlite_path().unwrap(),
+            PathBuf::from("/var/lib/app/locks.db")
+        );
         let rel = LockerUrl::parse("sqlite://data/locks.db?mode=ro").unwrap();
         assert_eq!(rel.path, "data/locks.db");
         assert_eq!(rel.query.get("mode").map(String::as_str), Some("ro"));
@@ -540,7 +618,10 @@ mod tests {
         ] {
             let err = LockerUrl::parse(bad).unwrap_err();
             assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{bad}");
-            assert!(!err.message().contains("hunter2") || bad == "hunter2", "{err}");
+            assert!(
+                !err.message().contains("hunter2") || bad == "hunter2",
+                "{err}"
+            );
         }
     }
 
@@ -552,6 +633,9 @@ mod tests {
         );
         assert_eq!(redact_secrets("no secrets here"), "no secrets here");
         let u = LockerUrl::parse("postgres://h/db?password=zzz&sslmode=require").unwrap();
-        assert_eq!(u.to_string(), "postgres://h/db?password=***&sslmode=require");
+        assert_eq!(
+            u.to_string(),
+            "postgres://h/db?password=***&sslmode=require"
+        );
     }
 }

@@ -58,7 +58,10 @@ fn watchdog() -> Arc<Watchdog> {
     {
         return dog.clone();
     }
-    let dog = Arc::new(Watchdog { heap: Mutex::new(BinaryHeap::new()), wake: Condvar::new() });
+    let dog = Arc::new(Watchdog {
+        heap: Mutex::new(BinaryHeap::new()),
+        wake: Condvar::new(),
+    });
     let runner = dog.clone();
     let spawned = std::thread::Builder::new()
         .name("fencelock-deadline".into())
@@ -78,8 +81,13 @@ pub(crate) fn watch(lease: &Arc<LeaseShared>, deadline: BootInstant) {
     let dog = watchdog();
     let earliest = {
         let mut heap = lock(&dog.heap);
-        let earliest = heap.peek().is_none_or(|Reverse(top)| deadline < top.deadline);
-        heap.push(Reverse(Entry { deadline, lease: Arc::downgrade(lease) }));
+        let earliest = heap
+            .peek()
+            .is_none_or(|Reverse(top)| deadline < top.deadline);
+        heap.push(Reverse(Entry {
+            deadline,
+            lease: Arc::downgrade(lease),
+        }));
         earliest
     };
     // The thread already wakes in time for anything later than its current first deadline.
@@ -114,7 +122,11 @@ impl Watchdog {
                 .peek()
                 .map(|Reverse(top)| now.until(top.deadline).min(MAX_SLEEP))
                 .unwrap_or(MAX_SLEEP);
-            heap = self.wake.wait_timeout(heap, sleep).unwrap_or_else(|e| e.into_inner()).0;
+            heap = self
+                .wake
+                .wait_timeout(heap, sleep)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }

@@ -27,15 +27,31 @@ async fn one_leader_at_a_time_and_each_term_is_larger(url: &str) {
     let first = Locker::connect(url).await.unwrap();
     let second = Locker::connect(url).await.unwrap();
 
-    let reentrant = first.campaign(&election, &LockOptions::default().with_reentrant(true)).await.unwrap_err();
+    let reentrant = first
+        .campaign(&election, &LockOptions::default().with_reentrant(true))
+        .await
+        .unwrap_err();
     assert_eq!(reentrant.code(), ErrorCode::InvalidArgument);
-    assert!(reentrant.message().contains("never re-entered"), "{reentrant}");
+    assert!(
+        reentrant.message().contains("never re-entered"),
+        "{reentrant}"
+    );
 
-    let leading = first.campaign(&election, &LockOptions::default()).await.unwrap();
+    let leading = first
+        .campaign(&election, &LockOptions::default())
+        .await
+        .unwrap();
     assert!(leading.is_leader());
     assert_eq!(leading.name(), election);
-    let rival = second.campaign(&election, &within(Duration::from_millis(300))).await.unwrap_err();
-    assert_eq!(rival.code(), ErrorCode::Timeout, "a second candidate must not lead at the same time");
+    let rival = second
+        .campaign(&election, &within(Duration::from_millis(300)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        rival.code(),
+        ErrorCode::Timeout,
+        "a second candidate must not lead at the same time"
+    );
 
     let waiting = tokio::spawn({
         let second = second.clone();
@@ -44,9 +60,20 @@ async fn one_leader_at_a_time_and_each_term_is_larger(url: &str) {
     });
     leading.resign().await.unwrap();
     assert!(!leading.is_leader());
-    assert_eq!(leading.resign().await.unwrap_err().code(), ErrorCode::NotHeld);
-    let next = waiting.await.unwrap().expect("the waiting candidate leads after the resignation");
-    assert!(next.term() > leading.term(), "terms increase: {} then {}", leading.term(), next.term());
+    assert_eq!(
+        leading.resign().await.unwrap_err().code(),
+        ErrorCode::NotHeld
+    );
+    let next = waiting
+        .await
+        .unwrap()
+        .expect("the waiting candidate leads after the resignation");
+    assert!(
+        next.term() > leading.term(),
+        "terms increase: {} then {}",
+        leading.term(),
+        next.term()
+    );
 
     // Terms keep increasing whoever wins.
     let mut last = next.term();
@@ -69,10 +96,17 @@ async fn observers_see_the_leader_and_its_term(url: &str) {
     assert_eq!(observer.leader(&election).await.unwrap(), None);
 
     let leadership = candidate
-        .campaign(&election, &LockOptions::default().with_holder("reports worker"))
+        .campaign(
+            &election,
+            &LockOptions::default().with_holder("reports worker"),
+        )
         .await
         .unwrap();
-    let seen = observer.leader(&election).await.unwrap().expect("an observer sees the leader");
+    let seen = observer
+        .leader(&election)
+        .await
+        .unwrap()
+        .expect("an observer sees the leader");
     assert_eq!(seen.term, leadership.term());
     let holder = seen.holder.expect("the leader's description");
     assert_eq!(holder.text.as_deref(), Some("reports worker"));
@@ -90,11 +124,18 @@ async fn leadership_ends_when_the_lease_is_lost_and_shutdown_resigns(url: &str) 
     let standby = Locker::connect(url).await.unwrap();
 
     // No renewal: the leader loses its lease at the client deadline.
-    let short = LockOptions::default().with_ttl(Duration::from_millis(1500)).with_auto_renew(false);
+    let short = LockOptions::default()
+        .with_ttl(Duration::from_millis(1500))
+        .with_auto_renew(false);
     let leadership = stalled.campaign(&election, &short).await.unwrap();
-    tokio::time::timeout(LONG, leadership.lost_signal().wait()).await.expect("the lost signal fires");
+    tokio::time::timeout(LONG, leadership.lost_signal().wait())
+        .await
+        .expect("the lost signal fires");
     assert!(!leadership.is_leader());
-    assert_eq!(leadership.resign().await.unwrap_err().code(), ErrorCode::Lost);
+    assert_eq!(
+        leadership.resign().await.unwrap_err().code(),
+        ErrorCode::Lost
+    );
 
     let next = standby.campaign(&election, &within(LONG)).await.unwrap();
     assert!(next.term() > leadership.term());
@@ -137,7 +178,11 @@ async fn three_candidates_never_lead_at_once(url: &str) {
             let mut terms = Vec::new();
             for _ in 0..5 {
                 let leadership = locker.campaign(&election, &within(LONG)).await.unwrap();
-                assert_eq!(leading.fetch_add(1, Ordering::SeqCst), 0, "two leaders at once");
+                assert_eq!(
+                    leading.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two leaders at once"
+                );
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 leading.fetch_sub(1, Ordering::SeqCst);
                 terms.push(leadership.term());
@@ -150,7 +195,10 @@ async fn three_candidates_never_lead_at_once(url: &str) {
     let mut all = Vec::new();
     for candidate in candidates {
         let terms = candidate.await.unwrap();
-        assert!(terms.windows(2).all(|pair| pair[0] < pair[1]), "one candidate's terms: {terms:?}");
+        assert!(
+            terms.windows(2).all(|pair| pair[0] < pair[1]),
+            "one candidate's terms: {terms:?}"
+        );
         all.extend(terms);
     }
     all.sort_unstable();
@@ -163,7 +211,10 @@ async fn a_deposed_leader_hears_within_one_renewal_and_the_fence_refuses_it(url:
     let ttl = Duration::from_millis(3000);
     let old_locker = Locker::connect(url).await.unwrap();
     let new_locker = Locker::connect(url).await.unwrap();
-    let old = old_locker.campaign(&election, &LockOptions::default().with_ttl(ttl)).await.unwrap();
+    let old = old_locker
+        .campaign(&election, &LockOptions::default().with_ttl(ttl))
+        .await
+        .unwrap();
 
     takeover::take_over(url, &election).await;
     let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(3), old.lost_signal().wait())
@@ -174,15 +225,36 @@ async fn a_deposed_leader_hears_within_one_renewal_and_the_fence_refuses_it(url:
     let new = new_locker.campaign(&election, &within(LONG)).await.unwrap();
     assert!(new.term() > old.term());
     let dir = tempfile::tempdir().unwrap();
-    let fence = fencelock::Fence::open(&format!("sqlite://{}", dir.path().join("data.db").display()), "reports")
-        .await
-        .unwrap();
+    let fence = fencelock::Fence::open(
+        &format!("sqlite://{}", dir.path().join("data.db").display()),
+        "reports",
+    )
+    .await
+    .unwrap();
     let create = fencelock::Statement::new("CREATE TABLE IF NOT EXISTS reports (term INTEGER)");
     fence.fenced_execute(new.lease(), &[create]).await.unwrap();
-    let stale = fence.fenced_execute(old.lease(), &[fencelock::Statement::new("INSERT INTO reports VALUES (1)")]).await;
-    assert_eq!(stale.unwrap_err().code(), ErrorCode::Lost, "a lost lease is refused before anything is sent");
-    let stale = fence.fenced_execute(old.term(), &[fencelock::Statement::new("INSERT INTO reports VALUES (1)")]).await;
-    assert_eq!(stale.unwrap_err().code(), ErrorCode::StaleToken, "the old term is below the new leader's");
+    let stale = fence
+        .fenced_execute(
+            old.lease(),
+            &[fencelock::Statement::new("INSERT INTO reports VALUES (1)")],
+        )
+        .await;
+    assert_eq!(
+        stale.unwrap_err().code(),
+        ErrorCode::Lost,
+        "a lost lease is refused before anything is sent"
+    );
+    let stale = fence
+        .fenced_execute(
+            old.term(),
+            &[fencelock::Statement::new("INSERT INTO reports VALUES (1)")],
+        )
+        .await;
+    assert_eq!(
+        stale.unwrap_err().code(),
+        ErrorCode::StaleToken,
+        "the old term is below the new leader's"
+    );
     assert_eq!(fence.highest().await.unwrap(), Some(new.term()));
     fence.close().await;
     new.resign().await.unwrap();
@@ -194,11 +266,17 @@ async fn resigning_hands_over_within_a_wake_up(url: &str) {
     let election = unique("handover");
     let leader_locker = Locker::connect(url).await.unwrap();
     let standby_locker = Locker::connect(url).await.unwrap();
-    let leader = leader_locker.campaign(&election, &LockOptions::default()).await.unwrap();
+    let leader = leader_locker
+        .campaign(&election, &LockOptions::default())
+        .await
+        .unwrap();
     let standby = tokio::spawn({
         let election = election.clone();
         async move {
-            let leadership = standby_locker.campaign(&election, &within(LONG)).await.unwrap();
+            let leadership = standby_locker
+                .campaign(&election, &within(LONG))
+                .await
+                .unwrap();
             (leadership, std::time::Instant::now(), standby_locker)
         }
     });

@@ -10,10 +10,18 @@ mod quickstart {
 
 #[test]
 fn readme_example_runs() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.rs")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/quickstart.rs"
+    ))
+    .unwrap();
     // The README shows the example's body verbatim.
     let body = example.split_once("use std::time::Duration;").unwrap().1;
-    assert!(readme.contains(body.trim()), "README's Rust example drifted from examples/quickstart.rs");
+    assert!(
+        readme.contains(body.trim()),
+        "README's Rust example drifted from examples/quickstart.rs"
+    );
     quickstart::run().unwrap();
 }

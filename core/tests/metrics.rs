@@ -25,7 +25,9 @@ fn installed() -> &'static Installed {
     static INSTALLED: OnceLock<Installed> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         let exporter = InMemoryMetricExporter::default();
-        let reader = PeriodicReader::builder(exporter.clone()).with_interval(Duration::from_secs(3600)).build();
+        let reader = PeriodicReader::builder(exporter.clone())
+            .with_interval(Duration::from_secs(3600))
+            .build();
         let provider = SdkMeterProvider::builder().with_reader(reader).build();
         opentelemetry::global::set_meter_provider(provider.clone());
         Installed { provider, exporter }
@@ -69,32 +71,53 @@ fn snapshot(backend: &str) -> HashMap<(String, String), u64> {
 
 fn get(seen: &HashMap<(String, String), u64>, name: &str, must_have: &[&str]) -> u64 {
     seen.iter()
-        .filter(|((n, attrs), _)| n == name && must_have.iter().all(|m| attrs.split(',').any(|a| a == *m)))
+        .filter(|((n, attrs), _)| {
+            n == name && must_have.iter().all(|m| attrs.split(',').any(|a| a == *m))
+        })
         .map(|(_, v)| *v)
         .sum()
 }
 
 async fn a_lock_life_shows_in_the_metrics(url: &str) {
     installed();
-    let locker = Locker::connect_with(url, LockerOptions::default().with_metrics(true)).await.unwrap();
+    let locker = Locker::connect_with(url, LockerOptions::default().with_metrics(true))
+        .await
+        .unwrap();
     let operator = Locker::connect(url).await.unwrap();
     let backend = locker.backend_kind().as_str();
     let name = unique("metrics");
     let before = snapshot(backend);
-    let lease = locker.acquire(&name, &LockOptions::default().with_ttl(Duration::from_millis(600))).await.unwrap();
+    let lease = locker
+        .acquire(
+            &name,
+            &LockOptions::default().with_ttl(Duration::from_millis(600)),
+        )
+        .await
+        .unwrap();
     // Two renewals at ttl/3 (ZooKeeper: a third of its session), then a release.
     let subscription = locker.subscribe();
     let mut renewed = 0;
     while renewed < 2 {
-        let event = tokio::time::timeout(Duration::from_secs(15), subscription.recv()).await.unwrap().unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(15), subscription.recv())
+            .await
+            .unwrap()
+            .unwrap();
         if event.name == name && event.kind == fencelock::LockEventKind::Renewed {
             renewed += 1;
         }
     }
     lease.release().await.unwrap();
-    let lost = locker.acquire(&name, &LockOptions::default().with_ttl(Duration::from_secs(3))).await.unwrap();
+    let lost = locker
+        .acquire(
+            &name,
+            &LockOptions::default().with_ttl(Duration::from_secs(3)),
+        )
+        .await
+        .unwrap();
     operator.force_release(&name).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(15), lost.lost_signal().wait()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(15), lost.lost_signal().wait())
+        .await
+        .unwrap();
     let after = snapshot(backend);
     let b = format!("backend={backend}");
     let delta = |name: &str, attrs: &[&str]| {
@@ -122,10 +145,19 @@ async fn metrics_are_off_by_default(url: &str) {
     // Locker's 3 acquisitions, if counted, would add at least 3.
     let before = get(&snapshot(backend), "fencelock.acquisitions", &[&b]);
     for _ in 0..3 {
-        locker.acquire(&unique("metrics-off"), &LockOptions::default()).await.unwrap().release().await.unwrap();
+        locker
+            .acquire(&unique("metrics-off"), &LockOptions::default())
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
     }
     let after = get(&snapshot(backend), "fencelock.acquisitions", &[&b]);
-    assert!(after - before < 3, "acquisitions of a Locker without metrics were counted");
+    assert!(
+        after - before < 3,
+        "acquisitions of a Locker without metrics were counted"
+    );
     locker.close().await;
 }
 

@@ -19,7 +19,10 @@ fn pipelined() -> LockOptions {
     LockOptions::default().with_pipelined_release(true)
 }
 
-on_every_backend!(a_pipelined_release_frees_the_lock, a_pipelined_release_still_reports_a_lock_taken_over);
+on_every_backend!(
+    a_pipelined_release_frees_the_lock,
+    a_pipelined_release_still_reports_a_lock_taken_over
+);
 
 async fn a_pipelined_release_frees_the_lock(url: &str) {
     let locker = Locker::connect(url).await.unwrap();
@@ -29,15 +32,24 @@ async fn a_pipelined_release_frees_the_lock(url: &str) {
     for _ in 0..5 {
         // The same Locker takes it again right after the release: on one connection the
         // release goes first.
-        let lease = locker.acquire(&name, &pipelined().with_wait(Some(Duration::from_secs(10)))).await.unwrap();
+        let lease = locker
+            .acquire(&name, &pipelined().with_wait(Some(Duration::from_secs(10))))
+            .await
+            .unwrap();
         assert!(lease.token() > last);
         last = lease.token();
         lease.release().await.unwrap();
         assert!(!lease.is_held());
-        assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::NotHeld);
+        assert_eq!(
+            lease.release().await.unwrap_err().code(),
+            ErrorCode::NotHeld
+        );
     }
     let next = rival
-        .acquire(&name, &LockOptions::default().with_wait(Some(Duration::from_secs(10))))
+        .acquire(
+            &name,
+            &LockOptions::default().with_wait(Some(Duration::from_secs(10))),
+        )
         .await
         .expect("another client gets the lock after a pipelined release");
     assert!(next.token() > last);
@@ -50,14 +62,22 @@ async fn a_pipelined_release_still_reports_a_lock_taken_over(url: &str) {
     let locker = Locker::connect(url).await.unwrap();
     let name = unique("pipelined-taken");
     // No renewal, so only the release can find out.
-    let lease = locker.acquire(&name, &pipelined().with_auto_renew(false)).await.unwrap();
+    let lease = locker
+        .acquire(&name, &pipelined().with_auto_renew(false))
+        .await
+        .unwrap();
     takeover::take_over(url, &name).await;
     if url.starts_with("zk://") {
         // ZooKeeper's watch on the node reports the deletion at once, before any release.
-        let reason = tokio::time::timeout(Duration::from_secs(10), lease.lost_signal().wait()).await.unwrap();
+        let reason = tokio::time::timeout(Duration::from_secs(10), lease.lost_signal().wait())
+            .await
+            .unwrap();
         assert_eq!(reason, LossReason::TakenOver);
     } else {
-        lease.release().await.expect("a pipelined release returns before the reply");
+        lease
+            .release()
+            .await
+            .expect("a pipelined release returns before the reply");
         let reason = tokio::time::timeout(Duration::from_secs(10), lease.lost_signal().wait())
             .await
             .expect("the reply, checked in the background, fires the lost signal");

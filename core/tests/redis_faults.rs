@@ -26,12 +26,19 @@ async fn wait_until_answers(url: &str) {
     loop {
         if let Ok(client) = redis::Client::open(url) {
             if let Ok(mut c) = client.get_multiplexed_async_connection().await {
-                if redis::cmd("PING").query_async::<String>(&mut c).await.is_ok() {
+                if redis::cmd("PING")
+                    .query_async::<String>(&mut c)
+                    .await
+                    .is_ok()
+                {
                     return;
                 }
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "{url} did not come back");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{url} did not come back"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -40,7 +47,9 @@ async fn wait_until_answers(url: &str) {
 /// FENCELOCK_WORKER set, and does nothing in a normal test run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contention_worker() {
-    let Ok(spec) = std::env::var("FENCELOCK_WORKER") else { return };
+    let Ok(spec) = std::env::var("FENCELOCK_WORKER") else {
+        return;
+    };
     let mut parts = spec.split('|');
     let (url, name, key, tasks, rounds) = (
         parts.next().unwrap().to_string(),
@@ -53,15 +62,28 @@ async fn contention_worker() {
     let fence = Fence::open(&url, &name).await.unwrap();
     let mut handles = Vec::new();
     for _ in 0..tasks {
-        let (locker, fence, name, key, url) = (locker.clone(), fence.clone(), name.clone(), key.clone(), url.clone());
+        let (locker, fence, name, key, url) = (
+            locker.clone(),
+            fence.clone(),
+            name.clone(),
+            key.clone(),
+            url.clone(),
+        );
         handles.push(tokio::spawn(async move {
             let mut raw = raw_redis(&url).await;
             let mut tokens = Vec::new();
             for _ in 0..rounds {
                 let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
-                let n: Option<u64> = redis::cmd("GET").arg(&key).query_async(&mut raw).await.unwrap();
+                let n: Option<u64> = redis::cmd("GET")
+                    .arg(&key)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
                 // A stale write would be refused here and fail the worker.
-                fence.fenced_set(&lease, &key, (n.unwrap_or(0) + 1).to_string().as_bytes()).await.unwrap();
+                fence
+                    .fenced_set(&lease, &key, (n.unwrap_or(0) + 1).to_string().as_bytes())
+                    .await
+                    .unwrap();
                 tokens.push(lease.token());
                 lease.release().await.unwrap();
             }
@@ -72,7 +94,10 @@ async fn contention_worker() {
     for h in handles {
         all.extend(h.await.unwrap());
     }
-    println!("TOKENS {}", all.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+    println!(
+        "TOKENS {}",
+        all.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+    );
 }
 
 #[test]
@@ -86,7 +111,13 @@ fn eight_contenders_in_two_processes_keep_a_fenced_counter_exact() {
     let workers: Vec<_> = (0..2)
         .map(|_| {
             Command::new(&exe)
-                .args(["--exact", "contention_worker", "--nocapture", "--test-threads", "1"])
+                .args([
+                    "--exact",
+                    "contention_worker",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
                 .env("FENCELOCK_WORKER", &spec)
                 .stdout(std::process::Stdio::piped())
                 .spawn()
@@ -110,7 +141,11 @@ fn eight_contenders_in_two_processes_keep_a_fenced_counter_exact() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let n: u64 = rt.block_on(async {
         let mut raw = raw_redis(&url).await;
-        redis::cmd("GET").arg(&key).query_async(&mut raw).await.unwrap()
+        redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut raw)
+            .await
+            .unwrap()
     });
     assert_eq!(n, 1600, "lost updates: mutual exclusion failed");
 }
@@ -128,23 +163,41 @@ async fn tokens_keep_increasing_across_a_restart_without_persistence() {
         lease.release().await.unwrap();
     }
     let held = locker.acquire(&name, &opts(3_000)).await.unwrap();
-    tokio::task::spawn_blocking(|| servers(&["restart", "redis"])).await.unwrap();
+    tokio::task::spawn_blocking(|| servers(&["restart", "redis"]))
+        .await
+        .unwrap();
     wait_until_answers(&url).await;
     // The restarted server forgot every key, the counter included: the next tokens come from
     // its clock, and the lease that was held is found lost at its next renewal.
     let started = Instant::now();
     let after = loop {
-        match locker.acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(10)))).await {
+        match locker
+            .acquire(
+                &name,
+                &opts(10_000).with_wait(Some(Duration::from_secs(10))),
+            )
+            .await
+        {
             Ok(lease) => break lease,
-            Err(e) if e.code() == ErrorCode::Unavailable && started.elapsed() < Duration::from_secs(30) => {
+            Err(e)
+                if e.code() == ErrorCode::Unavailable
+                    && started.elapsed() < Duration::from_secs(30) =>
+            {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => panic!("no lock after the restart: {e}"),
         }
     };
-    assert!(after.token() > held.token(), "token went backwards after a restart");
+    assert!(
+        after.token() > held.token(),
+        "token went backwards after a restart"
+    );
     assert!(before.windows(2).all(|w| w[0] < w[1]));
-    assert!(tokio::time::timeout(Duration::from_secs(10), held.lost_signal().wait()).await.is_ok());
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), held.lost_signal().wait())
+            .await
+            .is_ok()
+    );
     after.release().await.unwrap();
 }
 
@@ -161,25 +214,44 @@ async fn a_paused_replica_makes_acquire_unavailable_and_leaves_nothing_behind() 
     let url = redis_url();
     let replica_url = support::url("REDIS_REPLICA", "redis://127.0.0.1:6382");
     let mut replica = raw_redis(&replica_url).await;
-    let info: String = redis::cmd("INFO").arg("server").query_async(&mut replica).await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut replica)
+        .await
+        .unwrap();
     let pid = replica_pid(&info);
     let locker = Locker::connect(&url).await.unwrap();
     let name = unique("replica");
     // SAFETY: pausing and resuming the test replica.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    let result = locker.acquire(&name, &opts(10_000).with_wait(Some(Duration::ZERO))).await;
+    let result = locker
+        .acquire(&name, &opts(10_000).with_wait(Some(Duration::ZERO)))
+        .await;
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let err = result.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
     assert!(err.message().contains("replica"), "{err}");
-    assert!(!locker.inspect(&name).await.unwrap().held, "a lock was left behind");
+    assert!(
+        !locker.inspect(&name).await.unwrap().held,
+        "a lock was left behind"
+    );
     // Running again: acquire succeeds.
-    let lease = locker.acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(10)))).await.unwrap();
+    let lease = locker
+        .acquire(
+            &name,
+            &opts(10_000).with_wait(Some(Duration::from_secs(10))),
+        )
+        .await
+        .unwrap();
     lease.release().await.unwrap();
     // With acknowledgement turned off the paused replica does not matter.
-    let unacked = Locker::connect(&format!("{url}?replica_ack=false")).await.unwrap();
+    let unacked = Locker::connect(&format!("{url}?replica_ack=false"))
+        .await
+        .unwrap();
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    let result = unacked.acquire(&name, &opts(10_000).with_wait(Some(Duration::ZERO))).await;
+    let result = unacked
+        .acquire(&name, &opts(10_000).with_wait(Some(Duration::ZERO)))
+        .await;
     unsafe { libc::kill(pid, libc::SIGCONT) };
     result.unwrap().release().await.unwrap();
 }
@@ -193,11 +265,18 @@ async fn no_renewal_reaches_the_server_after_release() {
     let lease = locker.acquire(&unique("quiet"), &opts(300)).await.unwrap();
     let at_acquire = command_calls(&mut raw, "evalsha").await;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(command_calls(&mut raw, "evalsha").await > at_acquire, "the lease was never renewed");
+    assert!(
+        command_calls(&mut raw, "evalsha").await > at_acquire,
+        "the lease was never renewed"
+    );
     lease.release().await.unwrap();
     let after_release = command_calls(&mut raw, "evalsha").await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(command_calls(&mut raw, "evalsha").await, after_release, "a renewal was sent after release");
+    assert_eq!(
+        command_calls(&mut raw, "evalsha").await,
+        after_release,
+        "a renewal was sent after release"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,10 +285,22 @@ async fn eviction_policies_that_can_drop_lock_keys_are_refused() {
     let url = redis_url();
     let mut raw = raw_redis(&url).await;
     for policy in ["allkeys-lru", "volatile-lru"] {
-        let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg(policy).query_async(&mut raw).await.unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg(policy)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
         let refused = Locker::connect(&url).await;
         let allowed = Locker::connect(&format!("{url}?allow_eviction=true")).await;
-        let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg("noeviction").query_async(&mut raw).await.unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("noeviction")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
         let err = refused.unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
         assert!(err.message().contains(policy), "{err}");
@@ -224,11 +315,21 @@ async fn an_unreachable_server_makes_a_held_lease_lost_at_its_deadline() {
     let options = LockerOptions::default().with_operation_timeout(Duration::from_millis(500));
     let locker = Locker::connect_with(&url, options).await.unwrap();
     let ttl = Duration::from_millis(2000);
-    let lease = locker.acquire(&unique("unreachable"), &LockOptions::default().with_ttl(ttl)).await.unwrap();
-    tokio::task::spawn_blocking(|| servers(&["stop", "redis"])).await.unwrap();
+    let lease = locker
+        .acquire(
+            &unique("unreachable"),
+            &LockOptions::default().with_ttl(ttl),
+        )
+        .await
+        .unwrap();
+    tokio::task::spawn_blocking(|| servers(&["stop", "redis"]))
+        .await
+        .unwrap();
     let stopped = Instant::now();
     let lost = tokio::time::timeout(ttl + Duration::from_secs(3), lease.lost_signal().wait()).await;
-    tokio::task::spawn_blocking(|| servers(&["start", "redis"])).await.unwrap();
+    tokio::task::spawn_blocking(|| servers(&["start", "redis"]))
+        .await
+        .unwrap();
     assert!(lost.is_ok(), "the lease was not lost by its deadline");
     assert!(stopped.elapsed() <= ttl + Duration::from_secs(3));
     assert!(lease.renewal_failing() || lease.is_lost());
@@ -236,14 +337,23 @@ async fn an_unreachable_server_makes_a_held_lease_lost_at_its_deadline() {
     // Connections come back by themselves after the restart.
     let started = Instant::now();
     loop {
-        match locker.acquire(&unique("after"), &opts(10_000).with_wait(Some(Duration::ZERO))).await {
+        match locker
+            .acquire(
+                &unique("after"),
+                &opts(10_000).with_wait(Some(Duration::ZERO)),
+            )
+            .await
+        {
             Ok(lease) => {
                 lease.release().await.unwrap();
                 break;
             }
             Err(e) => {
                 assert_eq!(e.code(), ErrorCode::Unavailable, "{e}");
-                assert!(started.elapsed() < Duration::from_secs(30), "never reconnected: {e}");
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "never reconnected: {e}"
+                );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -266,7 +376,13 @@ async fn waiters_in_one_locker_do_not_stampede() {
     for i in 0..waiters {
         let (locker, name, order) = (locker.clone(), name.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
-            let lease = locker.acquire(&name, &opts(30_000).with_wait(Some(Duration::from_secs(30)))).await.unwrap();
+            let lease = locker
+                .acquire(
+                    &name,
+                    &opts(30_000).with_wait(Some(Duration::from_secs(30))),
+                )
+                .await
+                .unwrap();
             order.lock().unwrap().push(i);
             lease.release().await.unwrap();
         }));
@@ -277,10 +393,20 @@ async fn waiters_in_one_locker_do_not_stampede() {
     let before = command_calls(&mut raw, "evalsha").await;
     holder.release().await.unwrap();
     for t in tasks {
-        tokio::time::timeout(Duration::from_secs(30), t).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(30), t)
+            .await
+            .unwrap()
+            .unwrap();
     }
     let scripts = command_calls(&mut raw, "evalsha").await - before;
     // One release by the holder, then per waiter about one acquire and one release.
-    assert!(scripts <= 4 * waiters as u64, "{scripts} scripts for {waiters} handoffs: a stampede");
-    assert_eq!(*order.lock().unwrap(), (0..waiters).collect::<Vec<_>>(), "not first come, first served");
+    assert!(
+        scripts <= 4 * waiters as u64,
+        "{scripts} scripts for {waiters} handoffs: a stampede"
+    );
+    assert_eq!(
+        *order.lock().unwrap(),
+        (0..waiters).collect::<Vec<_>>(),
+        "not first come, first served"
+    );
 }

@@ -28,7 +28,13 @@ async fn acquire_release_inspect_and_tokens_increase() {
         assert_eq!(info.token, Some(lease.token()));
         assert!(info.time_left.unwrap() > Duration::from_secs(5));
         assert!(info.holder.unwrap().contains("\"language\":\"rust\""));
-        assert!(locker.try_acquire(&name, &opts(10_000)).await.unwrap().is_none());
+        assert!(
+            locker
+                .try_acquire(&name, &opts(10_000))
+                .await
+                .unwrap()
+                .is_none()
+        );
         lease.release().await.unwrap();
         assert!(!locker.inspect(&name).await.unwrap().held);
     }
@@ -50,8 +56,16 @@ async fn a_release_wakes_a_waiter_at_once() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let released = Instant::now();
     lease.release().await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap().unwrap();
-    assert!(released.elapsed() < Duration::from_secs(5), "woken only after {:?}", released.elapsed());
+    let next = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "woken only after {:?}",
+        released.elapsed()
+    );
     assert!(next.token() > lease.token());
 }
 
@@ -73,7 +87,10 @@ async fn a_waiter_never_misses_a_release_around_its_subscription() {
                     let lease = lease.lock().unwrap().take().unwrap();
                     // Release synchronously, on another thread, right at this point.
                     std::thread::spawn(move || {
-                        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .unwrap();
                         rt.block_on(lease.release()).unwrap();
                     })
                     .join()
@@ -84,8 +101,16 @@ async fn a_waiter_never_misses_a_release_around_its_subscription() {
         let mut options = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
         options.test_hook = Some(hook);
         let waiter = Locker::connect_with(&redis_url(), options).await.unwrap();
-        let got = waiter.acquire(&name, &opts(30_000).with_wait(Some(Duration::from_secs(10)))).await;
-        assert!(fired.load(Ordering::SeqCst), "the hook point {point} was never reached");
+        let got = waiter
+            .acquire(
+                &name,
+                &opts(30_000).with_wait(Some(Duration::from_secs(10))),
+            )
+            .await;
+        assert!(
+            fired.load(Ordering::SeqCst),
+            "the hook point {point} was never reached"
+        );
         let got = got.unwrap_or_else(|e| panic!("missed a release at {point}: {e}"));
         assert!(got.token() > lease.token());
     }
@@ -97,11 +122,20 @@ async fn a_deleted_key_makes_the_lease_lost_within_one_renewal_interval() {
     let locker = Locker::connect(&url).await.unwrap();
     let name = unique("deleted");
     let ttl = Duration::from_millis(1500);
-    let lease = locker.acquire(&name, &LockOptions::default().with_ttl(ttl)).await.unwrap();
+    let lease = locker
+        .acquire(&name, &LockOptions::default().with_ttl(ttl))
+        .await
+        .unwrap();
     let mut raw = raw_redis(&url).await;
-    let _: () = redis::cmd("DEL").arg(format!("fencelock:{{{}}}", fencelock::name::encode(&name))).query_async(&mut raw).await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(format!("fencelock:{{{}}}", fencelock::name::encode(&name)))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     let started = Instant::now();
-    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), lease.lost_signal().wait()).await.unwrap();
+    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), lease.lost_signal().wait())
+        .await
+        .unwrap();
     assert_eq!(reason, LossReason::TakenOver);
     assert!(started.elapsed() <= ttl / 3 + Duration::from_secs(2));
     assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
@@ -111,10 +145,23 @@ async fn a_deleted_key_makes_the_lease_lost_within_one_renewal_interval() {
 async fn extend_after_expiry_fails_and_never_re_acquires() {
     let locker = Locker::connect(&redis_url()).await.unwrap();
     let name = unique("no-resurrect");
-    let lease = locker.acquire(&name, &opts(300).with_auto_renew(false)).await.unwrap();
+    let lease = locker
+        .acquire(&name, &opts(300).with_auto_renew(false))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(lease.extend(Some(Duration::from_secs(10))).await.unwrap_err().code(), ErrorCode::Lost);
-    assert!(!locker.inspect(&name).await.unwrap().held, "extend re-created an expired lock");
+    assert_eq!(
+        lease
+            .extend(Some(Duration::from_secs(10)))
+            .await
+            .unwrap_err()
+            .code(),
+        ErrorCode::Lost
+    );
+    assert!(
+        !locker.inspect(&name).await.unwrap().held,
+        "extend re-created an expired lock"
+    );
 }
 
 #[tokio::test]
@@ -126,14 +173,27 @@ async fn contention_in_one_process_with_a_redis_fence() {
     let locker = Locker::connect(&url).await.unwrap();
     let mut tasks = Vec::new();
     for _ in 0..8 {
-        let (locker, fence, name, counter_key, url) = (locker.clone(), fence.clone(), name.clone(), counter_key.clone(), url.clone());
+        let (locker, fence, name, counter_key, url) = (
+            locker.clone(),
+            fence.clone(),
+            name.clone(),
+            counter_key.clone(),
+            url.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut raw = raw_redis(&url).await;
             for _ in 0..25 {
                 let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
-                let n: Option<u64> = redis::cmd("GET").arg(&counter_key).query_async(&mut raw).await.unwrap();
+                let n: Option<u64> = redis::cmd("GET")
+                    .arg(&counter_key)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
                 let next = n.unwrap_or(0) + 1;
-                fence.fenced_set(&lease, &counter_key, next.to_string().as_bytes()).await.unwrap();
+                fence
+                    .fenced_set(&lease, &counter_key, next.to_string().as_bytes())
+                    .await
+                    .unwrap();
                 lease.release().await.unwrap();
             }
         }));
@@ -142,7 +202,11 @@ async fn contention_in_one_process_with_a_redis_fence() {
         t.await.unwrap();
     }
     let mut raw = raw_redis(&url).await;
-    let n: u64 = redis::cmd("GET").arg(&counter_key).query_async(&mut raw).await.unwrap();
+    let n: u64 = redis::cmd("GET")
+        .arg(&counter_key)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     assert_eq!(n, 200);
 }
 
@@ -160,17 +224,40 @@ async fn the_redis_fence_rejects_stale_tokens_and_foreign_locks() {
     old.release().await.unwrap();
     let new = locker.acquire(&name, &opts(10_000)).await.unwrap();
     fence.fenced_set(&new, &key, b"new").await.unwrap();
-    let err = fence.fenced_set(old_token, &key, b"stale").await.unwrap_err();
+    let err = fence
+        .fenced_set(old_token, &key, b"stale")
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::StaleToken);
-    assert_eq!(fence.check(old_token).await.unwrap_err().code(), ErrorCode::StaleToken);
+    assert_eq!(
+        fence.check(old_token).await.unwrap_err().code(),
+        ErrorCode::StaleToken
+    );
     fence.check(&new).await.unwrap();
     assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
     let mut raw = raw_redis(&url).await;
-    let value: String = redis::cmd("GET").arg(&key).query_async(&mut raw).await.unwrap();
+    let value: String = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     assert_eq!(value, "new");
-    let other = locker.acquire(&unique("other"), &opts(10_000)).await.unwrap();
-    assert_eq!(fence.fenced_set(&other, &key, b"x").await.unwrap_err().code(), ErrorCode::InvalidArgument);
-    assert_eq!(fence.fenced_execute(&new, &[]).await.unwrap_err().code(), ErrorCode::InvalidArgument);
+    let other = locker
+        .acquire(&unique("other"), &opts(10_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        fence
+            .fenced_set(&other, &key, b"x")
+            .await
+            .unwrap_err()
+            .code(),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        fence.fenced_execute(&new, &[]).await.unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
 }
 
 #[tokio::test]
@@ -186,10 +273,18 @@ async fn names_that_look_like_hash_tags_keep_every_key_in_one_slot() {
 
 #[tokio::test]
 async fn tls_and_the_least_privilege_acl_user_work() {
-    let tls = support::url("REDIS_TLS", "rediss://127.0.0.1:6380?ca=/tmp/fencelock-servers/redis-tls/ca.crt");
-    let acl = support::url("REDIS_ACL", "redis://fencelock:fencelock-test@127.0.0.1:6381");
+    let tls = support::url(
+        "REDIS_TLS",
+        "rediss://127.0.0.1:6380?ca=/tmp/fencelock-servers/redis-tls/ca.crt",
+    );
+    let acl = support::url(
+        "REDIS_ACL",
+        "redis://fencelock:fencelock-test@127.0.0.1:6381",
+    );
     for url in [tls, acl] {
-        let locker = Locker::connect(&url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        let locker = Locker::connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
         let name = unique("secure");
         let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
         lease.extend(None).await.unwrap();
@@ -200,14 +295,24 @@ async fn tls_and_the_least_privilege_acl_user_work() {
 
 #[tokio::test]
 async fn auth_errors_never_show_the_password() {
-    let err = Locker::connect("redis://fencelock:wrong-hunter2@127.0.0.1:6381").await.unwrap_err();
+    let err = Locker::connect("redis://fencelock:wrong-hunter2@127.0.0.1:6381")
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Auth, "{err}");
     assert!(!err.to_string().contains("hunter2"), "{err}");
     // A prefix outside the user's key pattern: NOPERM on a lock command is AUTH.
-    let acl = support::url("REDIS_ACL", "redis://fencelock:fencelock-test@127.0.0.1:6381");
+    let acl = support::url(
+        "REDIS_ACL",
+        "redis://fencelock:fencelock-test@127.0.0.1:6381",
+    );
     let sep = if acl.contains('?') { '&' } else { '?' };
-    let locker = Locker::connect(&format!("{acl}{sep}prefix=elsewhere")).await.unwrap();
-    let err = locker.acquire(&unique("noperm"), &opts(1000)).await.unwrap_err();
+    let locker = Locker::connect(&format!("{acl}{sep}prefix=elsewhere"))
+        .await
+        .unwrap();
+    let err = locker
+        .acquire(&unique("noperm"), &opts(1000))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Auth, "{err}");
     assert!(!err.to_string().contains("fencelock-test"), "{err}");
 }
@@ -215,13 +320,28 @@ async fn auth_errors_never_show_the_password() {
 #[tokio::test]
 async fn bad_redis_inputs_get_typed_errors() {
     let cases = [
-        ("redis://127.0.0.1:6379/notanumber", ErrorCode::InvalidArgument),
+        (
+            "redis://127.0.0.1:6379/notanumber",
+            ErrorCode::InvalidArgument,
+        ),
         ("redis://127.0.0.1:6379/99999", ErrorCode::InvalidArgument),
-        ("redis://127.0.0.1:6379?prefix=a{b}", ErrorCode::InvalidArgument),
+        (
+            "redis://127.0.0.1:6379?prefix=a{b}",
+            ErrorCode::InvalidArgument,
+        ),
         ("redis://127.0.0.1:6379?bogus=1", ErrorCode::InvalidArgument),
-        ("redis://127.0.0.1:6379?replica_ack=maybe", ErrorCode::InvalidArgument),
-        ("redis://127.0.0.1:6379?ca=/etc/hosts", ErrorCode::InvalidArgument),
-        ("rediss://127.0.0.1:6380?ca=/no/such/ca.pem", ErrorCode::InvalidArgument),
+        (
+            "redis://127.0.0.1:6379?replica_ack=maybe",
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            "redis://127.0.0.1:6379?ca=/etc/hosts",
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            "rediss://127.0.0.1:6380?ca=/no/such/ca.pem",
+            ErrorCode::InvalidArgument,
+        ),
         ("redis://127.0.0.1:1", ErrorCode::Unavailable),
     ];
     for (url, code) in cases {
@@ -229,19 +349,31 @@ async fn bad_redis_inputs_get_typed_errors() {
         let started = Instant::now();
         let err = Locker::connect_with(url, options).await.unwrap_err();
         assert_eq!(err.code(), code, "{url}: {err}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{url} took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{url} took {:?}",
+            started.elapsed()
+        );
     }
 }
 
 fn cluster_url() -> String {
-    support::url("REDIS_CLUSTER", "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103")
+    support::url(
+        "REDIS_CLUSTER",
+        "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_locks_names_in_every_slot_and_keeps_each_locks_keys_together() {
     let url = cluster_url();
     let locker = Locker::connect(&url).await.unwrap();
-    let seed = url.trim_start_matches("redis+cluster://").split(',').next().unwrap().to_string();
+    let seed = url
+        .trim_start_matches("redis+cluster://")
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
     let mut raw = raw_redis(&format!("redis://{seed}")).await;
     let mut slots = std::collections::HashSet::new();
     let names: Vec<String> = ["}start", "a{b", "mid{dle}", "{}", "plain"]
@@ -254,11 +386,23 @@ async fn cluster_locks_names_in_every_slot_and_keeps_each_locks_keys_together() 
         let lease = locker.acquire(name, &opts(10_000)).await.unwrap();
         let encoded = fencelock::name::encode(name);
         let mut key_slots = Vec::new();
-        for key in [format!("fencelock:{{{encoded}}}"), format!("fencelock:{{{encoded}}}:fence"), format!("fencelock:{{{encoded}}}:released")] {
-            let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(&key).query_async(&mut raw).await.unwrap();
+        for key in [
+            format!("fencelock:{{{encoded}}}"),
+            format!("fencelock:{{{encoded}}}:fence"),
+            format!("fencelock:{{{encoded}}}:released"),
+        ] {
+            let slot: i64 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&key)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
             key_slots.push(slot);
         }
-        assert!(key_slots.windows(2).all(|w| w[0] == w[1]), "{name:?}: keys in slots {key_slots:?}");
+        assert!(
+            key_slots.windows(2).all(|w| w[0] == w[1]),
+            "{name:?}: keys in slots {key_slots:?}"
+        );
         slots.insert(key_slots[0]);
         assert!(locker.inspect(name).await.unwrap().held);
         lease.extend(None).await.unwrap();
@@ -271,16 +415,32 @@ async fn cluster_locks_names_in_every_slot_and_keeps_each_locks_keys_together() 
 async fn cluster_waiters_are_woken_by_sharded_pubsub() {
     let url = cluster_url();
     let holder = Locker::connect(&url).await.unwrap();
-    let waiter = Locker::connect_with(&url, LockerOptions::default().with_poll_interval(Duration::from_secs(60))).await.unwrap();
+    let waiter = Locker::connect_with(
+        &url,
+        LockerOptions::default().with_poll_interval(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
     for name in [unique("wake-a"), unique("wake-b"), unique("wake-c")] {
         let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
         let task = {
             let (waiter, name) = (waiter.clone(), name.clone());
-            tokio::spawn(async move { waiter.acquire(&name, &opts(30_000).with_wait(Some(Duration::from_secs(10)))).await })
+            tokio::spawn(async move {
+                waiter
+                    .acquire(
+                        &name,
+                        &opts(30_000).with_wait(Some(Duration::from_secs(10))),
+                    )
+                    .await
+            })
         };
         tokio::time::sleep(Duration::from_millis(200)).await;
         lease.release().await.unwrap();
-        let next = tokio::time::timeout(Duration::from_secs(15), task).await.unwrap().unwrap().unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(15), task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         assert!(next.token() > lease.token());
         next.release().await.unwrap();
     }

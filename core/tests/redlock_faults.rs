@@ -7,16 +7,16 @@
 //! suites that run next find five voting masters. Master 1 (7001) is never stopped: the
 //! contention counter lives there.
 
-mod support;
 #[path = "support/redlock.rs"]
 mod redlock_support;
+mod support;
 
 use std::time::{Duration, Instant};
 
 use fencelock::{ErrorCode, Locker, LockerOptions};
 use redlock_support::{
-    base_url, check_workers, counter, default_abstention, opts, servers_async, servers_up, spawn_workers, wait_until_voting,
-    with,
+    base_url, check_workers, counter, default_abstention, opts, servers_async, servers_up,
+    spawn_workers, wait_until_voting, with,
 };
 use support::{servers, unique};
 
@@ -26,7 +26,10 @@ const SCENARIO_BOUND: Duration = Duration::from_millis(3_200);
 
 fn scenario_url(tag: &str, max_ttl: &str) -> String {
     let prefix = unique(&format!("rl-{tag}"));
-    with(&base_url(), &format!("prefix={prefix}&max_ttl={max_ttl}&max_skew=100ms"))
+    with(
+        &base_url(),
+        &format!("prefix={prefix}&max_ttl={max_ttl}&max_skew=100ms"),
+    )
 }
 
 /// Starts every master again when the test ends, passed or failed, and waits until none
@@ -36,7 +39,10 @@ struct Restore;
 impl Drop for Restore {
     fn drop(&mut self) {
         servers(&["start", "redlock"]);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async { wait_until_voting(default_abstention().await).await });
     }
 }
@@ -74,7 +80,10 @@ fn two_masters_stopped_mid_run_keep_the_lock_exclusive_and_live(rt: &tokio::runt
     let workers = spawn_workers("contention_worker", &spec, 2);
     rt.block_on(async {
         while counter(&key).await < 400 {
-            assert!(started.elapsed() < Duration::from_secs(120), "no progress before the stop");
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "no progress before the stop"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
@@ -96,25 +105,46 @@ async fn three_masters_stopped_means_unavailable_never_a_false_success() {
     let options = LockerOptions::default().with_operation_timeout(Duration::from_secs(3));
     let locker = Locker::connect_with(&url, options).await.unwrap();
     let ttl = Duration::from_millis(2_000);
-    let held = locker.acquire(&unique("rl-held"), &fencelock::LockOptions::default().with_ttl(ttl)).await.unwrap();
+    let held = locker
+        .acquire(
+            &unique("rl-held"),
+            &fencelock::LockOptions::default().with_ttl(ttl),
+        )
+        .await
+        .unwrap();
     servers_async(&["stop", "redlock-3", "redlock-4", "redlock-5"]).await;
     let stopped = Instant::now();
     let lost = tokio::time::timeout(ttl + Duration::from_secs(2), held.lost_signal().wait()).await;
     assert!(lost.is_ok(), "the held lease was not lost by its deadline");
-    assert!(stopped.elapsed() <= ttl + Duration::from_secs(1), "lost only after {:?}", stopped.elapsed());
+    assert!(
+        stopped.elapsed() <= ttl + Duration::from_secs(1),
+        "lost only after {:?}",
+        stopped.elapsed()
+    );
     let name = unique("rl-no-quorum");
     for wait in [Duration::ZERO, Duration::from_millis(1500)] {
         let started = Instant::now();
-        let err = locker.acquire(&name, &opts(3_000).with_wait(Some(wait))).await.unwrap_err();
+        let err = locker
+            .acquire(&name, &opts(3_000).with_wait(Some(wait)))
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
         assert!(err.message().contains("no quorum"), "{err}");
-        assert!(started.elapsed() < wait + Duration::from_secs(1), "took {:?} for a wait of {wait:?}", started.elapsed());
+        assert!(
+            started.elapsed() < wait + Duration::from_secs(1),
+            "took {:?} for a wait of {wait:?}",
+            started.elapsed()
+        );
     }
     // Waiting forever still ends: the backend failing for operation_timeout is an error.
     let started = Instant::now();
     let err = locker.acquire(&name, &opts(3_000)).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
-    assert!(started.elapsed() < Duration::from_secs(3) + Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3) + Duration::from_secs(1),
+        "took {:?}",
+        started.elapsed()
+    );
     // A connect with three of five down has no quorum either.
     let err = Locker::connect(&url).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
@@ -125,8 +155,14 @@ async fn three_masters_stopped_means_unavailable_never_a_false_success() {
     servers_async(&["start", "redlock-3"]).await;
     // (The default operation_timeout, 10 s, outlasts the abstention; 3 s would not.)
     let locker = Locker::connect(&url).await.unwrap();
-    let lease = locker.acquire(&name, &opts(2_000).with_wait(Some(Duration::from_secs(15)))).await.unwrap();
-    assert!(restarted.elapsed() >= SCENARIO_BOUND, "master 3 voted before its abstention ended");
+    let lease = locker
+        .acquire(&name, &opts(2_000).with_wait(Some(Duration::from_secs(15))))
+        .await
+        .unwrap();
+    assert!(
+        restarted.elapsed() >= SCENARIO_BOUND,
+        "master 3 voted before its abstention ended"
+    );
     lease.release().await.unwrap();
 }
 
@@ -140,7 +176,9 @@ async fn a_restarted_master_abstains_until_its_uptime_passes_the_bound() {
     let name = unique("rl-restart");
     let mut tokens = Vec::new();
     let cycle = async |tokens: &mut Vec<u64>| -> fencelock::Result<()> {
-        let lease = locker.acquire(&name, &opts(1_500).with_wait(Some(Duration::ZERO))).await?;
+        let lease = locker
+            .acquire(&name, &opts(1_500).with_wait(Some(Duration::ZERO)))
+            .await?;
         tokens.push(lease.token());
         lease.release().await
     };
@@ -164,16 +202,30 @@ async fn a_restarted_master_abstains_until_its_uptime_passes_the_bound() {
             Err(e) => {
                 assert_eq!(e.code(), ErrorCode::Unavailable, "{e}");
                 refused += 1;
-                assert!(restart_invoked.elapsed() < Duration::from_secs(20), "master 2 never voted again: {e}");
+                assert!(
+                    restart_invoked.elapsed() < Duration::from_secs(20),
+                    "master 2 never voted again: {e}"
+                );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     };
-    assert!(refused > 0, "no attempt was refused while master 2 abstained");
-    assert!(back >= bound, "master 2 voted {back:?} after its restart began, before the bound of {bound:?}");
+    assert!(
+        refused > 0,
+        "no attempt was refused while master 2 abstained"
+    );
+    assert!(
+        back >= bound,
+        "master 2 voted {back:?} after its restart began, before the bound of {bound:?}"
+    );
     for _ in 0..10 {
         cycle(&mut tokens).await.unwrap();
     }
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "tokens went backwards: {tokens:?}");
-    eprintln!("master 2 abstained: {refused} attempts refused, voting again {back:?} after the restart began");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens went backwards: {tokens:?}"
+    );
+    eprintln!(
+        "master 2 abstained: {refused} attempts refused, voting again {back:?} after the restart began"
+    );
 }

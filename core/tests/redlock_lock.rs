@@ -1,14 +1,16 @@
 //! The Redlock backend against five real redis-server masters (tests/servers.sh start redlock).
 //! Nothing here stops a master: those tests are in redlock_faults.rs, run one at a time.
 
-mod support;
 #[path = "support/redlock.rs"]
 mod redlock_support;
+mod support;
 
 use std::time::{Duration, Instant};
 
 use fencelock::{ErrorCode, LockOptions, Locker, LockerOptions};
-use redlock_support::{base_url, check_workers, masters, opts, redlock_url, servers_up, spawn_workers, with};
+use redlock_support::{
+    base_url, check_workers, masters, opts, redlock_url, servers_up, spawn_workers, with,
+};
 use support::{raw_redis, unique};
 
 fn lock_key(name: &str, prefix: &str) -> String {
@@ -37,7 +39,13 @@ async fn acquire_release_inspect_and_tokens_increase() {
         assert_eq!(info.token, Some(lease.token()));
         assert!(info.time_left.unwrap() > Duration::from_secs(5));
         assert!(info.holder.unwrap().contains("\"language\":\"rust\""));
-        assert!(locker.try_acquire(&name, &opts(10_000)).await.unwrap().is_none());
+        assert!(
+            locker
+                .try_acquire(&name, &opts(10_000))
+                .await
+                .unwrap()
+                .is_none()
+        );
         lease.release().await.unwrap();
         let after = locker.inspect(&name).await.unwrap();
         assert!(!after.held);
@@ -49,10 +57,22 @@ async fn acquire_release_inspect_and_tokens_increase() {
     let mut with_t = 0;
     for m in masters() {
         let mut raw = raw_redis(&m).await;
-        let token: Option<u64> = redis::cmd("HGET").arg(lock_key(&name, "fencelock")).arg("token").query_async(&mut raw).await.unwrap();
-        let counter: Option<u64> = redis::cmd("GET").arg(format!("{}:fence", lock_key(&name, "fencelock"))).query_async(&mut raw).await.unwrap();
+        let token: Option<u64> = redis::cmd("HGET")
+            .arg(lock_key(&name, "fencelock"))
+            .arg("token")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let counter: Option<u64> = redis::cmd("GET")
+            .arg(format!("{}:fence", lock_key(&name, "fencelock")))
+            .query_async(&mut raw)
+            .await
+            .unwrap();
         if token == Some(lease.token()) {
-            assert!(counter.unwrap() >= lease.token(), "phase 2 did not raise the counter on {m}");
+            assert!(
+                counter.unwrap() >= lease.token(),
+                "phase 2 did not raise the counter on {m}"
+            );
             with_t += 1;
         }
     }
@@ -70,14 +90,26 @@ async fn renewal_keeps_and_extend_moves_the_lease() {
     let lease = locker.acquire(&name, &opts(1_500)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(3_000)).await;
     assert!(!lease.is_lost(), "renewals did not keep the lease");
-    assert!(locker.try_acquire(&name, &opts(1_500)).await.unwrap().is_none());
+    assert!(
+        locker
+            .try_acquire(&name, &opts(1_500))
+            .await
+            .unwrap()
+            .is_none()
+    );
     lease.release().await.unwrap();
     // Without auto-renew, so no renewal in flight races the extend.
-    let lease = locker.acquire(&name, &opts(1_500).with_auto_renew(false)).await.unwrap();
+    let lease = locker
+        .acquire(&name, &opts(1_500).with_auto_renew(false))
+        .await
+        .unwrap();
     lease.extend(Some(Duration::from_secs(20))).await.unwrap();
     assert!(locker.inspect(&name).await.unwrap().time_left.unwrap() > Duration::from_secs(15));
     lease.release().await.unwrap();
-    assert_eq!(lease.extend(None).await.unwrap_err().code(), ErrorCode::NotHeld);
+    assert_eq!(
+        lease.extend(None).await.unwrap_err().code(),
+        ErrorCode::NotHeld
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +119,9 @@ async fn a_release_wakes_a_waiter_at_once() {
     }
     let slow_poll = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
     let holder = Locker::connect(&redlock_url()).await.unwrap();
-    let waiter = Locker::connect_with(&redlock_url(), slow_poll).await.unwrap();
+    let waiter = Locker::connect_with(&redlock_url(), slow_poll)
+        .await
+        .unwrap();
     let name = unique("rl-wake");
     let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
     let task = {
@@ -97,8 +131,16 @@ async fn a_release_wakes_a_waiter_at_once() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let released = Instant::now();
     lease.release().await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap().unwrap();
-    assert!(released.elapsed() < Duration::from_secs(5), "woken only after {:?}", released.elapsed());
+    let next = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "woken only after {:?}",
+        released.elapsed()
+    );
     assert!(next.token() > lease.token());
     next.release().await.unwrap();
 }
@@ -113,7 +155,9 @@ async fn tokens_increase_across_skewed_counters() {
         return;
     }
     let prefix = format!("rl-skew-{}", std::process::id());
-    let locker = Locker::connect(&with(&redlock_url(), &format!("prefix={prefix}"))).await.unwrap();
+    let locker = Locker::connect(&with(&redlock_url(), &format!("prefix={prefix}")))
+        .await
+        .unwrap();
     let name = unique("rl-skew");
     let key = lock_key(&name, &prefix);
     let fence_key = format!("{key}:fence");
@@ -126,8 +170,21 @@ async fn tokens_increase_across_skewed_counters() {
         let mut conns: Vec<_> = which.iter().map(|&i| raws[i].clone()).collect();
         async move {
             for c in conns.iter_mut() {
-                let _: () = redis::cmd("HSET").arg(&key).arg("owner").arg("someone-else").arg("token").arg(1).query_async(c).await.unwrap();
-                let _: () = redis::cmd("PEXPIRE").arg(&key).arg(60_000).query_async(c).await.unwrap();
+                let _: () = redis::cmd("HSET")
+                    .arg(&key)
+                    .arg("owner")
+                    .arg("someone-else")
+                    .arg("token")
+                    .arg(1)
+                    .query_async(c)
+                    .await
+                    .unwrap();
+                let _: () = redis::cmd("PEXPIRE")
+                    .arg(&key)
+                    .arg(60_000)
+                    .query_async(c)
+                    .await
+                    .unwrap();
             }
         }
     };
@@ -140,24 +197,46 @@ async fn tokens_increase_across_skewed_counters() {
             }
         }
     };
-    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
     let ahead = now_us + 3_600_000_000; // an hour ahead of every clock
-    let _: () = redis::cmd("SET").arg(&fence_key).arg(ahead).query_async(&mut raws[0]).await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&fence_key)
+        .arg(ahead)
+        .query_async(&mut raws[0])
+        .await
+        .unwrap();
     block(&mut raws, vec![3, 4]).await;
-    let first = locker.acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(5)))).await.unwrap();
+    let first = locker
+        .acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(5))))
+        .await
+        .unwrap();
     assert!(first.token() > ahead, "T is the largest phase-1 token");
     first.release().await.unwrap();
     unblock(&mut raws, vec![3, 4]).await;
     block(&mut raws, vec![0, 1]).await;
-    let second = locker.acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(5)))).await.unwrap();
-    assert!(second.token() > first.token(), "{} after {}: phase 2 did not carry the token", second.token(), first.token());
+    let second = locker
+        .acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(5))))
+        .await
+        .unwrap();
+    assert!(
+        second.token() > first.token(),
+        "{} after {}: phase 2 did not carry the token",
+        second.token(),
+        first.token()
+    );
     second.release().await.unwrap();
     unblock(&mut raws, vec![0, 1]).await;
     // Every other split of majorities keeps increasing too.
     let mut last = second.token();
     for blocked in [vec![1, 2], vec![2, 4], vec![0, 3], vec![], vec![0, 4]] {
         block(&mut raws, blocked.clone()).await;
-        let lease = locker.acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(5)))).await.unwrap();
+        let lease = locker
+            .acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(5))))
+            .await
+            .unwrap();
         assert!(lease.token() > last);
         last = lease.token();
         lease.release().await.unwrap();
@@ -165,7 +244,13 @@ async fn tokens_increase_across_skewed_counters() {
     }
     // With three masters blocked, there is no majority to grant: held.
     block(&mut raws, vec![0, 1, 2]).await;
-    assert!(locker.try_acquire(&name, &opts(10_000)).await.unwrap().is_none());
+    assert!(
+        locker
+            .try_acquire(&name, &opts(10_000))
+            .await
+            .unwrap()
+            .is_none()
+    );
     unblock(&mut raws, vec![0, 1, 2]).await;
 }
 
@@ -175,7 +260,10 @@ async fn bad_inputs_are_invalid_arguments() {
         return;
     }
     let url = base_url();
-    let hosts = masters().iter().map(|m| m.trim_start_matches("redis://").to_string()).collect::<Vec<_>>();
+    let hosts = masters()
+        .iter()
+        .map(|m| m.trim_start_matches("redis://").to_string())
+        .collect::<Vec<_>>();
     for bad in [
         "redlock://".to_string(),
         format!("redlock://{},{}", hosts[0], hosts[0]),
@@ -190,26 +278,59 @@ async fn bad_inputs_are_invalid_arguments() {
     }
     // max_ttl is stored by the first client; every later client uses the stored value.
     let prefix = format!("rl-maxttl-{}", std::process::id());
-    let first = Locker::connect(&with(&url, &format!("prefix={prefix}&max_ttl=3s"))).await.unwrap();
-    let later = Locker::connect(&with(&url, &format!("prefix={prefix}&max_ttl=60s"))).await.unwrap();
+    let first = Locker::connect(&with(&url, &format!("prefix={prefix}&max_ttl=3s")))
+        .await
+        .unwrap();
+    let later = Locker::connect(&with(&url, &format!("prefix={prefix}&max_ttl=60s")))
+        .await
+        .unwrap();
     for locker in [&first, &later] {
-        let err = locker.acquire(&unique("rl-long"), &opts(5_000)).await.unwrap_err();
+        let err = locker
+            .acquire(&unique("rl-long"), &opts(5_000))
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
         assert!(err.message().contains("max_ttl"), "{err}");
-        locker.acquire(&unique("rl-ok"), &opts(3_000)).await.unwrap().release().await.unwrap();
+        locker
+            .acquire(&unique("rl-ok"), &opts(3_000))
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
     }
     // A ttl the drift margin (1% + 2 ms + max_skew) would eat is refused.
-    let err = first.acquire(&unique("rl-short"), &opts(900)).await.unwrap_err();
+    let err = first
+        .acquire(&unique("rl-short"), &opts(900))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
     // extend above max_ttl too.
-    let lease = first.acquire(&unique("rl-ext"), &opts(3_000)).await.unwrap();
-    assert_eq!(lease.extend(Some(Duration::from_secs(10))).await.unwrap_err().code(), ErrorCode::InvalidArgument);
+    let lease = first
+        .acquire(&unique("rl-ext"), &opts(3_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        lease
+            .extend(Some(Duration::from_secs(10)))
+            .await
+            .unwrap_err()
+            .code(),
+        ErrorCode::InvalidArgument
+    );
     lease.release().await.unwrap();
     let mut raw = raw_redis(&masters()[0]).await;
-    let stored: u64 = redis::cmd("GET").arg(format!("{prefix}:redlock:max_ttl")).query_async(&mut raw).await.unwrap();
+    let stored: u64 = redis::cmd("GET")
+        .arg(format!("{prefix}:redlock:max_ttl"))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     assert_eq!(stored, 3_000);
     // A Fence has no Redlock form: the resource side is one store.
-    assert_eq!(fencelock::Fence::open(&url, "r").await.unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(
+        fencelock::Fence::open(&url, "r").await.unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
     let _ = LockOptions::default();
 }
 
@@ -225,5 +346,8 @@ fn eight_contenders_in_two_processes_keep_a_fenced_counter_exact() {
     let started = Instant::now();
     let workers = spawn_workers("contention_worker", &spec, 2);
     check_workers(workers, 1600);
-    eprintln!("redlock contention, 5 of 5 masters up: 1600 critical sections in {:?}", started.elapsed());
+    eprintln!(
+        "redlock contention, 5 of 5 masters up: 1600 critical sections in {:?}",
+        started.elapsed()
+    );
 }

@@ -10,9 +10,9 @@
 // Each test runs on a runtime of its own; the guard only keeps the restarts apart.
 #![allow(clippy::await_holding_lock)]
 
-mod support;
 #[path = "support/sql.rs"]
 mod sql_support;
+mod support;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
@@ -32,7 +32,9 @@ fn opts(ttl_ms: u64) -> LockOptions {
 }
 
 async fn run_servers(args: &'static [&'static str]) {
-    tokio::task::spawn_blocking(move || servers(args)).await.unwrap();
+    tokio::task::spawn_blocking(move || servers(args))
+        .await
+        .unwrap();
 }
 
 fn restart_args(db: &Db) -> &'static [&'static str] {
@@ -52,7 +54,10 @@ where
     loop {
         match f().await {
             Ok(v) => return v,
-            Err(e) if e.code() == ErrorCode::Unavailable && started.elapsed() < Duration::from_secs(30) => {
+            Err(e)
+                if e.code() == ErrorCode::Unavailable
+                    && started.elapsed() < Duration::from_secs(30) =>
+            {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => panic!("{what}: {e}"),
@@ -77,26 +82,41 @@ macro_rules! on_both {
     )*};
 }
 
-on_both!(a_restart_shorter_than_the_ttl_is_ridden_out_by_renewals, a_server_down_longer_than_the_ttl_fires_the_lost_signal);
+on_both!(
+    a_restart_shorter_than_the_ttl_is_ridden_out_by_renewals,
+    a_server_down_longer_than_the_ttl_fires_the_lost_signal
+);
 
 async fn a_restart_shorter_than_the_ttl_is_ridden_out_by_renewals(db: Db) {
     let (t, f) = (table("rs"), table("rsf"));
     let url = db.with(&format!("table={t}"));
     let locker = Locker::connect(&url).await.unwrap();
-    let fence = Fence::open(&db.with(&format!("table={f}")), "resource").await.unwrap();
+    let fence = Fence::open(&db.with(&format!("table={f}")), "resource")
+        .await
+        .unwrap();
     let ttl = Duration::from_secs(20);
     let name = unique("restart");
-    let lease = locker.acquire(&name, &LockOptions::default().with_ttl(ttl)).await.unwrap();
+    let lease = locker
+        .acquire(&name, &LockOptions::default().with_ttl(ttl))
+        .await
+        .unwrap();
     fence.fenced_execute(&lease, &[]).await.unwrap();
     let restart_began = SystemTime::now();
     let began = Instant::now();
     run_servers(restart_args(&db)).await;
     db.wait_until_answers().await;
     eprintln!("{} restarted in {:?}", db.name(), began.elapsed());
-    assert!(began.elapsed() < ttl / 2, "the restart took too long for this test: {:?}", began.elapsed());
+    assert!(
+        began.elapsed() < ttl / 2,
+        "the restart took too long for this test: {:?}",
+        began.elapsed()
+    );
     // A renewal sent after the restart began is confirmed before the client deadline.
     let confirmed = loop {
-        if lease.expires_at().is_some_and(|at| at > restart_began + ttl) {
+        if lease
+            .expires_at()
+            .is_some_and(|at| at > restart_began + ttl)
+        {
             break true;
         }
         if lease.is_lost() || began.elapsed() > ttl {
@@ -104,23 +124,45 @@ async fn a_restart_shorter_than_the_ttl_is_ridden_out_by_renewals(db: Db) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(confirmed, "no renewal after the restart; lost: {}", lease.is_lost());
+    assert!(
+        confirmed,
+        "no renewal after the restart; lost: {}",
+        lease.is_lost()
+    );
     assert!(lease.is_held() && !lease.is_lost());
     // Still ours on the server: nobody else gets it.
     let other = Locker::connect(&url).await.unwrap();
-    assert!(other.try_acquire(&name, &opts(10_000)).await.unwrap().is_none());
+    assert!(
+        other
+            .try_acquire(&name, &opts(10_000))
+            .await
+            .unwrap()
+            .is_none()
+    );
     let info = other.inspect(&name).await.unwrap();
     assert!(info.held);
     assert_eq!(info.token, Some(lease.token()));
     // The fence's connections came back too.
     let nothing: [fencelock::Statement; 0] = [];
-    until_available("fenced write after the restart", || fence.fenced_execute(&lease, &nothing)).await;
+    until_available("fenced write after the restart", || {
+        fence.fenced_execute(&lease, &nothing)
+    })
+    .await;
     lease.release().await.unwrap();
-    assert!(other.try_acquire(&name, &opts(10_000)).await.unwrap().is_some());
+    assert!(
+        other
+            .try_acquire(&name, &opts(10_000))
+            .await
+            .unwrap()
+            .is_some()
+    );
     other.close().await;
     locker.close().await;
     fence.close().await;
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta"), &f]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta"), &f])
+        .await;
 }
 
 async fn a_server_down_longer_than_the_ttl_fires_the_lost_signal(db: Db) {
@@ -130,7 +172,10 @@ async fn a_server_down_longer_than_the_ttl_fires_the_lost_signal(db: Db) {
     let locker = Locker::connect_with(&url, quick).await.unwrap();
     let ttl = Duration::from_millis(2000);
     let name = unique("down");
-    let lease = locker.acquire(&name, &LockOptions::default().with_ttl(ttl)).await.unwrap();
+    let lease = locker
+        .acquire(&name, &LockOptions::default().with_ttl(ttl))
+        .await
+        .unwrap();
     let (stop, start): (&'static [&'static str], &'static [&'static str]) = match db.kind {
         sql_support::Kind::Postgres => (&["stop", "postgres"], &["start", "postgres"]),
         sql_support::Kind::MariaDb => (&["stop", "mariadb"], &["start", "mariadb"]),
@@ -147,19 +192,31 @@ async fn a_server_down_longer_than_the_ttl_fires_the_lost_signal(db: Db) {
     db.wait_until_answers().await;
     // Someone else takes it once the server's expiry passed; by then the first lease knew.
     let other = Locker::connect(&url).await.unwrap();
-    let next = other.acquire(&name, &opts(10_000).with_wait(Some(Duration::from_secs(15)))).await.unwrap();
+    let next = other
+        .acquire(
+            &name,
+            &opts(10_000).with_wait(Some(Duration::from_secs(15))),
+        )
+        .await
+        .unwrap();
     assert!(lease.is_lost(), "two holders at once");
     assert!(next.token() > lease.token());
     assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
     // The first Locker's connections come back by themselves.
     let after = unique("after");
     let try_once = opts(10_000).with_wait(Some(Duration::ZERO));
-    let again = until_available("acquire after the restart", || locker.acquire(&after, &try_once)).await;
+    let again = until_available("acquire after the restart", || {
+        locker.acquire(&after, &try_once)
+    })
+    .await;
     again.release().await.unwrap();
     next.release().await.unwrap();
     other.close().await;
     locker.close().await;
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta")]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta")])
+        .await;
 }
 
 /// The LISTEN connection comes back after a restart: with the fallback poll at a minute and
@@ -172,7 +229,12 @@ async fn postgres_waiters_are_woken_by_notify_after_a_restart() {
     let t = table("relisten");
     let url = db.with(&format!("table={t}"));
     let holder = Locker::connect(&url).await.unwrap();
-    let waiter = Locker::connect_with(&url, LockerOptions::default().with_poll_interval(Duration::from_secs(60))).await.unwrap();
+    let waiter = Locker::connect_with(
+        &url,
+        LockerOptions::default().with_poll_interval(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
     let name = unique("relisten");
     let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
     let waiting = {
@@ -184,7 +246,10 @@ async fn postgres_waiters_are_woken_by_notify_after_a_restart() {
     db.wait_until_answers().await;
     // Time for the listening connection to come back (its back-off is at most 2 s).
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(!waiting.is_finished(), "the waiter got a lock that was held");
+    assert!(
+        !waiting.is_finished(),
+        "the waiter got a lock that was held"
+    );
     let released = Instant::now();
     lease.release().await.unwrap();
     let next = tokio::time::timeout(Duration::from_secs(10), waiting)
@@ -197,5 +262,8 @@ async fn postgres_waiters_are_woken_by_notify_after_a_restart() {
     next.release().await.unwrap();
     holder.close().await;
     waiter.close().await;
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta")]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta")])
+        .await;
 }

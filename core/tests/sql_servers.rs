@@ -3,9 +3,9 @@
 //! `<scenario>::postgres` and `<scenario>::mariadb`; every test uses tables of its own, so they
 //! run side by side. Scenarios that restart a server are in sql_faults.rs.
 
-mod support;
 #[path = "support/sql.rs"]
 mod sql_support;
+mod support;
 
 use std::collections::HashSet;
 use std::process::Command;
@@ -23,7 +23,10 @@ fn opts(ttl_ms: u64) -> LockOptions {
 }
 
 fn now_ms() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
 }
 
 /// Each scenario, once per database.
@@ -59,7 +62,9 @@ on_both!(
 
 async fn acquire_release_and_tokens_increase(db: Db) {
     let t = table("basic");
-    let locker = Locker::connect(&db.with(&format!("table={t}"))).await.unwrap();
+    let locker = Locker::connect(&db.with(&format!("table={t}")))
+        .await
+        .unwrap();
     let mut last = 0;
     for _ in 0..5 {
         let lease = locker.acquire("job", &opts(10_000)).await.unwrap();
@@ -71,22 +76,41 @@ async fn acquire_release_and_tokens_increase(db: Db) {
         assert_eq!(info.token, Some(lease.token()));
         assert!(info.holder.unwrap().contains("\"pid\""));
         let left = info.time_left.unwrap();
-        assert!(left > Duration::from_secs(5) && left <= Duration::from_secs(10), "{left:?}");
+        assert!(
+            left > Duration::from_secs(5) && left <= Duration::from_secs(10),
+            "{left:?}"
+        );
         lease.extend(Some(Duration::from_secs(20))).await.unwrap();
         assert!(locker.inspect("job").await.unwrap().time_left.unwrap() > Duration::from_secs(10));
         lease.release().await.unwrap();
         let info = locker.inspect("job").await.unwrap();
         assert!(!info.held);
-        assert_eq!(info.token, Some(lease.token()), "the row and its counter stay after release");
-        assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::NotHeld);
-        assert_eq!(lease.extend(None).await.unwrap_err().code(), ErrorCode::NotHeld);
+        assert_eq!(
+            info.token,
+            Some(lease.token()),
+            "the row and its counter stay after release"
+        );
+        assert_eq!(
+            lease.release().await.unwrap_err().code(),
+            ErrorCode::NotHeld
+        );
+        assert_eq!(
+            lease.extend(None).await.unwrap_err().code(),
+            ErrorCode::NotHeld
+        );
     }
     // Tokens are the database clock in µs or above: within a minute of this machine's.
     let now_us = (now_ms() * 1000) as u64;
-    assert!(last.abs_diff(now_us) < 60_000_000, "token {last} is not near the clock {now_us}");
+    assert!(
+        last.abs_diff(now_us) < 60_000_000,
+        "token {last} is not near the clock {now_us}"
+    );
     assert!(!locker.inspect("never-taken").await.unwrap().held);
     locker.close().await;
-    assert_eq!(locker.acquire("job", &opts(1000)).await.unwrap_err().code(), ErrorCode::Closed);
+    assert_eq!(
+        locker.acquire("job", &opts(1000)).await.unwrap_err().code(),
+        ErrorCode::Closed
+    );
     let raw = db.raw().await;
     raw.drop_tables(&[&t, &format!("{t}_meta")]).await;
 }
@@ -99,7 +123,13 @@ async fn a_held_lock_is_not_granted_twice_and_a_waiter_gets_it_after_release(db:
     let lease = a.acquire("job", &opts(10_000)).await.unwrap();
     assert!(b.try_acquire("job", &opts(10_000)).await.unwrap().is_none());
     let started = Instant::now();
-    let err = b.acquire("job", &opts(10_000).with_wait(Some(Duration::from_millis(300)))).await.unwrap_err();
+    let err = b
+        .acquire(
+            "job",
+            &opts(10_000).with_wait(Some(Duration::from_millis(300))),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Timeout, "{err}");
     assert!(started.elapsed() >= Duration::from_millis(300));
     let waiter = {
@@ -108,22 +138,33 @@ async fn a_held_lock_is_not_granted_twice_and_a_waiter_gets_it_after_release(db:
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     lease.release().await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(10), waiter).await.unwrap().unwrap().unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(next.token() > lease.token());
     // Dropping a lease releases it in the background.
     drop(next);
-    let again = a.acquire("job", &opts(10_000).with_wait(Some(Duration::from_secs(5)))).await;
+    let again = a
+        .acquire("job", &opts(10_000).with_wait(Some(Duration::from_secs(5))))
+        .await;
     assert!(again.is_ok(), "{again:?}");
     // Closing releases what a Locker holds.
     a.close().await;
     assert!(b.try_acquire("job", &opts(10_000)).await.unwrap().is_some());
     b.close().await;
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta")]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta")])
+        .await;
 }
 
 async fn names_are_data_stored_and_locked_literally(db: Db) {
     let t = table("names");
-    let locker = Locker::connect(&db.with(&format!("table={t}"))).await.unwrap();
+    let locker = Locker::connect(&db.with(&format!("table={t}")))
+        .await
+        .unwrap();
     let euro = "€".repeat(85); // 255 bytes of 3-byte characters
     assert_eq!(euro.len(), 255);
     let names = [
@@ -137,14 +178,23 @@ async fn names_are_data_stored_and_locked_literally(db: Db) {
     ];
     let mut leases = Vec::new();
     for name in names {
-        let lease = locker.acquire(name, &opts(10_000).with_wait(Some(Duration::ZERO))).await;
+        let lease = locker
+            .acquire(name, &opts(10_000).with_wait(Some(Duration::ZERO)))
+            .await;
         leases.push(lease.unwrap_or_else(|e| panic!("{name:?}: {e}")));
     }
     for (lease, name) in leases.iter().zip(names) {
         assert_eq!(lease.name(), name);
         assert!(locker.inspect(name).await.unwrap().held, "{name:?}");
         // A second acquire of the same name finds it held: the three job spellings are three locks.
-        assert!(locker.try_acquire(name, &opts(10_000)).await.unwrap().is_none(), "{name:?}");
+        assert!(
+            locker
+                .try_acquire(name, &opts(10_000))
+                .await
+                .unwrap()
+                .is_none(),
+            "{name:?}"
+        );
     }
     let raw = db.raw().await;
     let mut stored = raw.bytes(&format!("SELECT name FROM {t}")).await;
@@ -153,7 +203,12 @@ async fn names_are_data_stored_and_locked_literally(db: Db) {
     expected.sort();
     assert_eq!(stored, expected, "names are stored byte for byte");
     for name in names {
-        let n = raw.exec_bytes(&format!("UPDATE {t} SET token = token WHERE name = {}", db.p(1)), name.as_bytes()).await;
+        let n = raw
+            .exec_bytes(
+                &format!("UPDATE {t} SET token = token WHERE name = {}", db.p(1)),
+                name.as_bytes(),
+            )
+            .await;
         assert_eq!(n, 1, "{name:?} matches exactly one row");
     }
     for lease in leases {
@@ -165,7 +220,9 @@ async fn names_are_data_stored_and_locked_literally(db: Db) {
 
 async fn deleting_a_free_row_does_not_make_tokens_go_backwards(db: Db) {
     let t = table("deleted");
-    let locker = Locker::connect(&db.with(&format!("table={t}"))).await.unwrap();
+    let locker = Locker::connect(&db.with(&format!("table={t}")))
+        .await
+        .unwrap();
     let raw = db.raw().await;
     let mut last = 0;
     for _ in 0..3 {
@@ -195,37 +252,72 @@ async fn expiry_frees_the_lock_and_renewal_keeps_it(db: Db) {
     let locker = Locker::connect(&url).await.unwrap();
     let other = Locker::connect(&url).await.unwrap();
     let ttl = Duration::from_millis(1500);
-    let lease = locker.acquire("job", &opts(1500).with_auto_renew(false)).await.unwrap();
-    assert!(lease.lost_signal().wait_blocking(Some(ttl + Duration::from_secs(3))));
-    assert_eq!(lease.lost_signal().reason(), Some(fencelock::LossReason::Expired));
-    let next = other.acquire("job", &opts(10_000).with_wait(Some(Duration::from_secs(5)))).await.unwrap();
+    let lease = locker
+        .acquire("job", &opts(1500).with_auto_renew(false))
+        .await
+        .unwrap();
+    assert!(
+        lease
+            .lost_signal()
+            .wait_blocking(Some(ttl + Duration::from_secs(3)))
+    );
+    assert_eq!(
+        lease.lost_signal().reason(),
+        Some(fencelock::LossReason::Expired)
+    );
+    let next = other
+        .acquire("job", &opts(10_000).with_wait(Some(Duration::from_secs(5))))
+        .await
+        .unwrap();
     assert!(next.token() > lease.token());
     assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
-    assert_eq!(lease.extend(None).await.unwrap_err().code(), ErrorCode::Lost);
+    assert_eq!(
+        lease.extend(None).await.unwrap_err().code(),
+        ErrorCode::Lost
+    );
     next.release().await.unwrap();
 
     let renewed = locker.acquire("kept", &opts(2000)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5000)).await;
     assert!(renewed.is_held(), "renewals should have kept it");
-    assert!(other.try_acquire("kept", &opts(2000)).await.unwrap().is_none());
+    assert!(
+        other
+            .try_acquire("kept", &opts(2000))
+            .await
+            .unwrap()
+            .is_none()
+    );
     renewed.release().await.unwrap();
     locker.close().await;
     other.close().await;
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta")]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta")])
+        .await;
 }
 
 async fn a_lease_taken_over_by_hand_is_lost_at_its_next_renewal(db: Db) {
     let t = table("takeover");
-    let locker = Locker::connect(&db.with(&format!("table={t}"))).await.unwrap();
+    let locker = Locker::connect(&db.with(&format!("table={t}")))
+        .await
+        .unwrap();
     let ttl = Duration::from_millis(3000);
-    let lease = locker.acquire("job", &LockOptions::default().with_ttl(ttl)).await.unwrap();
+    let lease = locker
+        .acquire("job", &LockOptions::default().with_ttl(ttl))
+        .await
+        .unwrap();
     let raw = db.raw().await;
     let other_owner = match db.kind {
         Kind::Postgres => "'\\x00000000000000000000000000000000'::bytea",
         Kind::MariaDb => "x'00000000000000000000000000000000'",
     };
-    raw.exec(&format!("UPDATE {t} SET owner = {other_owner}, token = token + 1")).await;
-    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), lease.lost_signal().wait()).await.expect("lost signal");
+    raw.exec(&format!(
+        "UPDATE {t} SET owner = {other_owner}, token = token + 1"
+    ))
+    .await;
+    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), lease.lost_signal().wait())
+        .await
+        .expect("lost signal");
     assert_eq!(reason, fencelock::LossReason::TakenOver);
     assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
     // The release did not free the row it no longer owned.
@@ -236,14 +328,26 @@ async fn a_lease_taken_over_by_hand_is_lost_at_its_next_renewal(db: Db) {
 
 async fn fence_accepts_newer_tokens_and_rejects_stale_ones(db: Db) {
     let (t, f, data) = (table("fl"), table("ff"), table("fdata"));
-    let locker = Locker::connect(&db.with(&format!("table={t}"))).await.unwrap();
-    let fence = Fence::open(&db.with(&format!("table={f}")), "counter").await.unwrap();
+    let locker = Locker::connect(&db.with(&format!("table={t}")))
+        .await
+        .unwrap();
+    let fence = Fence::open(&db.with(&format!("table={f}")), "counter")
+        .await
+        .unwrap();
     let raw = db.raw().await;
-    raw.exec(&format!("CREATE TABLE {data} (id INT PRIMARY KEY, n BIGINT NOT NULL, note TEXT)")).await;
-    raw.exec(&format!("INSERT INTO {data} (id, n) VALUES (1, 0)")).await;
-    let bump = [Statement::new(format!("UPDATE {data} SET n = n + {}, note = {} WHERE id = 1", db.p(1), db.p(2)))
-        .bind(SqlValue::Int(1))
-        .bind(SqlValue::Null)];
+    raw.exec(&format!(
+        "CREATE TABLE {data} (id INT PRIMARY KEY, n BIGINT NOT NULL, note TEXT)"
+    ))
+    .await;
+    raw.exec(&format!("INSERT INTO {data} (id, n) VALUES (1, 0)"))
+        .await;
+    let bump = [Statement::new(format!(
+        "UPDATE {data} SET n = n + {}, note = {} WHERE id = 1",
+        db.p(1),
+        db.p(2)
+    ))
+    .bind(SqlValue::Int(1))
+    .bind(SqlValue::Null)];
 
     let old = locker.acquire("job", &opts(10_000)).await.unwrap();
     assert_eq!(fence.fenced_execute(&old, &bump).await.unwrap(), vec![1]);
@@ -255,22 +359,38 @@ async fn fence_accepts_newer_tokens_and_rejects_stale_ones(db: Db) {
     assert_eq!(fence.fenced_execute(&new, &bump).await.unwrap(), vec![1]);
     let stale = fence.fenced_execute(old_token, &bump).await.unwrap_err();
     assert_eq!(stale.code(), ErrorCode::StaleToken, "{stale}");
-    assert_eq!(fence.check(old_token).await.unwrap_err().code(), ErrorCode::StaleToken);
+    assert_eq!(
+        fence.check(old_token).await.unwrap_err().code(),
+        ErrorCode::StaleToken
+    );
     fence.check(&new).await.unwrap();
     assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
     // A failing statement rolls the whole write back, the token included.
     let broken = fence
-        .fenced_execute(new.token() + 1, &[bump[0].clone(), Statement::new("INSERT INTO nowhere_at_all VALUES (1)")])
+        .fenced_execute(
+            new.token() + 1,
+            &[
+                bump[0].clone(),
+                Statement::new("INSERT INTO nowhere_at_all VALUES (1)"),
+            ],
+        )
         .await
         .unwrap_err();
     assert_eq!(broken.code(), ErrorCode::Backend, "{broken}");
     assert!(broken.message().contains("nothing was written"), "{broken}");
     assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
-    assert_eq!(raw.int(&format!("SELECT n FROM {data} WHERE id = 1")).await, Some(3));
+    assert_eq!(
+        raw.int(&format!("SELECT n FROM {data} WHERE id = 1")).await,
+        Some(3)
+    );
     // Text, bytes and floats bind too.
-    let typed = Statement::new(format!("UPDATE {data} SET note = {} WHERE id = {}", db.p(1), db.p(2)))
-        .bind(SqlValue::Text("it's \"quoted\"".into()))
-        .bind(SqlValue::Int(1));
+    let typed = Statement::new(format!(
+        "UPDATE {data} SET note = {} WHERE id = {}",
+        db.p(1),
+        db.p(2)
+    ))
+    .bind(SqlValue::Text("it's \"quoted\"".into()))
+    .bind(SqlValue::Int(1));
     assert_eq!(fence.fenced_execute(&new, &[typed]).await.unwrap(), vec![1]);
     // Tokens of another lock are refused.
     let other = locker.acquire("other-lock", &opts(10_000)).await.unwrap();
@@ -279,11 +399,15 @@ async fn fence_accepts_newer_tokens_and_rejects_stale_ones(db: Db) {
     assert!(err.message().contains("another lock"), "{err}");
     // A released lease is refused before anything is sent.
     new.release().await.unwrap();
-    assert_eq!(fence.fenced_execute(&new, &bump).await.unwrap_err().code(), ErrorCode::NotHeld);
+    assert_eq!(
+        fence.fenced_execute(&new, &bump).await.unwrap_err().code(),
+        ErrorCode::NotHeld
+    );
     other.release().await.unwrap();
     fence.close().await;
     locker.close().await;
-    raw.drop_tables(&[&t, &format!("{t}_meta"), &f, &data]).await;
+    raw.drop_tables(&[&t, &format!("{t}_meta"), &f, &data])
+        .await;
 }
 
 /// Two fenced writes that lock the same rows in opposite orders deadlock; the database rolls
@@ -291,10 +415,17 @@ async fn fence_accepts_newer_tokens_and_rejects_stale_ones(db: Db) {
 async fn a_deadlocked_fenced_write_is_run_again(db: Db) {
     let (f, data) = (table("dlf"), table("dld"));
     let raw = db.raw().await;
-    raw.exec(&format!("CREATE TABLE {data} (id INT PRIMARY KEY, n BIGINT NOT NULL)")).await;
-    raw.exec(&format!("INSERT INTO {data} (id, n) VALUES (1, 0), (2, 0)")).await;
+    raw.exec(&format!(
+        "CREATE TABLE {data} (id INT PRIMARY KEY, n BIGINT NOT NULL)"
+    ))
+    .await;
+    raw.exec(&format!("INSERT INTO {data} (id, n) VALUES (1, 0), (2, 0)"))
+        .await;
     let url = db.with(&format!("table={f}"));
-    let (a, b) = (Fence::open(&url, "a").await.unwrap(), Fence::open(&url, "b").await.unwrap());
+    let (a, b) = (
+        Fence::open(&url, "a").await.unwrap(),
+        Fence::open(&url, "b").await.unwrap(),
+    );
     let pause = match db.kind {
         Kind::Postgres => "SELECT pg_sleep(0.5)",
         Kind::MariaDb => "SELECT SLEEP(0.5)",
@@ -302,11 +433,20 @@ async fn a_deadlocked_fenced_write_is_run_again(db: Db) {
     let bump = |id: i64| Statement::new(format!("UPDATE {data} SET n = n + 1 WHERE id = {id}"));
     let one_then_two = [bump(1), Statement::new(pause), bump(2)];
     let two_then_one = [bump(2), Statement::new(pause), bump(1)];
-    let (ra, rb) = tokio::join!(a.fenced_execute(7u64, &one_then_two), b.fenced_execute(7u64, &two_then_one));
+    let (ra, rb) = tokio::join!(
+        a.fenced_execute(7u64, &one_then_two),
+        b.fenced_execute(7u64, &two_then_one)
+    );
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!((ra[0], ra[2], rb[0], rb[2]), (1, 1, 1, 1));
-    assert_eq!(raw.int(&format!("SELECT n FROM {data} WHERE id = 1")).await, Some(2));
-    assert_eq!(raw.int(&format!("SELECT n FROM {data} WHERE id = 2")).await, Some(2));
+    assert_eq!(
+        raw.int(&format!("SELECT n FROM {data} WHERE id = 1")).await,
+        Some(2)
+    );
+    assert_eq!(
+        raw.int(&format!("SELECT n FROM {data} WHERE id = 2")).await,
+        Some(2)
+    );
     a.close().await;
     b.close().await;
     raw.drop_tables(&[&f, &data]).await;
@@ -315,8 +455,12 @@ async fn a_deadlocked_fenced_write_is_run_again(db: Db) {
 async fn least_privilege_role_with_create_table_false(db: Db) {
     let (t, f) = (table("lp"), table("lpf"));
     // The owner makes the tables.
-    let owner = Locker::connect(&db.with(&format!("table={t}"))).await.unwrap();
-    let owner_fence = Fence::open(&db.with(&format!("table={f}")), "res").await.unwrap();
+    let owner = Locker::connect(&db.with(&format!("table={t}")))
+        .await
+        .unwrap();
+    let owner_fence = Fence::open(&db.with(&format!("table={f}")), "res")
+        .await
+        .unwrap();
     owner.close().await;
     owner_fence.close().await;
 
@@ -325,36 +469,75 @@ async fn least_privilege_role_with_create_table_false(db: Db) {
     let lease = app.acquire("job", &opts(10_000)).await.unwrap();
     lease.extend(None).await.unwrap();
     assert!(app.inspect("job").await.unwrap().held);
-    let fence = Fence::open(&sql_support::with(&db.app_url, &format!("table={f}&create_table=false")), "res").await.unwrap();
+    let fence = Fence::open(
+        &sql_support::with(&db.app_url, &format!("table={f}&create_table=false")),
+        "res",
+    )
+    .await
+    .unwrap();
     fence.fenced_execute(&lease, &[]).await.unwrap();
     lease.release().await.unwrap();
     // The default (create_table=true) also works when the tables exist: nothing is created.
-    let default = Locker::connect(&sql_support::with(&db.app_url, &format!("table={t}"))).await.unwrap();
-    default.acquire("job", &opts(10_000)).await.unwrap().release().await.unwrap();
+    let default = Locker::connect(&sql_support::with(&db.app_url, &format!("table={t}")))
+        .await
+        .unwrap();
+    default
+        .acquire("job", &opts(10_000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     default.close().await;
 
     // A missing table is named.
     let absent = table("absent");
-    let err = Locker::connect(&sql_support::with(&db.app_url, &format!("table={absent}&create_table=false"))).await.unwrap_err();
+    let err = Locker::connect(&sql_support::with(
+        &db.app_url,
+        &format!("table={absent}&create_table=false"),
+    ))
+    .await
+    .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Backend, "{err}");
-    assert!(err.message().contains(&absent) && err.message().contains("does not exist"), "{err}");
-    let err = Fence::open(&sql_support::with(&db.app_url, &format!("table={absent}&create_table=false")), "res").await.unwrap_err();
-    assert!(err.message().contains(&absent) && err.message().contains("does not exist"), "{err}");
+    assert!(
+        err.message().contains(&absent) && err.message().contains("does not exist"),
+        "{err}"
+    );
+    let err = Fence::open(
+        &sql_support::with(&db.app_url, &format!("table={absent}&create_table=false")),
+        "res",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.message().contains(&absent) && err.message().contains("does not exist"),
+        "{err}"
+    );
     // Asked to create it without the right to: AUTH, naming the table and the way out.
-    let err = Locker::connect(&sql_support::with(&db.app_url, &format!("table={absent}"))).await.unwrap_err();
+    let err = Locker::connect(&sql_support::with(&db.app_url, &format!("table={absent}")))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Auth, "{err}");
-    assert!(err.message().contains(&absent) && err.message().contains("create_table=false"), "{err}");
+    assert!(
+        err.message().contains(&absent) && err.message().contains("create_table=false"),
+        "{err}"
+    );
     assert!(!err.message().contains("fencelock-app"), "{err}");
     app.close().await;
     fence.close().await;
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta"), &f]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta"), &f])
+        .await;
 }
 
 /// The worker half of the concurrent-first-use test: runs when re-executed with
 /// FENCELOCK_SQL_FIRST_USE set, and does nothing in a normal test run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_use_worker() {
-    let Ok(spec) = std::env::var("FENCELOCK_SQL_FIRST_USE") else { return };
+    let Ok(spec) = std::env::var("FENCELOCK_SQL_FIRST_USE") else {
+        return;
+    };
     let (url, start_at) = spec.rsplit_once('|').unwrap();
     let start_at: u128 = start_at.parse().unwrap();
     let now = now_ms();
@@ -383,53 +566,93 @@ fn output_line(child: std::process::Child, prefix: &str) -> String {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "a worker failed:\n{text}");
     text.lines()
-        .find_map(|l| l.find(prefix).map(|at| l[at + prefix.len()..].trim().to_string()))
+        .find_map(|l| {
+            l.find(prefix)
+                .map(|at| l[at + prefix.len()..].trim().to_string())
+        })
         .unwrap_or_else(|| panic!("the worker printed no {prefix}:\n{text}"))
 }
 
 async fn concurrent_first_uses_create_the_table_once(db: Db) {
     let t = table("first");
     let spec = format!("{}|{}", db.with(&format!("table={t}")), now_ms() + 1500);
-    let workers: Vec<_> = (0..8).map(|_| reexec("first_use_worker", "FENCELOCK_SQL_FIRST_USE", &spec)).collect();
+    let workers: Vec<_> = (0..8)
+        .map(|_| reexec("first_use_worker", "FENCELOCK_SQL_FIRST_USE", &spec))
+        .collect();
     let deployments: HashSet<String> = tokio::task::spawn_blocking(move || {
-        workers.into_iter().map(|w| output_line(w, "DEPLOYMENT ")).collect()
+        workers
+            .into_iter()
+            .map(|w| output_line(w, "DEPLOYMENT "))
+            .collect()
     })
     .await
     .unwrap();
-    assert_eq!(deployments.len(), 1, "the processes saw different tables: {deployments:?}");
+    assert_eq!(
+        deployments.len(),
+        1,
+        "the processes saw different tables: {deployments:?}"
+    );
     let raw = db.raw().await;
-    assert_eq!(raw.int(&format!("SELECT count(*) FROM {t}_meta")).await, Some(2));
+    assert_eq!(
+        raw.int(&format!("SELECT count(*) FROM {t}_meta")).await,
+        Some(2)
+    );
     raw.drop_tables(&[&t, &format!("{t}_meta")]).await;
 }
 
 /// The worker half of the two-process contention test (FENCELOCK_SQL_CONTENTION set).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contention_worker() {
-    let Ok(spec) = std::env::var("FENCELOCK_SQL_CONTENTION") else { return };
+    let Ok(spec) = std::env::var("FENCELOCK_SQL_CONTENTION") else {
+        return;
+    };
     let parts: Vec<&str> = spec.split('|').collect();
     let db = sql_support::by_name(parts[0]);
-    let (t, f, counter, log) = (parts[1].to_string(), parts[2].to_string(), parts[3].to_string(), parts[4].to_string());
+    let (t, f, counter, log) = (
+        parts[1].to_string(),
+        parts[2].to_string(),
+        parts[3].to_string(),
+        parts[4].to_string(),
+    );
     let (tasks, rounds): (usize, usize) = (parts[5].parse().unwrap(), parts[6].parse().unwrap());
     // MariaDB waiters poll: a short interval keeps 1600 hand-overs quick. PostgreSQL's are
     // woken by NOTIFY.
     let poll = if db.kind == Kind::MariaDb { 10 } else { 50 };
     let options = LockerOptions::default().with_poll_interval(Duration::from_millis(poll));
-    let locker = Locker::connect_with(&db.with(&format!("table={t}")), options).await.unwrap();
-    let fence = Fence::open(&db.with(&format!("table={f}")), "counter").await.unwrap();
+    let locker = Locker::connect_with(&db.with(&format!("table={t}")), options)
+        .await
+        .unwrap();
+    let fence = Fence::open(&db.with(&format!("table={f}")), "counter")
+        .await
+        .unwrap();
     let mut handles = Vec::new();
     for _ in 0..tasks {
-        let (locker, fence, db, counter, log) = (locker.clone(), fence.clone(), db.clone(), counter.clone(), log.clone());
+        let (locker, fence, db, counter, log) = (
+            locker.clone(),
+            fence.clone(),
+            db.clone(),
+            counter.clone(),
+            log.clone(),
+        );
         handles.push(tokio::spawn(async move {
             let raw = db.raw().await;
             let mut tokens = Vec::new();
             for _ in 0..rounds {
                 let lease = locker.acquire("shared", &opts(10_000)).await.unwrap();
-                let n = raw.int(&format!("SELECT n FROM {counter} WHERE id = 1")).await.unwrap();
+                let n = raw
+                    .int(&format!("SELECT n FROM {counter} WHERE id = 1"))
+                    .await
+                    .unwrap();
                 let write = [
-                    Statement::new(format!("UPDATE {counter} SET n = {} WHERE id = 1", db.p(1))).bind(SqlValue::Int(n + 1)),
-                    Statement::new(format!("INSERT INTO {log} (seq, token) VALUES ({}, {})", db.p(1), db.p(2)))
-                        .bind(SqlValue::Int(n + 1))
-                        .bind(SqlValue::Int(lease.token() as i64)),
+                    Statement::new(format!("UPDATE {counter} SET n = {} WHERE id = 1", db.p(1)))
+                        .bind(SqlValue::Int(n + 1)),
+                    Statement::new(format!(
+                        "INSERT INTO {log} (seq, token) VALUES ({}, {})",
+                        db.p(1),
+                        db.p(2)
+                    ))
+                    .bind(SqlValue::Int(n + 1))
+                    .bind(SqlValue::Int(lease.token() as i64)),
                 ];
                 // Every holder here holds the lock: a refusal would be a bug, and a stale
                 // write accepted would show in the counter and the log.
@@ -444,8 +667,17 @@ async fn contention_worker() {
     let mut lines = Vec::new();
     for h in handles {
         let tokens = h.await.unwrap();
-        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "one task's tokens went backwards");
-        lines.push(tokens.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "one task's tokens went backwards"
+        );
+        lines.push(
+            tokens
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        );
     }
     locker.close().await;
     fence.close().await;
@@ -455,27 +687,61 @@ async fn contention_worker() {
 async fn eight_contenders_in_two_processes_keep_a_fenced_counter_exact(db: Db) {
     let (t, f, counter, log) = (table("ct"), table("cf"), table("cn"), table("cl"));
     let raw = db.raw().await;
-    raw.exec(&format!("CREATE TABLE {counter} (id INT PRIMARY KEY, n BIGINT NOT NULL)")).await;
-    raw.exec(&format!("INSERT INTO {counter} (id, n) VALUES (1, 0)")).await;
-    raw.exec(&format!("CREATE TABLE {log} (seq BIGINT PRIMARY KEY, token BIGINT NOT NULL)")).await;
+    raw.exec(&format!(
+        "CREATE TABLE {counter} (id INT PRIMARY KEY, n BIGINT NOT NULL)"
+    ))
+    .await;
+    raw.exec(&format!("INSERT INTO {counter} (id, n) VALUES (1, 0)"))
+        .await;
+    raw.exec(&format!(
+        "CREATE TABLE {log} (seq BIGINT PRIMARY KEY, token BIGINT NOT NULL)"
+    ))
+    .await;
     let spec = format!("{}|{t}|{f}|{counter}|{log}|4|200", db.name());
-    let workers: Vec<_> = (0..2).map(|_| reexec("contention_worker", "FENCELOCK_SQL_CONTENTION", &spec)).collect();
+    let workers: Vec<_> = (0..2)
+        .map(|_| reexec("contention_worker", "FENCELOCK_SQL_CONTENTION", &spec))
+        .collect();
     let tokens: Vec<u64> = tokio::task::spawn_blocking(move || {
         workers
             .into_iter()
-            .flat_map(|w| output_line(w, "TOKENS ").split(',').map(|t| t.parse::<u64>().unwrap()).collect::<Vec<_>>())
+            .flat_map(|w| {
+                output_line(w, "TOKENS ")
+                    .split(',')
+                    .map(|t| t.parse::<u64>().unwrap())
+                    .collect::<Vec<_>>()
+            })
             .collect()
     })
     .await
     .unwrap();
     assert_eq!(tokens.len(), 1600);
-    assert_eq!(tokens.iter().collect::<HashSet<_>>().len(), 1600, "a token was handed out twice");
-    assert_eq!(raw.int(&format!("SELECT n FROM {counter} WHERE id = 1")).await, Some(1600), "lost updates");
-    let logged = raw.pairs(&format!("SELECT seq, token FROM {log} ORDER BY seq")).await;
+    assert_eq!(
+        tokens.iter().collect::<HashSet<_>>().len(),
+        1600,
+        "a token was handed out twice"
+    );
+    assert_eq!(
+        raw.int(&format!("SELECT n FROM {counter} WHERE id = 1"))
+            .await,
+        Some(1600),
+        "lost updates"
+    );
+    let logged = raw
+        .pairs(&format!("SELECT seq, token FROM {log} ORDER BY seq"))
+        .await;
     assert_eq!(logged.len(), 1600);
-    assert!(logged.iter().enumerate().all(|(i, (seq, _))| *seq == i as i64 + 1));
-    assert!(logged.windows(2).all(|w| w[0].1 < w[1].1), "tokens were not strictly increasing in write order");
-    raw.drop_tables(&[&t, &format!("{t}_meta"), &f, &counter, &log]).await;
+    assert!(
+        logged
+            .iter()
+            .enumerate()
+            .all(|(i, (seq, _))| *seq == i as i64 + 1)
+    );
+    assert!(
+        logged.windows(2).all(|w| w[0].1 < w[1].1),
+        "tokens were not strictly increasing in write order"
+    );
+    raw.drop_tables(&[&t, &format!("{t}_meta"), &f, &counter, &log])
+        .await;
 }
 
 async fn bad_credentials_and_options_get_typed_errors_without_secrets(db: Db) {
@@ -484,7 +750,11 @@ async fn bad_credentials_and_options_get_typed_errors_without_secrets(db: Db) {
     let err = Locker::connect(&wrong).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Auth, "{err}");
     assert!(!format!("{err} {err:?}").contains("hunter2"), "{err}");
-    for (query, words) in [("tabel=x", "unknown"), ("table=x;y", "table name"), ("pool_size=0", "pool_size")] {
+    for (query, words) in [
+        ("tabel=x", "unknown"),
+        ("table=x;y", "table name"),
+        ("pool_size=0", "pool_size"),
+    ] {
         let err = Locker::connect(&db.with(query)).await.unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidArgument, "{query}: {err}");
         assert!(err.message().contains(words), "{err}");
@@ -496,7 +766,9 @@ async fn bad_credentials_and_options_get_typed_errors_without_secrets(db: Db) {
         Kind::MariaDb => ("ssl-mode=DISABLED", "ssl-mode=REQUIRED"),
     };
     let t = table("tls");
-    let plain = Locker::connect(&db.with(&format!("{no_tls}&table={t}"))).await.unwrap();
+    let plain = Locker::connect(&db.with(&format!("{no_tls}&table={t}")))
+        .await
+        .unwrap();
     plain.close().await;
     match Locker::connect(&db.with(&format!("{must_tls}&table={t}"))).await {
         Err(err) => {
@@ -506,11 +778,18 @@ async fn bad_credentials_and_options_get_typed_errors_without_secrets(db: Db) {
         // A server with TLS configured accepts it.
         Ok(locker) => locker.close().await,
     }
-    let err = Locker::connect(&db.with("sslmode=sometimes&ssl-mode=maybe")).await.unwrap_err();
+    let err = Locker::connect(&db.with("sslmode=sometimes&ssl-mode=maybe"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
-    let err = Locker::connect(&format!("{}://127.0.0.1:1/db", db.name())).await.unwrap_err();
+    let err = Locker::connect(&format!("{}://127.0.0.1:1/db", db.name()))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta")]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta")])
+        .await;
 }
 
 /// Waiters on PostgreSQL are woken by NOTIFY: with the fallback poll at a minute and the
@@ -544,7 +823,10 @@ async fn postgres_waiters_are_woken_by_notify() {
     }
     holder.close().await;
     waiter.close().await;
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta")]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta")])
+        .await;
 }
 
 /// Forces each interleaving of a release with a PostgreSQL waiter's failed attempt, its LISTEN
@@ -568,7 +850,10 @@ async fn postgres_waiters_never_miss_a_release_around_their_subscription() {
                     let lease = lease.lock().unwrap().take().unwrap();
                     // Release synchronously, on another thread, right at this point.
                     std::thread::spawn(move || {
-                        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .unwrap();
                         rt.block_on(lease.release()).unwrap();
                     })
                     .join()
@@ -579,12 +864,23 @@ async fn postgres_waiters_never_miss_a_release_around_their_subscription() {
         let mut options = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
         options.test_hook = Some(hook);
         let waiter = Locker::connect_with(&url, options).await.unwrap();
-        let got = waiter.acquire(&name, &opts(30_000).with_wait(Some(Duration::from_secs(10)))).await;
-        assert!(fired.load(Ordering::SeqCst), "the hook point {point} was never reached");
+        let got = waiter
+            .acquire(
+                &name,
+                &opts(30_000).with_wait(Some(Duration::from_secs(10))),
+            )
+            .await;
+        assert!(
+            fired.load(Ordering::SeqCst),
+            "the hook point {point} was never reached"
+        );
         let got = got.unwrap_or_else(|e| panic!("missed a release at {point}: {e}"));
         assert!(got.token() > lease.token());
         got.release().await.unwrap();
         waiter.close().await;
     }
-    db.raw().await.drop_tables(&[&t, &format!("{t}_meta")]).await;
+    db.raw()
+        .await
+        .drop_tables(&[&t, &format!("{t}_meta")])
+        .await;
 }

@@ -3,9 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencelock::{
-    ErrorCode, Fence, LockOptions, Locker, LockerOptions, SqlValue, Statement,
-};
+use fencelock::{ErrorCode, Fence, LockOptions, Locker, LockerOptions, SqlValue, Statement};
 
 fn db_url(dir: &tempfile::TempDir) -> String {
     format!("sqlite://{}", dir.path().join("locks.db").display())
@@ -18,7 +16,9 @@ fn opts(ttl_ms: u64) -> LockOptions {
 /// Takes a lock over behind its holder's back, as an operator (or a bug) would.
 async fn take_over_by_hand(url: &str, name: &str) {
     let path = url.trim_start_matches("sqlite://");
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{path}")).await.unwrap();
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{path}"))
+        .await
+        .unwrap();
     sqlx::query("UPDATE fencelock_locks SET owner = x'00000000000000000000000000000000', token = token + 1 WHERE name = ?1")
         .bind(name.as_bytes())
         .execute(&pool)
@@ -56,7 +56,13 @@ async fn a_held_lock_is_not_granted_twice() {
     let lease = a.acquire("job", &opts(10_000)).await.unwrap();
     assert!(b.try_acquire("job", &opts(10_000)).await.unwrap().is_none());
     let started = Instant::now();
-    let err = b.acquire("job", &opts(10_000).with_wait(Some(Duration::from_millis(300)))).await.unwrap_err();
+    let err = b
+        .acquire(
+            "job",
+            &opts(10_000).with_wait(Some(Duration::from_millis(300))),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Timeout);
     assert!(err.message().contains("job"), "{err}");
     assert!(started.elapsed() >= Duration::from_millis(300));
@@ -67,7 +73,11 @@ async fn a_held_lock_is_not_granted_twice() {
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     lease.release().await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(10), waiter).await.unwrap().unwrap().unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(next.token() > lease.token());
 }
 
@@ -78,8 +88,14 @@ async fn release_twice_is_not_held_and_extend_after_release_too() {
     let lease = locker.acquire("job", &opts(10_000)).await.unwrap();
     lease.extend(Some(Duration::from_secs(20))).await.unwrap();
     lease.release().await.unwrap();
-    assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::NotHeld);
-    assert_eq!(lease.extend(None).await.unwrap_err().code(), ErrorCode::NotHeld);
+    assert_eq!(
+        lease.release().await.unwrap_err().code(),
+        ErrorCode::NotHeld
+    );
+    assert_eq!(
+        lease.extend(None).await.unwrap_err().code(),
+        ErrorCode::NotHeld
+    );
     assert!(!lease.is_held());
     assert!(!lease.is_lost());
 }
@@ -90,16 +106,24 @@ async fn a_lease_taken_over_by_hand_fires_its_lost_signal_within_one_renewal_int
     let url = db_url(&dir);
     let locker = Locker::connect(&url).await.unwrap();
     let ttl = Duration::from_millis(1500);
-    let lease = locker.acquire("job", &LockOptions::default().with_ttl(ttl)).await.unwrap();
+    let lease = locker
+        .acquire("job", &LockOptions::default().with_ttl(ttl))
+        .await
+        .unwrap();
     let signal = lease.lost_signal();
     take_over_by_hand(&url, "job").await;
     let started = Instant::now();
-    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), signal.wait()).await.expect("lost signal");
+    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), signal.wait())
+        .await
+        .expect("lost signal");
     assert_eq!(reason, fencelock::LossReason::TakenOver);
     assert!(started.elapsed() < ttl / 3 + Duration::from_secs(2));
     assert!(lease.is_lost());
     assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
-    assert_eq!(lease.extend(None).await.unwrap_err().code(), ErrorCode::Lost);
+    assert_eq!(
+        lease.extend(None).await.unwrap_err().code(),
+        ErrorCode::Lost
+    );
 }
 
 #[tokio::test]
@@ -107,7 +131,10 @@ async fn without_renewal_the_lease_is_lost_at_its_client_deadline_and_the_lock_f
     let dir = tempfile::tempdir().unwrap();
     let locker = Locker::connect(&db_url(&dir)).await.unwrap();
     let ttl = Duration::from_millis(800);
-    let lease = locker.acquire("job", &opts(800).with_auto_renew(false)).await.unwrap();
+    let lease = locker
+        .acquire("job", &opts(800).with_auto_renew(false))
+        .await
+        .unwrap();
     let signal = lease.lost_signal();
     // The watchdog thread fires the signal without anybody reading the lease.
     assert!(signal.wait_blocking(Some(ttl + Duration::from_secs(2))));
@@ -129,7 +156,13 @@ async fn auto_renew_keeps_a_short_lease_alive() {
     tokio::time::sleep(Duration::from_millis(2000)).await;
     assert!(lease.is_held(), "renewals should have kept it");
     let other = Locker::connect(&db_url(&dir)).await.unwrap();
-    assert!(other.try_acquire("job", &opts(600)).await.unwrap().is_none());
+    assert!(
+        other
+            .try_acquire("job", &opts(600))
+            .await
+            .unwrap()
+            .is_none()
+    );
     lease.release().await.unwrap();
 }
 
@@ -138,10 +171,17 @@ async fn max_hold_stops_renewals() {
     let dir = tempfile::tempdir().unwrap();
     let locker = Locker::connect(&db_url(&dir)).await.unwrap();
     let lease = locker
-        .acquire("job", &opts(600).with_max_hold(Some(Duration::from_millis(700))))
+        .acquire(
+            "job",
+            &opts(600).with_max_hold(Some(Duration::from_millis(700))),
+        )
         .await
         .unwrap();
-    assert!(lease.lost_signal().wait_blocking(Some(Duration::from_secs(5))));
+    assert!(
+        lease
+            .lost_signal()
+            .wait_blocking(Some(Duration::from_secs(5)))
+    );
 }
 
 #[tokio::test]
@@ -152,7 +192,10 @@ async fn deleting_a_free_row_does_not_make_tokens_go_backwards() {
     let first = locker.acquire("job", &opts(10_000)).await.unwrap();
     first.release().await.unwrap();
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    sqlx::query("DELETE FROM fencelock_locks").execute(&pool).await.unwrap();
+    sqlx::query("DELETE FROM fencelock_locks")
+        .execute(&pool)
+        .await
+        .unwrap();
     let second = locker.acquire("job", &opts(10_000)).await.unwrap();
     assert!(second.token() > first.token());
 }
@@ -162,7 +205,9 @@ async fn dropping_a_lease_releases_it_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
     let locker = Locker::connect(&db_url(&dir)).await.unwrap();
     drop(locker.acquire("job", &opts(10_000)).await.unwrap());
-    let again = locker.acquire("job", &opts(10_000).with_wait(Some(Duration::from_secs(5)))).await;
+    let again = locker
+        .acquire("job", &opts(10_000).with_wait(Some(Duration::from_secs(5))))
+        .await;
     assert!(again.is_ok(), "{again:?}");
 }
 
@@ -174,8 +219,14 @@ async fn close_releases_what_the_locker_holds() {
     let lease = a.acquire("job", &opts(10_000)).await.unwrap();
     a.close().await;
     assert!(b.try_acquire("job", &opts(10_000)).await.unwrap().is_some());
-    assert_eq!(a.acquire("x", &opts(10_000)).await.unwrap_err().code(), ErrorCode::Closed);
-    assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::NotHeld);
+    assert_eq!(
+        a.acquire("x", &opts(10_000)).await.unwrap_err().code(),
+        ErrorCode::Closed
+    );
+    assert_eq!(
+        lease.release().await.unwrap_err().code(),
+        ErrorCode::NotHeld
+    );
 }
 
 #[tokio::test]
@@ -183,7 +234,11 @@ async fn a_cancelled_acquire_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let locker = Locker::connect(&db_url(&dir)).await.unwrap();
     let holder = locker.acquire("job", &opts(10_000)).await.unwrap();
-    let waiting = tokio::time::timeout(Duration::from_millis(200), locker.acquire("job", &opts(10_000))).await;
+    let waiting = tokio::time::timeout(
+        Duration::from_millis(200),
+        locker.acquire("job", &opts(10_000)),
+    )
+    .await;
     assert!(waiting.is_err(), "the wait should have been cancelled");
     holder.release().await.unwrap();
     assert!(!locker.inspect("job").await.unwrap().held);
@@ -197,15 +252,22 @@ async fn contention_in_one_process_is_exclusive_with_increasing_tokens() {
     let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..8 {
-        let locker = Locker::connect_with(&url, LockerOptions::default().with_poll_interval(Duration::from_millis(5)))
-            .await
-            .unwrap();
+        let locker = Locker::connect_with(
+            &url,
+            LockerOptions::default().with_poll_interval(Duration::from_millis(5)),
+        )
+        .await
+        .unwrap();
         let inside = inside.clone();
         let tokens = tokens.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..10 {
                 let lease = locker.acquire("shared", &opts(10_000)).await.unwrap();
-                assert_eq!(inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst), 0, "task {i} overlapped");
+                assert_eq!(
+                    inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+                    0,
+                    "task {i} overlapped"
+                );
                 tokens.lock().unwrap().push(lease.token());
                 tokio::task::yield_now().await;
                 inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
@@ -218,7 +280,10 @@ async fn contention_in_one_process_is_exclusive_with_increasing_tokens() {
     }
     let tokens = tokens.lock().unwrap();
     assert_eq!(tokens.len(), 80);
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "tokens not strictly increasing");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens not strictly increasing"
+    );
 }
 
 #[tokio::test]
@@ -229,7 +294,13 @@ async fn fence_accepts_newer_tokens_and_rejects_stale_ones() {
     let fence = Fence::open(&url, "counter").await.unwrap();
     let setup = Fence::open(&url, "setup").await.unwrap();
     setup
-        .fenced_execute(1u64, &[Statement::new("CREATE TABLE counter (n INTEGER)"), Statement::new("INSERT INTO counter VALUES (0)")])
+        .fenced_execute(
+            1u64,
+            &[
+                Statement::new("CREATE TABLE counter (n INTEGER)"),
+                Statement::new("INSERT INTO counter VALUES (0)"),
+            ],
+        )
         .await
         .unwrap();
     let bump = [Statement::new("UPDATE counter SET n = n + ?1").bind(SqlValue::Int(1))];
@@ -243,18 +314,35 @@ async fn fence_accepts_newer_tokens_and_rejects_stale_ones() {
     // The old holder's token is refused, and nothing of its write lands.
     let stale = fence.fenced_execute(old_token, &bump).await.unwrap_err();
     assert_eq!(stale.code(), ErrorCode::StaleToken);
-    assert_eq!(fence.check(old_token).await.unwrap_err().code(), ErrorCode::StaleToken);
+    assert_eq!(
+        fence.check(old_token).await.unwrap_err().code(),
+        ErrorCode::StaleToken
+    );
     fence.check(&new).await.unwrap();
     // A failing statement rolls the whole write back, the token included.
-    let broken = fence.fenced_execute(new.token() + 1, &[bump[0].clone(), Statement::new("INSERT INTO nowhere VALUES (1)")]).await;
+    let broken = fence
+        .fenced_execute(
+            new.token() + 1,
+            &[
+                bump[0].clone(),
+                Statement::new("INSERT INTO nowhere VALUES (1)"),
+            ],
+        )
+        .await;
     assert_eq!(broken.unwrap_err().code(), ErrorCode::Backend);
     assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let n: i64 = sqlx::query_scalar("SELECT n FROM counter").fetch_one(&pool).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT n FROM counter")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(n, 2);
     // A released lease is refused before anything is sent.
     new.release().await.unwrap();
-    assert_eq!(fence.fenced_execute(&new, &bump).await.unwrap_err().code(), ErrorCode::NotHeld);
+    assert_eq!(
+        fence.fenced_execute(&new, &bump).await.unwrap_err().code(),
+        ErrorCode::NotHeld
+    );
 }
 
 #[tokio::test]
@@ -277,9 +365,15 @@ async fn a_lost_lease_is_refused_by_a_fence_before_anything_is_sent() {
     let url = db_url(&dir);
     let locker = Locker::connect(&url).await.unwrap();
     let fence = Fence::open(&url, "resource").await.unwrap();
-    let lease = locker.acquire("job", &opts(300).with_auto_renew(false)).await.unwrap();
+    let lease = locker
+        .acquire("job", &opts(300).with_auto_renew(false))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(fence.fenced_execute(&lease, &[]).await.unwrap_err().code(), ErrorCode::Lost);
+    assert_eq!(
+        fence.fenced_execute(&lease, &[]).await.unwrap_err().code(),
+        ErrorCode::Lost
+    );
     assert_eq!(fence.highest().await.unwrap(), None);
 }
 
@@ -287,10 +381,22 @@ async fn a_lost_lease_is_refused_by_a_fence_before_anything_is_sent() {
 async fn names_are_data() {
     let dir = tempfile::tempdir().unwrap();
     let locker = Locker::connect(&db_url(&dir)).await.unwrap();
-    let names = ["'; DROP TABLE fencelock_locks; --", "Job", "job", "job ", &"é".repeat(127), "a\"b'c"];
+    let names = [
+        "'; DROP TABLE fencelock_locks; --",
+        "Job",
+        "job",
+        "job ",
+        &"é".repeat(127),
+        "a\"b'c",
+    ];
     let mut leases = Vec::new();
     for name in names {
-        leases.push(locker.acquire(name, &opts(10_000).with_wait(Some(Duration::ZERO))).await.unwrap());
+        leases.push(
+            locker
+                .acquire(name, &opts(10_000).with_wait(Some(Duration::ZERO)))
+                .await
+                .unwrap(),
+        );
     }
     for (lease, name) in leases.iter().zip(names) {
         assert_eq!(lease.name(), name);
@@ -306,11 +412,31 @@ async fn bad_inputs_get_typed_errors() {
     let long_name = "x".repeat(256);
     let cases: Vec<(&str, LockOptions, ErrorCode, &str)> = vec![
         ("", opts(1000), ErrorCode::InvalidArgument, "empty"),
-        (&long_name, opts(1000), ErrorCode::InvalidArgument, "256 bytes"),
+        (
+            &long_name,
+            opts(1000),
+            ErrorCode::InvalidArgument,
+            "256 bytes",
+        ),
         ("a\0b", opts(1000), ErrorCode::InvalidArgument, "NUL"),
-        ("ok", LockOptions::default().with_ttl(Duration::ZERO), ErrorCode::InvalidArgument, "ttl"),
-        ("ok", LockOptions::default().with_ttl(Duration::from_secs(u64::MAX)), ErrorCode::InvalidArgument, "ttl"),
-        ("ok", opts(1000).with_wait(Some(Duration::from_secs(u64::MAX))), ErrorCode::InvalidArgument, "wait"),
+        (
+            "ok",
+            LockOptions::default().with_ttl(Duration::ZERO),
+            ErrorCode::InvalidArgument,
+            "ttl",
+        ),
+        (
+            "ok",
+            LockOptions::default().with_ttl(Duration::from_secs(u64::MAX)),
+            ErrorCode::InvalidArgument,
+            "ttl",
+        ),
+        (
+            "ok",
+            opts(1000).with_wait(Some(Duration::from_secs(u64::MAX))),
+            ErrorCode::InvalidArgument,
+            "wait",
+        ),
     ];
     for (name, options, code, words) in cases {
         let err = locker.acquire(name, &options).await.unwrap_err();
@@ -323,7 +449,9 @@ async fn bad_inputs_get_typed_errors() {
     assert_eq!(err.code(), ErrorCode::InvalidArgument);
     assert!(err.message().contains("does not exist"), "{err}");
 
-    let err = Locker::connect("postgres://bob:hunter2@127.0.0.1:1/db").await.unwrap_err();
+    let err = Locker::connect("postgres://bob:hunter2@127.0.0.1:1/db")
+        .await
+        .unwrap_err();
     assert!(!err.to_string().contains("hunter2"), "{err}");
     let err = Locker::connect("gopher://x").await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidArgument);
@@ -340,9 +468,13 @@ async fn bad_inputs_get_typed_errors() {
         }
         Err(err) => assert!(err.message().contains("read-only"), "{err}"),
     }
-    let err = Locker::connect(&format!("{url}?table=x;drop")).await.unwrap_err();
+    let err = Locker::connect(&format!("{url}?table=x;drop"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidArgument);
-    let err = Locker::connect(&format!("{url}?create_table=false&table=absent")).await.unwrap_err();
+    let err = Locker::connect(&format!("{url}?create_table=false&table=absent"))
+        .await
+        .unwrap_err();
     assert!(err.message().contains("does not exist"), "{err}");
 }
 
@@ -352,9 +484,16 @@ fn the_blocking_form_works_without_a_runtime_on_this_thread() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let locker = runtime.block_on(Locker::connect(&db_url(&dir))).unwrap();
     let lease = locker.acquire_blocking("job", &opts(10_000)).unwrap();
-    assert!(locker.try_acquire_blocking("job", &opts(10_000)).unwrap().is_none());
+    assert!(
+        locker
+            .try_acquire_blocking("job", &opts(10_000))
+            .unwrap()
+            .is_none()
+    );
     lease.release_blocking(locker.runtime()).unwrap();
     // From inside the runtime it refuses instead of panicking.
-    let err = runtime.block_on(async { locker.acquire_blocking("job", &opts(10_000)) }).unwrap_err();
+    let err = runtime
+        .block_on(async { locker.acquire_blocking("job", &opts(10_000)) })
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Internal);
 }

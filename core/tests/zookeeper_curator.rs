@@ -71,7 +71,14 @@ impl Curator {
         let mut classpath = vec![classes.display().to_string()];
         classpath.extend(JARS.iter().map(|j| j.to_string()));
         let mut child = Command::new("java")
-            .args(["-Xmx128m", "-cp", &classpath.join(":"), "CuratorLock", connect, path])
+            .args([
+                "-Xmx128m",
+                "-cp",
+                &classpath.join(":"),
+                "CuratorLock",
+                connect,
+                path,
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -79,13 +86,20 @@ impl Curator {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut curator = Curator { child, stdin, lines };
+        let mut curator = Curator {
+            child,
+            stdin,
+            lines,
+        };
         assert_eq!(curator.answer().await, "ready");
         curator
     }
 
     async fn send(&mut self, command: &str) {
-        self.stdin.write_all(format!("{command}\n").as_bytes()).await.unwrap();
+        self.stdin
+            .write_all(format!("{command}\n").as_bytes())
+            .await
+            .unwrap();
         self.stdin.flush().await.unwrap();
     }
 
@@ -100,7 +114,10 @@ impl Curator {
 
 /// CI sets FENCELOCK_REQUIRE_SERVERS=1: there a missing prerequisite fails instead of skipping.
 fn skip(why: &str) -> bool {
-    assert!(std::env::var("FENCELOCK_REQUIRE_SERVERS").as_deref() != Ok("1"), "cannot run the Curator test: {why}");
+    assert!(
+        std::env::var("FENCELOCK_REQUIRE_SERVERS").as_deref() != Ok("1"),
+        "cannot run the Curator test: {why}"
+    );
     println!("skipped: {why}");
     false
 }
@@ -125,7 +142,10 @@ async fn compile(dir: &Path) -> bool {
 }
 
 async fn node_count(raw: &zookeeper_client::Client, folder: &str) -> usize {
-    raw.list_children(folder).await.map(|c| c.len()).unwrap_or(0)
+    raw.list_children(folder)
+        .await
+        .map(|c| c.len())
+        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +155,12 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
         return;
     }
     let url = support::url("ZK", "zk://127.0.0.1:2181");
-    let connect = url.trim_start_matches("zk://").split(['/', '?']).next().unwrap().to_string();
+    let connect = url
+        .trim_start_matches("zk://")
+        .split(['/', '?'])
+        .next()
+        .unwrap()
+        .to_string();
     let raw = zookeeper_client::Client::connect(&connect).await.unwrap();
     let name = unique("curator shared/lock");
     let folder = format!("/fencelock/{}", fencelock::name::encode(&name));
@@ -143,7 +168,10 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
     let locker = Locker::connect(&url).await.unwrap();
 
     // fencelock holds: Curator cannot get it, and leaves nothing behind when it gives up.
-    let first = locker.acquire(&name, &LockOptions::default()).await.unwrap();
+    let first = locker
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
     curator.send("acquire 300").await;
     assert_eq!(curator.answer().await, "timeout");
     assert_eq!(node_count(&raw, &folder).await, 1);
@@ -162,7 +190,13 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
     let info = locker.inspect(&name).await.unwrap();
     assert!(info.held);
     assert!(info.holder.unwrap().contains("curator"));
-    assert!(locker.try_acquire(&name, &LockOptions::default()).await.unwrap().is_none());
+    assert!(
+        locker
+            .try_acquire(&name, &LockOptions::default())
+            .await
+            .unwrap()
+            .is_none()
+    );
     let waiter = {
         let (locker, name) = (locker.clone(), name.clone());
         tokio::spawn(async move { locker.acquire(&name, &LockOptions::default()).await })
@@ -171,7 +205,11 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
     assert!(!waiter.is_finished(), "fencelock took a lock Curator holds");
     curator.send("release").await;
     assert_eq!(curator.answer().await, "released");
-    let next = tokio::time::timeout(Duration::from_secs(10), waiter).await.unwrap().unwrap().unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     // Tokens are czxids: the node created later has the larger one.
     assert!(next.token() > first.token());
     next.release().await.unwrap();

@@ -29,11 +29,18 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn zk_host() -> String {
     let url = support::url("ZK", "zk://127.0.0.1:2181");
-    url.trim_start_matches("zk://").split(['/', '?']).next().unwrap().to_string()
+    url.trim_start_matches("zk://")
+        .split(['/', '?'])
+        .next()
+        .unwrap()
+        .to_string()
 }
 
 fn ensemble_url() -> String {
-    support::url("ZK_ENSEMBLE", "zk://127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283")
+    support::url(
+        "ZK_ENSEMBLE",
+        "zk://127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283",
+    )
 }
 
 /// A TCP proxy in front of one ZooKeeper server that can freeze traffic (a partition: nothing
@@ -61,16 +68,31 @@ impl Proxy {
         let cut_after_create = Arc::new(AtomicBool::new(false));
         let cuts = Arc::new(AtomicUsize::new(0));
         let task = {
-            let (paused, epoch, cut, cuts) = (paused.clone(), epoch.clone(), cut_after_create.clone(), cuts.clone());
+            let (paused, epoch, cut, cuts) = (
+                paused.clone(),
+                epoch.clone(),
+                cut_after_create.clone(),
+                cuts.clone(),
+            );
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
-                    let Ok(server) = TcpStream::connect(&target).await else { continue };
-                    let (paused, epoch, cut, cuts) = (paused.clone(), epoch.clone(), cut.clone(), cuts.clone());
+                    let Ok(server) = TcpStream::connect(&target).await else {
+                        continue;
+                    };
+                    let (paused, epoch, cut, cuts) =
+                        (paused.clone(), epoch.clone(), cut.clone(), cuts.clone());
                     tokio::spawn(relay(client, server, paused, epoch, cut, cuts));
                 }
             })
         };
-        Proxy { addr, paused, epoch, cut_after_create, cuts, task }
+        Proxy {
+            addr,
+            paused,
+            epoch,
+            cut_after_create,
+            cuts,
+            task,
+        }
     }
 
     fn pause(&self) {
@@ -119,11 +141,14 @@ async fn relay(
             if !alive() {
                 return;
             }
-            let n = match tokio::time::timeout(Duration::from_millis(20), client_read.read(&mut buf)).await {
-                Err(_) => continue,
-                Ok(Ok(0)) | Ok(Err(_)) => return,
-                Ok(Ok(n)) => n,
-            };
+            let n =
+                match tokio::time::timeout(Duration::from_millis(20), client_read.read(&mut buf))
+                    .await
+                {
+                    Err(_) => continue,
+                    Ok(Ok(0)) | Ok(Err(_)) => return,
+                    Ok(Ok(n)) => n,
+                };
             pending.extend_from_slice(&buf[..n]);
             while pending.len() >= 4 {
                 let len = u32::from_be_bytes(pending[..4].try_into().unwrap()) as usize;
@@ -131,7 +156,8 @@ async fn relay(
                     break;
                 }
                 let frame: Vec<u8> = pending.drain(..4 + len).collect();
-                let opcode = (frames > 0 && len >= 8).then(|| i32::from_be_bytes(frame[8..12].try_into().unwrap()));
+                let opcode = (frames > 0 && len >= 8)
+                    .then(|| i32::from_be_bytes(frame[8..12].try_into().unwrap()));
                 frames += 1;
                 while paused.load(Ordering::SeqCst) && alive() {
                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -139,7 +165,8 @@ async fn relay(
                 if !alive() {
                     return;
                 }
-                let cut_here = opcode.is_some_and(|op| CREATE_OPCODES.contains(&op)) && cut.swap(false, Ordering::SeqCst);
+                let cut_here = opcode.is_some_and(|op| CREATE_OPCODES.contains(&op))
+                    && cut.swap(false, Ordering::SeqCst);
                 if cut_here {
                     // The server gets the create; the client never gets the reply.
                     cutting.store(true, Ordering::SeqCst);
@@ -165,11 +192,14 @@ async fn relay(
             if !alive() {
                 return;
             }
-            let n = match tokio::time::timeout(Duration::from_millis(20), server_read.read(&mut buf)).await {
-                Err(_) => continue,
-                Ok(Ok(0)) | Ok(Err(_)) => return,
-                Ok(Ok(n)) => n,
-            };
+            let n =
+                match tokio::time::timeout(Duration::from_millis(20), server_read.read(&mut buf))
+                    .await
+                {
+                    Err(_) => continue,
+                    Ok(Ok(0)) | Ok(Err(_)) => return,
+                    Ok(Ok(n)) => n,
+                };
             while paused.load(Ordering::SeqCst) && alive() {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
@@ -208,13 +238,24 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
     // server rounds its expiry up to a tick): a longer session leaves the test more room.
     let timeout = Duration::from_secs(10);
     let proxy = Proxy::start(zk_host()).await;
-    let url = format!("zk://{}?session_timeout_ms={}", proxy.addr, timeout.as_millis());
+    let url = format!(
+        "zk://{}?session_timeout_ms={}",
+        proxy.addr,
+        timeout.as_millis()
+    );
     let locker = Locker::connect(&url).await.unwrap();
     let raw = Client::connect(&zk_host()).await.unwrap();
     let name = unique("cut-off");
     let events = locker.subscribe();
-    let lease = locker.acquire(&name, &LockOptions::default()).await.unwrap();
-    let node = format!("{}/{}", folder(&name), children(&raw, &folder(&name)).await.remove(0));
+    let lease = locker
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
+    let node = format!(
+        "{}/{}",
+        folder(&name),
+        children(&raw, &folder(&name)).await.remove(0)
+    );
     // When the server expires the session, the node goes: a watch tells the time.
     let (_, gone_watch) = raw.check_and_watch_stat(&node).await.unwrap();
     let gone = tokio::spawn(async move {
@@ -224,7 +265,9 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
     let lost_at = Arc::new(Mutex::new(None));
     {
         let lost_at = lost_at.clone();
-        lease.lost_signal().on_lost(move |_| *lost_at.lock().unwrap() = Some(Instant::now()));
+        lease
+            .lost_signal()
+            .on_lost(move |_| *lost_at.lock().unwrap() = Some(Instant::now()));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(lease.is_held() && !lease.is_suspended());
@@ -236,24 +279,48 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
         if suspended_seen.is_none() && lease.is_suspended() {
             suspended_seen = Some(paused_at.elapsed());
         }
-        assert!(paused_at.elapsed() < timeout * 2, "the cut-off lease was never lost");
+        assert!(
+            paused_at.elapsed() < timeout * 2,
+            "the cut-off lease was never lost"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let lost_at = lost_at.lock().unwrap().unwrap();
     assert_eq!(lease.lost_signal().reason(), Some(LossReason::Expired));
-    assert!(suspended_seen.is_some(), "the lease was never reported suspended before it was lost");
+    assert!(
+        suspended_seen.is_some(),
+        "the lease was never reported suspended before it was lost"
+    );
     assert!(!lease.is_suspended(), "a lost lease is not suspended");
     // The events tell the same story, in order: trouble (suspended or a retried renewal)
     // before the loss, and the loss last.
-    let kinds: Vec<_> = std::iter::from_fn(|| events.try_recv()).filter(|e| e.name == name).collect();
+    let kinds: Vec<_> = std::iter::from_fn(|| events.try_recv())
+        .filter(|e| e.name == name)
+        .collect();
     let order: Vec<_> = kinds.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(order.first(), Some(&"acquired"), "{order:?}");
-    assert_eq!(kinds.last().and_then(|e| e.loss), Some(LossReason::Expired), "{order:?}");
-    let trouble = order.iter().position(|k| *k == "suspended" || *k == "renewal_retried");
-    assert!(trouble.is_some_and(|at| at < order.len() - 1), "no suspended or retried renewal before the loss: {order:?}");
+    assert_eq!(
+        kinds.last().and_then(|e| e.loss),
+        Some(LossReason::Expired),
+        "{order:?}"
+    );
+    let trouble = order
+        .iter()
+        .position(|k| *k == "suspended" || *k == "renewal_retried");
+    assert!(
+        trouble.is_some_and(|at| at < order.len() - 1),
+        "no suspended or retried renewal before the loss: {order:?}"
+    );
     // The deadline counts from the last confirmed exists, sent before the pause.
-    assert!(lost_at.duration_since(paused_at) <= timeout, "lost {:?} after the pause", lost_at.duration_since(paused_at));
-    let (event, gone_at) = tokio::time::timeout(timeout * 3, gone).await.expect("the server never expired the session").unwrap();
+    assert!(
+        lost_at.duration_since(paused_at) <= timeout,
+        "lost {:?} after the pause",
+        lost_at.duration_since(paused_at)
+    );
+    let (event, gone_at) = tokio::time::timeout(timeout * 3, gone)
+        .await
+        .expect("the server never expired the session")
+        .unwrap();
     assert_eq!(event, EventType::NodeDeleted);
     assert!(
         lost_at < gone_at,
@@ -268,10 +335,13 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
     );
     proxy.resume();
     // The Locker makes a new session by itself.
-    let next = tokio::time::timeout(Duration::from_secs(30), locker.acquire(&name, &LockOptions::default()))
-        .await
-        .expect("no new session after the partition healed")
-        .unwrap();
+    let next = tokio::time::timeout(
+        Duration::from_secs(30),
+        locker.acquire(&name, &LockOptions::default()),
+    )
+    .await
+    .expect("no new session after the partition healed")
+    .unwrap();
     assert!(next.token() > lease.token());
     next.release().await.unwrap();
 }
@@ -293,22 +363,43 @@ async fn a_create_whose_reply_was_lost_is_found_by_owner_id() {
     };
     let mut options = LockerOptions::default();
     options.test_hook = Some(hook);
-    let locker = Locker::connect_with(&format!("zk://{}?session_timeout_ms=10000", proxy.addr), options).await.unwrap();
+    let locker = Locker::connect_with(
+        &format!("zk://{}?session_timeout_ms=10000", proxy.addr),
+        options,
+    )
+    .await
+    .unwrap();
     let raw = Client::connect(&zk_host()).await.unwrap();
     for round in 0..3 {
         let name = unique("lost-reply");
         // The folder exists first, so the cut hits the lock node's create.
-        let warm = locker.acquire(&name, &LockOptions::default()).await.unwrap();
+        let warm = locker
+            .acquire(&name, &LockOptions::default())
+            .await
+            .unwrap();
         warm.release().await.unwrap();
         proxy.cut_after_create.store(true, Ordering::SeqCst);
-        let lease = tokio::time::timeout(Duration::from_secs(30), locker.acquire(&name, &LockOptions::default()))
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(!proxy.cut_after_create.load(Ordering::SeqCst), "round {round}: no create passed the proxy");
+        let lease = tokio::time::timeout(
+            Duration::from_secs(30),
+            locker.acquire(&name, &LockOptions::default()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(
+            !proxy.cut_after_create.load(Ordering::SeqCst),
+            "round {round}: no create passed the proxy"
+        );
         let nodes = children(&raw, &folder(&name)).await;
-        assert_eq!(nodes.len(), 1, "round {round}: an orphan was left: {nodes:?}");
-        let (_, stat) = raw.get_data(&format!("{}/{}", folder(&name), nodes[0])).await.unwrap();
+        assert_eq!(
+            nodes.len(),
+            1,
+            "round {round}: an orphan was left: {nodes:?}"
+        );
+        let (_, stat) = raw
+            .get_data(&format!("{}/{}", folder(&name), nodes[0]))
+            .await
+            .unwrap();
         assert_eq!(stat.czxid as u64, lease.token());
         lease.release().await.unwrap();
         assert!(children(&raw, &folder(&name)).await.is_empty());
@@ -316,16 +407,22 @@ async fn a_create_whose_reply_was_lost_is_found_by_owner_id() {
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 3);
     // The server applies a create it read before the connection closed, so the recovery path
     // ran; if a server ever dropped it instead, the plain retry would make one node all the same.
-    println!("creates recovered by owner id: {} of 3", found.load(Ordering::SeqCst));
+    println!(
+        "creates recovered by owner id: {} of 3",
+        found.load(Ordering::SeqCst)
+    );
     assert!(found.load(Ordering::SeqCst) >= 1);
 }
 
 async fn cycle(locker: &Locker, name: &str, count: usize, last: &mut u64) {
     for _ in 0..count {
-        let lease = tokio::time::timeout(Duration::from_secs(30), locker.acquire(name, &LockOptions::default()))
-            .await
-            .expect("acquire hung while a node was down")
-            .unwrap();
+        let lease = tokio::time::timeout(
+            Duration::from_secs(30),
+            locker.acquire(name, &LockOptions::default()),
+        )
+        .await
+        .expect("acquire hung while a node was down")
+        .unwrap();
         assert!(lease.token() > *last);
         *last = lease.token();
         lease.release().await.unwrap();
@@ -339,27 +436,43 @@ async fn locking_goes_on_while_one_ensemble_node_is_down() {
     let _serial = serial();
     let url = format!("{}?session_timeout_ms=20000", ensemble_url());
     let locker = Locker::connect(&url).await.unwrap();
-    let kept = locker.acquire(&unique("held-across"), &LockOptions::default()).await.unwrap();
+    let kept = locker
+        .acquire(&unique("held-across"), &LockOptions::default())
+        .await
+        .unwrap();
     let name = unique("ensemble");
     let mut last = 0;
     cycle(&locker, &name, 5, &mut last).await;
     servers(&["stop", "zk-ensemble-2"]);
     let stopped = Instant::now();
     cycle(&locker, &name, 20, &mut last).await;
-    println!("20 lock cycles with zk-ensemble-2 down in {:?}", stopped.elapsed());
+    println!(
+        "20 lock cycles with zk-ensemble-2 down in {:?}",
+        stopped.elapsed()
+    );
     servers(&["start", "zk-ensemble-2"]);
     cycle(&locker, &name, 5, &mut last).await;
-    assert!(kept.is_held(), "a lease held across the node's restart was lost");
+    assert!(
+        kept.is_held(),
+        "a lease held across the node's restart was lost"
+    );
     kept.release().await.unwrap();
 }
 
 /// Asks one ensemble node for its role with the `srvr` four-letter word.
 async fn mode_of(host_port: &str) -> Option<String> {
-    let mut stream = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(host_port)).await.ok()?.ok()?;
+    let mut stream = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(host_port))
+        .await
+        .ok()?
+        .ok()?;
     stream.write_all(b"srvr").await.ok()?;
     let mut text = String::new();
-    tokio::time::timeout(Duration::from_secs(2), stream.read_to_string(&mut text)).await.ok()?.ok()?;
-    text.lines().find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
+    tokio::time::timeout(Duration::from_secs(2), stream.read_to_string(&mut text))
+        .await
+        .ok()?
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
 }
 
 /// The ensemble's leader is killed while a lease is held and another Locker waits for it:
@@ -369,7 +482,14 @@ async fn mode_of(host_port: &str) -> Option<String> {
 async fn killing_the_leader_moves_clients_and_never_double_holds() {
     let _serial = serial();
     let url = format!("{}?session_timeout_ms=20000", ensemble_url());
-    let hosts: Vec<String> = url.trim_start_matches("zk://").split('?').next().unwrap().split(',').map(str::to_string).collect();
+    let hosts: Vec<String> = url
+        .trim_start_matches("zk://")
+        .split('?')
+        .next()
+        .unwrap()
+        .split(',')
+        .map(str::to_string)
+        .collect();
     let mut leader = None;
     for (i, host) in hosts.iter().enumerate() {
         if mode_of(host).await.as_deref() == Some("leader") {
@@ -380,10 +500,20 @@ async fn killing_the_leader_moves_clients_and_never_double_holds() {
     let holder = Locker::connect(&url).await.unwrap();
     let waiter = Locker::connect(&url).await.unwrap();
     let name = unique("leader-kill");
-    let lease = holder.acquire(&name, &LockOptions::default()).await.unwrap();
+    let lease = holder
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
     let waiting = {
         let (waiter, name) = (waiter.clone(), name.clone());
-        tokio::spawn(async move { waiter.acquire(&name, &LockOptions::default().with_wait(Some(Duration::from_secs(90)))).await })
+        tokio::spawn(async move {
+            waiter
+                .acquire(
+                    &name,
+                    &LockOptions::default().with_wait(Some(Duration::from_secs(90))),
+                )
+                .await
+        })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let node = format!("zk-ensemble-{leader}");
@@ -395,16 +525,25 @@ async fn killing_the_leader_moves_clients_and_never_double_holds() {
     .unwrap();
     // A new leader is elected; the holder keeps (or loses, never silently) its lease.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(!waiting.is_finished() || lease.is_lost(), "the waiter got the lock while the holder still held it");
+    assert!(
+        !waiting.is_finished() || lease.is_lost(),
+        "the waiter got the lock while the holder still held it"
+    );
     let held_through = lease.is_held();
     let released = lease.release().await;
-    let next = tokio::time::timeout(Duration::from_secs(60), waiting).await.expect("the waiter never got the lock").unwrap().unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("the waiter never got the lock")
+        .unwrap()
+        .unwrap();
     assert!(next.token() > lease.token());
     match released {
         Ok(()) => assert!(held_through),
         Err(e) => assert_eq!(e.code(), fencelock::ErrorCode::Lost, "{e}"),
     }
     next.release().await.unwrap();
-    tokio::task::spawn_blocking(move || servers(&["start", &node])).await.unwrap();
+    tokio::task::spawn_blocking(move || servers(&["start", &node]))
+        .await
+        .unwrap();
     println!("leader zk-ensemble-{leader} killed; the holder kept its lease: {held_through}");
 }

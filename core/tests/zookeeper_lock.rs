@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::options::TestHook;
-use fencelock::{BootInstant, ErrorCode, Fence, LockOptions, Locker, LockerOptions, LossReason, SqlValue, Statement};
+use fencelock::{
+    BootInstant, ErrorCode, Fence, LockOptions, Locker, LockerOptions, LossReason, SqlValue,
+    Statement,
+};
 use support::unique;
 use zookeeper_client::{Client, EventType};
 
@@ -58,15 +61,25 @@ async fn acquire_release_inspect_and_the_token_is_the_czxid() {
     let folder = folder(&name);
     let mut last = 0;
     for _ in 0..3 {
-        let lease = locker.acquire(&name, &LockOptions::default()).await.unwrap();
-        assert!(lease.token() > last && lease.token() < 1 << 63, "{} after {last}", lease.token());
+        let lease = locker
+            .acquire(&name, &LockOptions::default())
+            .await
+            .unwrap();
+        assert!(
+            lease.token() > last && lease.token() < 1 << 63,
+            "{} after {last}",
+            lease.token()
+        );
         last = lease.token();
         // No server-side expiry time: the lease lives with its session and node.
         assert_eq!(lease.expires_at(), None);
         let nodes = children(&raw, &folder).await;
         assert_eq!(nodes.len(), 1, "{nodes:?}");
         let node = &nodes[0];
-        assert!(node.starts_with("_c_") && node.len() == "_c_".len() + 36 + "-lock-".len() + 10, "{node}");
+        assert!(
+            node.starts_with("_c_") && node.len() == "_c_".len() + 36 + "-lock-".len() + 10,
+            "{node}"
+        );
         let (data, stat) = raw.get_data(&format!("{folder}/{node}")).await.unwrap();
         assert_eq!(stat.czxid as u64, lease.token());
         assert_ne!(stat.ephemeral_owner, 0, "lock nodes are ephemeral");
@@ -78,38 +91,77 @@ async fn acquire_release_inspect_and_the_token_is_the_czxid() {
         assert!(info.holder.unwrap().contains("\"language\":\"rust\""));
         assert_eq!(info.time_left, None);
         // A try that fails leaves nothing in the queue.
-        assert!(other.try_acquire(&name, &LockOptions::default()).await.unwrap().is_none());
+        assert!(
+            other
+                .try_acquire(&name, &LockOptions::default())
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(children(&raw, &folder).await.len(), 1);
         lease.release().await.unwrap();
         assert!(children(&raw, &folder).await.is_empty());
         assert!(!locker.inspect(&name).await.unwrap().held);
-        assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::NotHeld);
-        assert_eq!(lease.extend(None).await.unwrap_err().code(), ErrorCode::NotHeld);
+        assert_eq!(
+            lease.release().await.unwrap_err().code(),
+            ErrorCode::NotHeld
+        );
+        assert_eq!(
+            lease.extend(None).await.unwrap_err().code(),
+            ErrorCode::NotHeld
+        );
     }
     // close() releases what the Locker still holds.
-    let _kept = locker.acquire(&name, &LockOptions::default()).await.unwrap();
+    let _kept = locker
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
     locker.close().await;
     assert!(children(&raw, &folder).await.is_empty());
-    assert_eq!(locker.acquire(&name, &LockOptions::default()).await.unwrap_err().code(), ErrorCode::Closed);
+    assert_eq!(
+        locker
+            .acquire(&name, &LockOptions::default())
+            .await
+            .unwrap_err()
+            .code(),
+        ErrorCode::Closed
+    );
 }
 
 #[tokio::test]
 async fn the_lease_lasts_one_session_timeout_and_renews_every_third_of_it() {
-    let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=3000")).await.unwrap();
+    let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=3000"))
+        .await
+        .unwrap();
     let name = unique("session-ttl");
     // The ttl asked for does not apply: the session timeout is the lease.
-    let lease = locker.acquire(&name, &LockOptions::default().with_ttl(Duration::from_secs(60))).await.unwrap();
+    let lease = locker
+        .acquire(
+            &name,
+            &LockOptions::default().with_ttl(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
     let left = BootInstant::now().until(lease.deadline());
-    assert!(left <= Duration::from_secs(3) && left > Duration::from_secs(2), "{left:?}");
+    assert!(
+        left <= Duration::from_secs(3) && left > Duration::from_secs(2),
+        "{left:?}"
+    );
     // Longer than the session timeout: the exists checks every second keep it.
     tokio::time::sleep(Duration::from_millis(4500)).await;
     assert!(lease.is_held() && !lease.is_suspended());
     let left = BootInstant::now().until(lease.deadline());
-    assert!(left > Duration::from_millis(1500), "the renewals did not move the deadline: {left:?}");
+    assert!(
+        left > Duration::from_millis(1500),
+        "the renewals did not move the deadline: {left:?}"
+    );
     // extend() confirms the node is still ours now; it does not lengthen the lease.
     lease.extend(Some(Duration::from_secs(600))).await.unwrap();
     let left = BootInstant::now().until(lease.deadline());
-    assert!(left <= Duration::from_secs(3) && left > Duration::from_secs(2), "{left:?}");
+    assert!(
+        left <= Duration::from_secs(3) && left > Duration::from_secs(2),
+        "{left:?}"
+    );
     lease.release().await.unwrap();
 }
 
@@ -119,14 +171,26 @@ async fn without_auto_renew_the_lease_ends_after_one_session_timeout_and_its_nod
     let locker = Locker::connect(&url).await.unwrap();
     let other = Locker::connect(&url).await.unwrap();
     let name = unique("no-renew");
-    let lease = locker.acquire(&name, &LockOptions::default().with_auto_renew(false)).await.unwrap();
+    let lease = locker
+        .acquire(&name, &LockOptions::default().with_auto_renew(false))
+        .await
+        .unwrap();
     let started = Instant::now();
-    let reason = tokio::time::timeout(Duration::from_secs(5), lease.lost_signal().wait()).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), lease.lost_signal().wait())
+        .await
+        .unwrap();
     assert_eq!(reason, LossReason::Expired);
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     // The lost lease's node is deleted, so the next holder need not wait for the session.
     let next = other
-        .acquire(&name, &LockOptions::default().with_wait(Some(Duration::from_secs(5))))
+        .acquire(
+            &name,
+            &LockOptions::default().with_wait(Some(Duration::from_secs(5))),
+        )
         .await
         .unwrap();
     assert!(next.token() > lease.token());
@@ -144,9 +208,17 @@ async fn eight_contenders_keep_a_fenced_counter_exact() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("fence.db").display());
     let fence = Fence::open(&db, "counter").await.unwrap();
-    let pool = sqlx::SqlitePool::connect(&format!("{db}?mode=rwc")).await.unwrap();
-    sqlx::query("CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)").execute(&pool).await.unwrap();
-    sqlx::query("INSERT INTO counter VALUES (1, 0)").execute(&pool).await.unwrap();
+    let pool = sqlx::SqlitePool::connect(&format!("{db}?mode=rwc"))
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO counter VALUES (1, 0)")
+        .execute(&pool)
+        .await
+        .unwrap();
     let name = unique("contend");
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let inside = Arc::new(AtomicBool::new(false));
@@ -154,13 +226,26 @@ async fn eight_contenders_keep_a_fenced_counter_exact() {
     let mut tasks = Vec::new();
     for _ in 0..CONTENDERS {
         let locker = Locker::connect(&zk_url()).await.unwrap();
-        let (fence, pool, name, tokens, inside) = (fence.clone(), pool.clone(), name.clone(), tokens.clone(), inside.clone());
+        let (fence, pool, name, tokens, inside) = (
+            fence.clone(),
+            pool.clone(),
+            name.clone(),
+            tokens.clone(),
+            inside.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             for _ in 0..ROUNDS {
-                let lease = locker.acquire(&name, &LockOptions::default()).await.unwrap();
+                let lease = locker
+                    .acquire(&name, &LockOptions::default())
+                    .await
+                    .unwrap();
                 assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                let n: i64 = sqlx::query_scalar("SELECT n FROM counter WHERE id = 1").fetch_one(&pool).await.unwrap();
-                let update = Statement::new("UPDATE counter SET n = ?1 WHERE id = 1").bind(SqlValue::Int(n + 1));
+                let n: i64 = sqlx::query_scalar("SELECT n FROM counter WHERE id = 1")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+                let update = Statement::new("UPDATE counter SET n = ?1 WHERE id = 1")
+                    .bind(SqlValue::Int(n + 1));
                 // A stale token would fail here (STALE_TOKEN) and fail the test.
                 fence.fenced_execute(&lease, &[update]).await.unwrap();
                 tokens.lock().unwrap().push(lease.token());
@@ -173,11 +258,21 @@ async fn eight_contenders_keep_a_fenced_counter_exact() {
     for task in tasks {
         task.await.unwrap();
     }
-    let n: i64 = sqlx::query_scalar("SELECT n FROM counter WHERE id = 1").fetch_one(&pool).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT n FROM counter WHERE id = 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(n, (CONTENDERS * ROUNDS) as i64);
     let tokens = tokens.lock().unwrap();
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "tokens must increase from holder to holder");
-    println!("{} critical sections in {:?}", tokens.len(), started.elapsed());
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens must increase from holder to holder"
+    );
+    println!(
+        "{} critical sections in {:?}",
+        tokens.len(),
+        started.elapsed()
+    );
 }
 
 /// Waiters queue in the order they asked and each release wakes exactly the next one: the
@@ -189,7 +284,10 @@ async fn one_release_wakes_exactly_the_next_waiter_in_fifo_order() {
     let url = zk_url();
     let name = unique("fifo");
     let holder = Locker::connect(&url).await.unwrap();
-    let first = holder.acquire(&name, &LockOptions::default()).await.unwrap();
+    let first = holder
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
     let watch_events = Arc::new(AtomicUsize::new(0));
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut releases = Vec::new();
@@ -213,13 +311,18 @@ async fn one_release_wakes_exactly_the_next_waiter_in_fifo_order() {
         releases.push(release_tx);
         let (name, order) = (name.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
-            let lease = locker.acquire(&name, &LockOptions::default()).await.unwrap();
+            let lease = locker
+                .acquire(&name, &LockOptions::default())
+                .await
+                .unwrap();
             order.lock().unwrap().push((i, lease.token()));
             let _ = release_rx.await;
             lease.release().await.unwrap();
         }));
         // Its node is in the queue before the next waiter asks.
-        tokio::time::timeout(Duration::from_secs(10), queued.notified()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), queued.notified())
+            .await
+            .unwrap();
     }
     assert_eq!(watch_events.load(Ordering::SeqCst), 0);
     let mut last_token = first.token();
@@ -227,17 +330,31 @@ async fn one_release_wakes_exactly_the_next_waiter_in_fifo_order() {
     for (handoff, release) in releases.into_iter().enumerate() {
         let deadline = Instant::now() + Duration::from_secs(10);
         while order.lock().unwrap().len() <= handoff {
-            assert!(Instant::now() < deadline, "handoff {handoff} never happened");
+            assert!(
+                Instant::now() < deadline,
+                "handoff {handoff} never happened"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // Give any other waiter time to (wrongly) wake up too.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let got = order.lock().unwrap().clone();
-        assert_eq!(got.len(), handoff + 1, "one release woke more than one waiter: {got:?}");
-        assert_eq!(got[handoff].0, handoff, "waiters must acquire in the order they asked: {got:?}");
+        assert_eq!(
+            got.len(),
+            handoff + 1,
+            "one release woke more than one waiter: {got:?}"
+        );
+        assert_eq!(
+            got[handoff].0, handoff,
+            "waiters must acquire in the order they asked: {got:?}"
+        );
         assert!(got[handoff].1 > last_token);
         last_token = got[handoff].1;
-        assert_eq!(watch_events.load(Ordering::SeqCst), handoff + 1, "watch events after release {handoff}");
+        assert_eq!(
+            watch_events.load(Ordering::SeqCst),
+            handoff + 1,
+            "watch events after release {handoff}"
+        );
         release.send(()).unwrap();
     }
     for task in tasks {
@@ -248,20 +365,40 @@ async fn one_release_wakes_exactly_the_next_waiter_in_fifo_order() {
 #[tokio::test]
 async fn a_holders_node_deleted_by_hand_makes_its_lease_lost_at_once() {
     let session = Duration::from_secs(6);
-    let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=6000")).await.unwrap();
+    let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=6000"))
+        .await
+        .unwrap();
     let raw = raw().await;
     let name = unique("forced");
-    let lease = locker.acquire(&name, &LockOptions::default()).await.unwrap();
+    let lease = locker
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
     let node = children(&raw, &folder(&name)).await.remove(0);
-    raw.delete(&format!("{}/{node}", folder(&name)), None).await.unwrap();
+    raw.delete(&format!("{}/{node}", folder(&name)), None)
+        .await
+        .unwrap();
     let started = Instant::now();
-    let reason = tokio::time::timeout(session / 3 + Duration::from_secs(2), lease.lost_signal().wait()).await.unwrap();
+    let reason = tokio::time::timeout(
+        session / 3 + Duration::from_secs(2),
+        lease.lost_signal().wait(),
+    )
+    .await
+    .unwrap();
     assert_eq!(reason, LossReason::TakenOver);
     // The watch on its own node makes it immediate, not a renewal interval later.
-    assert!(started.elapsed() < Duration::from_secs(1), "lost only after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "lost only after {:?}",
+        started.elapsed()
+    );
     assert!(lease.is_lost());
     assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
-    let next = locker.try_acquire(&name, &LockOptions::default()).await.unwrap().unwrap();
+    let next = locker
+        .try_acquire(&name, &LockOptions::default())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(next.token() > lease.token());
     next.release().await.unwrap();
 }
@@ -269,17 +406,25 @@ async fn a_holders_node_deleted_by_hand_makes_its_lease_lost_at_once() {
 #[tokio::test]
 async fn names_with_slashes_dots_braces_and_non_ascii_stay_one_segment() {
     let root = format!("/{}", unique("fencelock-test-names"));
-    let locker = Locker::connect(&with(&zk_url(), &format!("root={root}"))).await.unwrap();
+    let locker = Locker::connect(&with(&zk_url(), &format!("root={root}")))
+        .await
+        .unwrap();
     let raw = raw().await;
     for name in ["a/b", "..", ".", "{user}", "zürich ☃", "a/../b.{c}/", "%2F"] {
         let lease = locker.acquire(name, &LockOptions::default()).await.unwrap();
         assert_eq!(lease.name(), name);
         let encoded = fencelock::name::encode(name);
         assert!(!encoded.contains(['/', '.', '{', '}']), "{encoded}");
-        assert!(children(&raw, &root).await.contains(&encoded), "{name:?} is not one segment under {root}");
+        assert!(
+            children(&raw, &root).await.contains(&encoded),
+            "{name:?} is not one segment under {root}"
+        );
         let nodes = children(&raw, &format!("{root}/{encoded}")).await;
         assert_eq!(nodes.len(), 1, "{name:?}: {nodes:?}");
-        let (_, stat) = raw.get_data(&format!("{root}/{encoded}/{}", nodes[0])).await.unwrap();
+        let (_, stat) = raw
+            .get_data(&format!("{root}/{encoded}/{}", nodes[0]))
+            .await
+            .unwrap();
         assert_eq!(stat.czxid as u64, lease.token());
         lease.release().await.unwrap();
     }
@@ -290,10 +435,15 @@ async fn names_with_slashes_dots_braces_and_non_ascii_stay_one_segment() {
 #[tokio::test]
 async fn a_chroot_holds_the_whole_tree() {
     let chroot = format!("/{}", unique("fencelock-test-chroot"));
-    let locker = Locker::connect(&format!("{}{chroot}", zk_url())).await.unwrap();
+    let locker = Locker::connect(&format!("{}{chroot}", zk_url()))
+        .await
+        .unwrap();
     let raw = raw().await;
     let name = unique("in-chroot");
-    let lease = locker.acquire(&name, &LockOptions::default()).await.unwrap();
+    let lease = locker
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
     let nodes = children(&raw, &format!("{chroot}{}", folder(&name))).await;
     assert_eq!(nodes.len(), 1);
     lease.release().await.unwrap();
@@ -306,7 +456,10 @@ async fn timeout_and_cancellation_leave_no_node_behind() {
     let name = unique("give-up");
     let folder = folder(&name);
     let holder = Locker::connect(&url).await.unwrap();
-    let lease = holder.acquire(&name, &LockOptions::default()).await.unwrap();
+    let lease = holder
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
     let waiting = Arc::new(AtomicUsize::new(0));
     let hook = {
         let waiting = waiting.clone();
@@ -322,7 +475,10 @@ async fn timeout_and_cancellation_leave_no_node_behind() {
     // A wait that runs out deletes the waiter's node before it returns.
     let started = Instant::now();
     let err = waiter
-        .acquire(&name, &LockOptions::default().with_wait(Some(Duration::from_millis(400))))
+        .acquire(
+            &name,
+            &LockOptions::default().with_wait(Some(Duration::from_millis(400))),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Timeout, "{err}");
@@ -336,14 +492,20 @@ async fn timeout_and_cancellation_leave_no_node_behind() {
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while waiting.load(Ordering::SeqCst) == waits_before {
-        assert!(Instant::now() < deadline, "the second waiter never started waiting");
+        assert!(
+            Instant::now() < deadline,
+            "the second waiter never started waiting"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(children(&raw, &folder).await.len(), 2);
     task.abort();
     let deadline = Instant::now() + Duration::from_secs(5);
     while children(&raw, &folder).await.len() != 1 {
-        assert!(Instant::now() < deadline, "the cancelled waiter's node stayed");
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled waiter's node stayed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     lease.release().await.unwrap();
@@ -357,11 +519,25 @@ async fn credentials_set_acls_that_keep_non_participants_out() {
     let participant = format!("zk://fl-user:fl-secret@{host}?root={root}");
     let locker = Locker::connect(&participant).await.unwrap();
     let name = unique("acl");
-    let lease = locker.acquire(&name, &LockOptions::default()).await.unwrap();
-    let authed = Client::connector().with_auth("digest", b"fl-user:fl-secret").connect(&host).await.unwrap();
+    let lease = locker
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
+    let authed = Client::connector()
+        .with_auth("digest", b"fl-user:fl-secret")
+        .connect(&host)
+        .await
+        .unwrap();
     let folder = format!("{root}/{}", fencelock::name::encode(&name));
-    let node = format!("{folder}/{}", authed.list_children(&folder).await.unwrap()[0]);
-    for (path, perms) in [(&root, "READ|CREATE|DELETE"), (&folder, "READ|CREATE|DELETE"), (&node, "READ")] {
+    let node = format!(
+        "{folder}/{}",
+        authed.list_children(&folder).await.unwrap()[0]
+    );
+    for (path, perms) in [
+        (&root, "READ|CREATE|DELETE"),
+        (&folder, "READ|CREATE|DELETE"),
+        (&node, "READ"),
+    ] {
         let (acls, _) = authed.get_acl(path).await.unwrap();
         assert_eq!(acls.len(), 1, "{path}: {acls:?}");
         assert_eq!(acls[0].scheme(), "digest", "{path}: {acls:?}");
@@ -369,24 +545,50 @@ async fn credentials_set_acls_that_keep_non_participants_out() {
         assert_eq!(acls[0].permission().to_string(), perms, "{path}");
     }
     // Somebody without the credentials, or with a wrong password, can neither queue nor look.
-    let outsiders = [format!("zk://{host}?root={root}"), format!("zk://fl-user:wrong-hunter2@{host}?root={root}")];
+    let outsiders = [
+        format!("zk://{host}?root={root}"),
+        format!("zk://fl-user:wrong-hunter2@{host}?root={root}"),
+    ];
     for url in outsiders {
         let outsider = Locker::connect(&url).await.unwrap();
-        let err = outsider.try_acquire(&name, &LockOptions::default()).await.unwrap_err();
+        let err = outsider
+            .try_acquire(&name, &LockOptions::default())
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), ErrorCode::Auth, "{err}");
         assert!(!err.to_string().contains("hunter2"), "{err}");
-        assert_eq!(outsider.inspect(&name).await.unwrap_err().code(), ErrorCode::Auth);
-        let unrelated = outsider.try_acquire(&unique("acl-new"), &LockOptions::default()).await.unwrap_err();
+        assert_eq!(
+            outsider.inspect(&name).await.unwrap_err().code(),
+            ErrorCode::Auth
+        );
+        let unrelated = outsider
+            .try_acquire(&unique("acl-new"), &LockOptions::default())
+            .await
+            .unwrap_err();
         assert_eq!(unrelated.code(), ErrorCode::Auth, "{unrelated}");
     }
     // Participants share one identity: each may delete any lock node (the docs say so), and
     // the holder hears of it at once.
     let other = Locker::connect(&participant).await.unwrap();
-    assert!(other.try_acquire(&name, &LockOptions::default()).await.unwrap().is_none());
+    assert!(
+        other
+            .try_acquire(&name, &LockOptions::default())
+            .await
+            .unwrap()
+            .is_none()
+    );
     authed.delete(&node, None).await.unwrap();
-    let reason = tokio::time::timeout(Duration::from_secs(5), lease.lost_signal().wait()).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), lease.lost_signal().wait())
+        .await
+        .unwrap();
     assert_eq!(reason, LossReason::TakenOver);
-    assert!(other.try_acquire(&name, &LockOptions::default()).await.unwrap().is_some());
+    assert!(
+        other
+            .try_acquire(&name, &LockOptions::default())
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test]
@@ -394,8 +596,14 @@ async fn bad_zookeeper_inputs_get_typed_errors() {
     let host = hosts(&zk_url());
     let cases = [
         (format!("zk://{host}?bogus=1"), ErrorCode::InvalidArgument),
-        (format!("zk://{host}?session_timeout_ms=abc"), ErrorCode::InvalidArgument),
-        (format!("zk://{host}?root=relative"), ErrorCode::InvalidArgument),
+        (
+            format!("zk://{host}?session_timeout_ms=abc"),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            format!("zk://{host}?root=relative"),
+            ErrorCode::InvalidArgument,
+        ),
         (format!("zk://{host}/a/../b"), ErrorCode::InvalidArgument),
         (format!("zk://:pw@{host}"), ErrorCode::InvalidArgument),
         ("zk://127.0.0.1:1".to_string(), ErrorCode::Unavailable),
@@ -406,7 +614,11 @@ async fn bad_zookeeper_inputs_get_typed_errors() {
         let err = Locker::connect_with(&url, options).await.unwrap_err();
         assert_eq!(err.code(), code, "{url}: {err}");
         assert!(!err.to_string().contains("pw@"), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{url} took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{url} took {:?}",
+            started.elapsed()
+        );
     }
 }
 
@@ -416,12 +628,18 @@ async fn a_watch_event_type_is_what_the_own_node_watch_expects() {
     // exists-watch set on it.
     let raw = raw().await;
     let path = format!("/{}", unique("fencelock-test-watch"));
-    raw.create(&path, b"", &zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all()))
-        .await
-        .unwrap();
+    raw.create(
+        &path,
+        b"",
+        &zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
     let (stat, watcher) = raw.check_and_watch_stat(&path).await.unwrap();
     assert!(stat.is_some());
     raw.delete(&path, None).await.unwrap();
-    let event = tokio::time::timeout(Duration::from_secs(5), watcher.changed()).await.unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), watcher.changed())
+        .await
+        .unwrap();
     assert_eq!(event.event_type, EventType::NodeDeleted);
 }

@@ -23,7 +23,9 @@ pub fn open_fence(
         crate::runtime::runtime_setting().map_err(to_js)?;
         let options = locker_options(options)?;
         promise(&env, async move {
-            let fence = Fence::open_with(&url, &resource, options).await.map_err(to_js)?;
+            let fence = Fence::open_with(&url, &resource, options)
+                .await
+                .map_err(to_js)?;
             Ok(NativeFence { fence })
         })
     })
@@ -51,10 +53,9 @@ fn sql_value(param: NativeParam, at: &str) -> Result<SqlValue> {
         "null" => SqlValue::Null,
         "int" => {
             let text = param.text.ok_or_else(missing)?;
-            SqlValue::Int(
-                text.parse::<i64>()
-                    .map_err(|_| invalid(format!("{at}: the integer {text} does not fit in 64 bits")))?,
-            )
+            SqlValue::Int(text.parse::<i64>().map_err(|_| {
+                invalid(format!("{at}: the integer {text} does not fit in 64 bits"))
+            })?)
         }
         "float" => SqlValue::Float(param.number.ok_or_else(missing)?),
         "text" => SqlValue::Text(param.text.ok_or_else(missing)?),
@@ -68,7 +69,10 @@ fn statements(given: Vec<NativeStatement>) -> Result<Vec<Statement>> {
     for (i, s) in given.into_iter().enumerate() {
         let mut statement = Statement::new(s.sql);
         for (j, p) in s.params.into_iter().enumerate() {
-            statement = statement.bind(sql_value(p, &format!("parameter {} of statement {}", j + 1, i + 1))?);
+            statement = statement.bind(sql_value(
+                p,
+                &format!("parameter {} of statement {}", j + 1, i + 1),
+            )?);
         }
         out.push(statement);
     }
@@ -116,7 +120,10 @@ impl NativeFence {
             let statements = self::statements(statements)?;
             let fence = self.fence.clone();
             promise(&env, async move {
-                let rows = fence.fenced_execute(token, &statements).await.map_err(to_js)?;
+                let rows = fence
+                    .fenced_execute(token, &statements)
+                    .await
+                    .map_err(to_js)?;
                 Ok(rows.into_iter().map(|n| n as f64).collect())
             })
         })
@@ -136,13 +143,20 @@ impl NativeFence {
             let token = fence_token(lease, token)?;
             let value = value.to_vec();
             let fence = self.fence.clone();
-            promise(&env, async move { fence.fenced_set(token, &key, &value).await.map_err(to_js) })
+            promise(&env, async move {
+                fence.fenced_set(token, &key, &value).await.map_err(to_js)
+            })
         })
     }
 
     /// Advisory: resolves if the token would be accepted now, rejects with STALE_TOKEN if not.
     #[napi]
-    pub fn check(&self, env: Env, lease: Option<&NativeLease>, token: Option<String>) -> Result<AsyncBlock<()>> {
+    pub fn check(
+        &self,
+        env: Env,
+        lease: Option<&NativeLease>,
+        token: Option<String>,
+    ) -> Result<AsyncBlock<()>> {
         guard(|| {
             let token = fence_token(lease, token)?;
             let fence = self.fence.clone();

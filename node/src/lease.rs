@@ -73,7 +73,13 @@ impl NativeLease {
     /// Why the lease was lost (`expired`, `taken_over`, `session_expired`), or null.
     #[napi(getter)]
     pub fn lost_reason(&self) -> Result<Option<String>> {
-        guard(|| Ok(self.lease.lost_signal().reason().map(|r| reason_code(r).to_string())))
+        guard(|| {
+            Ok(self
+                .lease
+                .lost_signal()
+                .reason()
+                .map(|r| reason_code(r).to_string()))
+        })
     }
 
     /// Throws LOST, NOT_HELD or CLOSED unless the lease is held.

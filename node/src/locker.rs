@@ -58,7 +58,10 @@ impl NativeLocker {
             let cancel = cancel.cloned();
             promise(&env, async move {
                 let lease = cancellable(cancel, async {
-                    locker.acquire_in(scope, &name, &options).await.map_err(to_js)
+                    locker
+                        .acquire_in(scope, &name, &options)
+                        .await
+                        .map_err(to_js)
                 })
                 .await?;
                 Ok(NativeLease::new(lease))
@@ -80,7 +83,10 @@ impl NativeLocker {
             let scope = scope_of(scope)?;
             let locker = self.locker.clone();
             promise(&env, async move {
-                let lease = locker.try_acquire_in(scope, &name, &options).await.map_err(to_js)?;
+                let lease = locker
+                    .try_acquire_in(scope, &name, &options)
+                    .await
+                    .map_err(to_js)?;
                 Ok(lease.map(NativeLease::new))
             })
         })
@@ -117,7 +123,10 @@ impl NativeLocker {
             let locker = self.locker.clone();
             promise(&env, async move {
                 let leader = locker.leader(&name).await.map_err(to_js)?;
-                Ok(leader.map(|l| NativeLeader { term: l.term.to_string(), holder: l.holder.map(native_holder) }))
+                Ok(leader.map(|l| NativeLeader {
+                    term: l.term.to_string(),
+                    holder: l.holder.map(native_holder),
+                }))
             })
         })
     }
@@ -154,7 +163,9 @@ impl NativeLocker {
     pub fn force_release(&self, env: Env, name: String) -> Result<AsyncBlock<()>> {
         guard(|| {
             let locker = self.locker.clone();
-            promise(&env, async move { locker.force_release(&name).await.map_err(to_js) })
+            promise(&env, async move {
+                locker.force_release(&name).await.map_err(to_js)
+            })
         })
     }
 
@@ -237,14 +248,25 @@ impl From<LockInfo> for NativeLockInfo {
             waiters: info
                 .waiters
                 .into_iter()
-                .map(|w| NativeWaiter { node: w.node, holder: w.holder.as_deref().map(|h| native_holder(HolderDescription::parse(h))) })
+                .map(|w| NativeWaiter {
+                    node: w.node,
+                    holder: w
+                        .holder
+                        .as_deref()
+                        .map(|h| native_holder(HolderDescription::parse(h))),
+                })
                 .collect(),
         }
     }
 }
 
 fn native_holder(h: HolderDescription) -> NativeHolder {
-    NativeHolder { host: h.host, pid: h.pid, language: h.language, text: h.text }
+    NativeHolder {
+        host: h.host,
+        pid: h.pid,
+        language: h.language,
+        text: h.text,
+    }
 }
 
 /// The largest integer a JS number holds exactly.
@@ -253,7 +275,9 @@ const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
 /// A scope id from `index.js`: a safe non-negative integer, never reused in the process.
 fn scope_of(id: f64) -> Result<Scope> {
     if !((0.0..=MAX_SAFE).contains(&id) && id.fract() == 0.0) {
-        return Err(crate::error::invalid(format!("scope id must be a safe integer, got {id}")));
+        return Err(crate::error::invalid(format!(
+            "scope id must be a safe integer, got {id}"
+        )));
     }
     Ok(Scope::new(id as u64))
 }

@@ -60,15 +60,22 @@ impl MetricsSink for JsSink {
         let measurement = NativeMeasurement {
             instrument: m.instrument.name().to_string(),
             value: m.value,
-            attributes: m.attributes.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            attributes: m
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
-        self.deliver.call(measurement, ThreadsafeFunctionCallMode::NonBlocking);
+        self.deliver
+            .call(measurement, ThreadsafeFunctionCallMode::NonBlocking);
     }
 }
 
 /// A sink that calls `callback` on the JS thread with each measurement. Weak: it does not keep
 /// the process alive.
-pub(crate) fn js_sink(callback: Function<'_, NativeMeasurement, ()>) -> Result<Arc<dyn MetricsSink>> {
+pub(crate) fn js_sink(
+    callback: Function<'_, NativeMeasurement, ()>,
+) -> Result<Arc<dyn MetricsSink>> {
     let deliver = callback
         .build_threadsafe_function::<NativeMeasurement>()
         .callee_handled::<false>()

@@ -14,7 +14,9 @@ use napi_derive::napi;
 use crate::error::{guard, invalid};
 
 fn epoch_ms(at: SystemTime) -> f64 {
-    at.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0)
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
 }
 
 /// One lifecycle event; the token is a decimal string (`index.js` makes it a bigint).
@@ -76,7 +78,10 @@ pub(crate) fn deliver_events(
         .name("fencelock-events".into())
         .spawn(move || {
             while let Some(event) = drained.recv_blocking(None) {
-                tsfn.call(NativeLockEvent::from(event), ThreadsafeFunctionCallMode::NonBlocking);
+                tsfn.call(
+                    NativeLockEvent::from(event),
+                    ThreadsafeFunctionCallMode::NonBlocking,
+                );
             }
         })
         .map_err(|e| Error::from_reason(format!("cannot start the event thread: {e}")))?;
@@ -118,16 +123,25 @@ fn stop_logger() {
 /// Sends fencelock's log records at `level` ("error", "warn", "info", "debug") and above to
 /// `callback`, process-wide, replacing any logger set before; `null` stops logging.
 #[napi(js_name = "setLogger")]
-pub fn set_logger(callback: Option<Function<'_, NativeLogRecord, ()>>, level: Option<String>) -> Result<()> {
+pub fn set_logger(
+    callback: Option<Function<'_, NativeLogRecord, ()>>,
+    level: Option<String>,
+) -> Result<()> {
     guard(|| {
         let level = match level.as_deref() {
             None => LogLevel::Info,
             Some(text) => LogLevel::parse(text)
                 .filter(|l| *l != LogLevel::Trace)
-                .ok_or_else(|| invalid(format!("logLevel must be error, warn, info or debug, not {text:?}")))?,
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "logLevel must be error, warn, info or debug, not {text:?}"
+                    ))
+                })?,
         };
         stop_logger();
-        let Some(callback) = callback else { return Ok(()) };
+        let Some(callback) = callback else {
+            return Ok(());
+        };
         let tsfn = callback
             .build_threadsafe_function::<NativeLogRecord>()
             .callee_handled::<false>()
@@ -146,7 +160,10 @@ pub fn set_logger(callback: Option<Function<'_, NativeLogRecord, ()>>, level: Op
                     };
                     match record {
                         Some(record) => {
-                            tsfn.call(NativeLogRecord::from(record), ThreadsafeFunctionCallMode::NonBlocking);
+                            tsfn.call(
+                                NativeLogRecord::from(record),
+                                ThreadsafeFunctionCallMode::NonBlocking,
+                            );
                         }
                         None if Arc::strong_count(&drained) == 1 => return,
                         None => {}

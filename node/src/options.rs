@@ -19,17 +19,27 @@ const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
 /// A duration in milliseconds; `what` names it in messages.
 pub(crate) fn duration_ms(ms: f64, what: &str) -> Result<Duration> {
     if ms.is_nan() {
-        return Err(invalid(format!("{what} must be a number of milliseconds, not NaN")));
+        return Err(invalid(format!(
+            "{what} must be a number of milliseconds, not NaN"
+        )));
     }
     if ms.is_infinite() {
-        let hint = if what == "wait" { "; leave wait out (or null) to wait forever" } else { "" };
-        return Err(invalid(format!("{what} must be a finite number of milliseconds, not {ms}{hint}")));
+        let hint = if what == "wait" {
+            "; leave wait out (or null) to wait forever"
+        } else {
+            ""
+        };
+        return Err(invalid(format!(
+            "{what} must be a finite number of milliseconds, not {ms}{hint}"
+        )));
     }
     if ms < 0.0 {
         return Err(invalid(format!("{what} must not be negative, got {ms}")));
     }
     if ms > MAX_SAFE {
-        return Err(invalid(format!("{what} of {ms} ms is out of range (above 2^53)")));
+        return Err(invalid(format!(
+            "{what} of {ms} ms is out of range (above 2^53)"
+        )));
     }
     Ok(Duration::from_secs_f64(ms / 1000.0))
 }

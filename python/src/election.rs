@@ -6,8 +6,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::error::guard;
-use crate::lease::PyLease;
 use crate::holder::holder_dict;
+use crate::lease::PyLease;
 use crate::signal::PyLostSignal;
 
 /// Leadership of an election, from `with locker.leadership(name) as leadership:` (or
@@ -81,7 +81,11 @@ impl PyLeadership {
     fn __repr__(&self) -> String {
         let lease = self.lease.get().core();
         let state = if lease.is_held() { "leading" } else { "ended" };
-        format!("<fencelock.Leadership name={:?} term={} {state}>", lease.name(), lease.token())
+        format!(
+            "<fencelock.Leadership name={:?} term={} {state}>",
+            lease.name(),
+            lease.token()
+        )
     }
 }
 
@@ -94,7 +98,10 @@ pub struct PyLeader {
 
 impl From<Leader> for PyLeader {
     fn from(leader: Leader) -> Self {
-        PyLeader { term: leader.term, holder: leader.holder }
+        PyLeader {
+            term: leader.term,
+            holder: leader.holder,
+        }
     }
 }
 
@@ -109,7 +116,10 @@ impl PyLeader {
     /// The leader's description: a dict with some of host, pid, language, text.
     #[getter]
     fn holder<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        self.holder.as_ref().map(|holder| holder_dict(py, holder)).transpose()
+        self.holder
+            .as_ref()
+            .map(|holder| holder_dict(py, holder))
+            .transpose()
     }
 
     fn __repr__(&self) -> String {

@@ -12,7 +12,6 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyModule;
 
-
 /// The Python class for each code. `LockError` itself stands in for a code this binding does
 /// not know yet (a newer core), and then carries the code on the instance.
 fn class_name(code: ErrorCode) -> &'static str {

@@ -127,13 +127,20 @@ fn key_value(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<(Stri
     } else if let Ok(text) = value.extract::<String>() {
         text.into_bytes()
     } else {
-        return Err(crate::error::invalid(format!("value must be bytes or str, not {}", type_name(value))));
+        return Err(crate::error::invalid(format!(
+            "value must be bytes or str, not {}",
+            type_name(value)
+        )));
     };
     Ok((key, value))
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+    value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 fn is_sequence(value: &Bound<'_, PyAny>) -> bool {
@@ -334,7 +341,9 @@ impl PyFence {
             let fence = self.core()?;
             let token = fence_token(&token)?;
             let (key, value) = key_value(&key, &value)?;
-            awaitable(py, async move { fence.fenced_set(token, &key, &value).await.map_err(to_py) })
+            awaitable(py, async move {
+                fence.fenced_set(token, &key, &value).await.map_err(to_py)
+            })
         })
     }
 

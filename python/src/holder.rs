@@ -5,7 +5,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 /// A holder's description as a dict with the keys it has: host, pid, language, text.
-pub(crate) fn holder_dict<'py>(py: Python<'py>, holder: &HolderDescription) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn holder_dict<'py>(
+    py: Python<'py>,
+    holder: &HolderDescription,
+) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     if let Some(host) = &holder.host {
         dict.set_item("host", host)?;

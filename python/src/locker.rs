@@ -9,13 +9,14 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 
-use crate::error::{closed, guard, invalid, to_py};
 use crate::election::{PyLeader, PyLeadership};
+use crate::error::{closed, guard, invalid, to_py};
 use crate::holder::holder_dict;
-use crate::observe::{PyEventSubscription, ensure_log_bridge};
 use crate::lease::{PyLease, exit_async, exit_blocking};
+use crate::observe::{PyEventSubscription, ensure_log_bridge};
 use crate::options::{
-    LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options, locker_options, text,
+    LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options,
+    locker_options, text,
 };
 use crate::runtime::{OnInterrupt, awaitable, wait};
 
@@ -89,7 +90,9 @@ impl PyLocker {
 fn current_scope(py: Python<'_>) -> PyResult<Scope> {
     static CURRENT_SCOPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let function = CURRENT_SCOPE.get_or_try_init(py, || {
-        py.import("fencelock._scope")?.getattr("current_scope").map(Bound::unbind)
+        py.import("fencelock._scope")?
+            .getattr("current_scope")
+            .map(Bound::unbind)
     })?;
     let number: u64 = function.call0(py)?.extract(py)?;
     Ok(Scope::new(number))
@@ -165,7 +168,10 @@ impl PyLocker {
                 func.get_type().name()?
             )));
         }
-        let election = Bound::new(py, guard(|| PyLock::new(slf, &name, options, "run_as_leader", true))?)?;
+        let election = Bound::new(
+            py,
+            guard(|| PyLock::new(slf, &name, options, "run_as_leader", true))?,
+        )?;
         let leadership = election.call_method0("__enter__")?;
         match func.call1((leadership,)) {
             Ok(result) => {
@@ -189,18 +195,30 @@ impl PyLocker {
         guard(|| {
             let name = text(&name, "election name")?;
             let locker = self.core()?.clone();
-            let leader = wait(py, async move { locker.leader(&name).await }, OnInterrupt::Cancel)?;
+            let leader = wait(
+                py,
+                async move { locker.leader(&name).await },
+                OnInterrupt::Cancel,
+            )?;
             Ok(leader.map(PyLeader::from))
         })
     }
 
     /// Awaitable `leader`.
-    fn leader_async<'py>(&self, py: Python<'py>, name: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn leader_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         guard(|| {
             let name = text(&name, "election name")?;
             let locker = self.core()?.clone();
             awaitable(py, async move {
-                locker.leader(&name).await.map(|l| l.map(PyLeader::from)).map_err(to_py)
+                locker
+                    .leader(&name)
+                    .await
+                    .map(|l| l.map(PyLeader::from))
+                    .map_err(to_py)
             })
         })
     }
@@ -349,20 +367,40 @@ impl PyLocker {
     #[pyo3(signature = (prefix=None))]
     fn list(&self, py: Python<'_>, prefix: Option<Bound<'_, PyAny>>) -> PyResult<PyLockList> {
         guard(|| {
-            let prefix = prefix.map(|p| text(&p, "prefix")).transpose()?.unwrap_or_default();
+            let prefix = prefix
+                .map(|p| text(&p, "prefix"))
+                .transpose()?
+                .unwrap_or_default();
             let locker = self.core()?.clone();
-            let listed = wait(py, async move { locker.list(&prefix).await }, OnInterrupt::Cancel)?;
+            let listed = wait(
+                py,
+                async move { locker.list(&prefix).await },
+                OnInterrupt::Cancel,
+            )?;
             Ok(PyLockList::from(listed))
         })
     }
 
     /// Awaitable `list`.
     #[pyo3(signature = (prefix=None))]
-    fn list_async<'py>(&self, py: Python<'py>, prefix: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn list_async<'py>(
+        &self,
+        py: Python<'py>,
+        prefix: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         guard(|| {
-            let prefix = prefix.map(|p| text(&p, "prefix")).transpose()?.unwrap_or_default();
+            let prefix = prefix
+                .map(|p| text(&p, "prefix"))
+                .transpose()?
+                .unwrap_or_default();
             let locker = self.core()?.clone();
-            awaitable(py, async move { locker.list(&prefix).await.map(PyLockList::from).map_err(to_py) })
+            awaitable(py, async move {
+                locker
+                    .list(&prefix)
+                    .await
+                    .map(PyLockList::from)
+                    .map_err(to_py)
+            })
         })
     }
 
@@ -374,16 +412,26 @@ impl PyLocker {
         guard(|| {
             let name = text(&name, "lock name")?;
             let locker = self.core()?.clone();
-            wait(py, async move { locker.force_release(&name).await }, OnInterrupt::Cancel)
+            wait(
+                py,
+                async move { locker.force_release(&name).await },
+                OnInterrupt::Cancel,
+            )
         })
     }
 
     /// Awaitable `force_release`.
-    fn force_release_async<'py>(&self, py: Python<'py>, name: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn force_release_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         guard(|| {
             let name = text(&name, "lock name")?;
             let locker = self.core()?.clone();
-            awaitable(py, async move { locker.force_release(&name).await.map_err(to_py) })
+            awaitable(py, async move {
+                locker.force_release(&name).await.map_err(to_py)
+            })
         })
     }
 
@@ -410,7 +458,8 @@ impl PyLocker {
                 return Err(crate::error::invalid("on_event needs a callable"));
             }
             let subscription = Bound::new(py, PyEventSubscription::new(self.core()?.subscribe()))?;
-            py.import("fencelock._observe")?.call_method1("_listen", (subscription.clone(), callback, kinds))?;
+            py.import("fencelock._observe")?
+                .call_method1("_listen", (subscription.clone(), callback, kinds))?;
             Ok(subscription.into_any())
         })
     }
@@ -527,7 +576,10 @@ struct Claim {
 impl Claim {
     fn fulfil(mut self, lease: fencelock::Lease) {
         let mut scopes = scopes_lock(&self.scopes);
-        if let Some(slot) = scopes.get_mut(&self.scope).and_then(|stack| stack.last_mut()) {
+        if let Some(slot) = scopes
+            .get_mut(&self.scope)
+            .and_then(|stack| stack.last_mut())
+        {
             *slot = Some(lease);
         }
         self.done = true;
@@ -580,9 +632,20 @@ impl PyLock {
         call: &str,
         leadership: bool,
     ) -> PyResult<PyLock> {
-        let name = text(name, if leadership { "election name" } else { "lock name" })?;
+        let name = text(
+            name,
+            if leadership {
+                "election name"
+            } else {
+                "lock name"
+            },
+        )?;
         fencelock::LockName::new(name.as_str()).map_err(to_py)?;
-        let known = if leadership { LEADERSHIP_OPTIONS } else { LOCK_OPTIONS };
+        let known = if leadership {
+            LEADERSHIP_OPTIONS
+        } else {
+            LOCK_OPTIONS
+        };
         let options = acquire_options(options, known, call)?;
         locker.get().core()?;
         Ok(PyLock {
@@ -595,7 +658,10 @@ impl PyLock {
     }
 
     fn claim(&self, scope: Scope) -> Claim {
-        scopes_lock(&self.scopes).entry(scope).or_default().push(None);
+        scopes_lock(&self.scopes)
+            .entry(scope)
+            .or_default()
+            .push(None);
         Claim {
             scopes: self.scopes.clone(),
             scope,
@@ -661,12 +727,10 @@ impl PyLock {
         traceback: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _ = (exc_value, traceback);
-        guard(
-            || match self.take(current_scope(py)?) {
-                None => Ok(false),
-                Some(lease) => exit_blocking(py, lease, exc_type.is_some_and(|t| !t.is_none())),
-            },
-        )
+        guard(|| match self.take(current_scope(py)?) {
+            None => Ok(false),
+            Some(lease) => exit_blocking(py, lease, exc_type.is_some_and(|t| !t.is_none())),
+        })
     }
 
     fn __aenter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -675,7 +739,10 @@ impl PyLock {
             let (name, options) = (self.name.clone(), self.options.clone());
             let leadership = self.leadership;
             awaitable(py, async move {
-                let lease = locker.acquire_in(scope, &name, &options).await.map_err(to_py)?;
+                let lease = locker
+                    .acquire_in(scope, &name, &options)
+                    .await
+                    .map_err(to_py)?;
                 claim.fulfil(lease.clone());
                 Python::attach(|py| Self::entered(py, lease, leadership))
             })
@@ -746,7 +813,10 @@ pub struct PyLockList {
 
 impl From<LockList> for PyLockList {
     fn from(list: LockList) -> Self {
-        PyLockList { locks: list.locks, truncated: list.truncated }
+        PyLockList {
+            locks: list.locks,
+            truncated: list.truncated,
+        }
     }
 }
 
@@ -768,21 +838,30 @@ impl PyLockList {
             .iter()
             .map(|info| Bound::new(py, PyLockInfo::from(info.clone())))
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(pyo3::types::PyList::new(py, infos)?.into_any().try_iter()?.into_any())
+        Ok(pyo3::types::PyList::new(py, infos)?
+            .into_any()
+            .try_iter()?
+            .into_any())
     }
 
     fn __getitem__(&self, index: isize) -> PyResult<PyLockInfo> {
         let len = self.locks.len() as isize;
         let at = if index < 0 { index + len } else { index };
         if at < 0 || at >= len {
-            return Err(pyo3::exceptions::PyIndexError::new_err("LockList index out of range"));
+            return Err(pyo3::exceptions::PyIndexError::new_err(
+                "LockList index out of range",
+            ));
         }
         Ok(PyLockInfo::from(self.locks[at as usize].clone()))
     }
 
     fn __repr__(&self) -> String {
         let names: Vec<String> = self.locks.iter().map(|l| format!("{:?}", l.name)).collect();
-        format!("<fencelock.LockList [{}]{}>", names.join(", "), if self.truncated { " truncated" } else { "" })
+        format!(
+            "<fencelock.LockList [{}]{}>",
+            names.join(", "),
+            if self.truncated { " truncated" } else { "" }
+        )
     }
 }
 
@@ -809,7 +888,10 @@ impl PyLockInfo {
     /// The holder's description while held: a dict with some of host, pid, language, text.
     #[getter]
     fn holder<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        self.holder.as_ref().map(|holder| holder_dict(py, holder)).transpose()
+        self.holder
+            .as_ref()
+            .map(|holder| holder_dict(py, holder))
+            .transpose()
     }
 
     /// Seconds left on the backend's clock while held; None when free or unknown.
@@ -892,7 +974,10 @@ pub(crate) fn connect_async<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     guard(|| {
         let url = text(&url, "url")?;
-        let options = locker_options(py, &Options::check(options, LOCKER_OPTIONS, "connect_async")?)?;
+        let options = locker_options(
+            py,
+            &Options::check(options, LOCKER_OPTIONS, "connect_async")?,
+        )?;
         ensure_log_bridge(py)?;
         awaitable(py, async move {
             Locker::connect_with(&url, options)

@@ -30,21 +30,33 @@ pub(crate) fn host_sink(py: Python<'_>) -> PyResult<Arc<dyn MetricsSink>> {
             InstrumentKind::Histogram => "create_histogram",
             InstrumentKind::Counter => "create_counter",
         };
-        instruments.push((instrument, meter.call_method(create, (instrument.name(),), Some(&kwargs))?.unbind()));
+        instruments.push((
+            instrument,
+            meter
+                .call_method(create, (instrument.name(),), Some(&kwargs))?
+                .unbind(),
+        ));
     }
     on_own_thread("fencelock-metrics", move |batch: &[Measurement]| {
         // One GIL acquisition for everything that queued up meanwhile.
         Python::attach(|py| {
             for m in batch {
-                let Some((instrument, host)) = instruments.iter().find(|(i, _)| *i == m.instrument) else { continue };
+                let Some((instrument, host)) = instruments.iter().find(|(i, _)| *i == m.instrument)
+                else {
+                    continue;
+                };
                 let recorded = (|| -> PyResult<()> {
                     let attributes = PyDict::new(py);
                     for (key, value) in &m.attributes {
                         attributes.set_item(*key, *value)?;
                     }
                     match instrument.kind() {
-                        InstrumentKind::Histogram => host.call_method1(py, "record", (m.value, attributes))?,
-                        InstrumentKind::Counter => host.call_method1(py, "add", (m.value as u64, attributes))?,
+                        InstrumentKind::Histogram => {
+                            host.call_method1(py, "record", (m.value, attributes))?
+                        }
+                        InstrumentKind::Counter => {
+                            host.call_method1(py, "add", (m.value as u64, attributes))?
+                        }
                     };
                     Ok(())
                 })();

@@ -28,7 +28,9 @@ fn wait_for<T: Send>(
     loop {
         let slice = match deadline {
             None => SLICE,
-            Some(d) => d.saturating_duration_since(std::time::Instant::now()).min(SLICE),
+            Some(d) => d
+                .saturating_duration_since(std::time::Instant::now())
+                .min(SLICE),
         };
         if let Some(item) = py.detach(|| next(slice)) {
             return Ok(Some(item));
@@ -41,7 +43,9 @@ fn wait_for<T: Send>(
 }
 
 fn epoch_seconds(at: SystemTime) -> f64 {
-    at.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// One thing that happened to one lease.
@@ -89,7 +93,12 @@ impl PyLockEvent {
     }
 
     fn __repr__(&self) -> String {
-        format!("<fencelock.LockEvent {} name={:?} token={}>", self.kind(), self.event.name, self.event.token)
+        format!(
+            "<fencelock.LockEvent {} name={:?} token={}>",
+            self.kind(),
+            self.event.name,
+            self.event.token
+        )
     }
 }
 
@@ -111,10 +120,19 @@ impl PyEventSubscription {
     /// The next event, waiting up to `timeout` seconds (None: until there is one or the
     /// subscription ends). Returns None on timeout or once ended and drained.
     #[pyo3(signature = (timeout=None))]
-    fn next(&self, py: Python<'_>, timeout: Option<Bound<'_, PyAny>>) -> PyResult<Option<PyLockEvent>> {
+    fn next(
+        &self,
+        py: Python<'_>,
+        timeout: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Option<PyLockEvent>> {
         guard(|| {
             let timeout = timeout.map(|t| duration(&t, "timeout")).transpose()?;
-            let event = wait_for(py, timeout, |slice| self.inner.recv_blocking(Some(slice)), || self.inner.is_closed())?;
+            let event = wait_for(
+                py,
+                timeout,
+                |slice| self.inner.recv_blocking(Some(slice)),
+                || self.inner.is_closed(),
+            )?;
             Ok(event.map(|event| PyLockEvent { event }))
         })
     }
@@ -177,7 +195,9 @@ pub struct PyLogSubscription {
 impl PyLogSubscription {
     #[new]
     fn new(level: i64) -> Self {
-        PyLogSubscription { inner: std::sync::Mutex::new(fencelock::logs::subscribe(core_level(level))) }
+        PyLogSubscription {
+            inner: std::sync::Mutex::new(fencelock::logs::subscribe(core_level(level))),
+        }
     }
 
     /// The next record as `(levelno, message, lock or None, created)`, waiting up to `timeout`
@@ -189,12 +209,22 @@ impl PyLogSubscription {
             let sub = inner.lock().unwrap_or_else(|e| e.into_inner());
             sub.recv_blocking(Some(timeout))
         });
-        Ok(record.map(|r| (python_level(r.level), r.message, r.lock, epoch_seconds(r.at))))
+        Ok(record.map(|r| {
+            (
+                python_level(r.level),
+                r.message,
+                r.lock,
+                epoch_seconds(r.at),
+            )
+        }))
     }
 
     /// Follows the `fencelock` logger's effective level.
     fn set_level(&self, level: i64) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).set_level(core_level(level));
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_level(core_level(level));
     }
 
     fn close(&self) {
@@ -205,6 +235,7 @@ impl PyLogSubscription {
 /// Starts the bridge from the core's log records to `logging.getLogger("fencelock")` (once per
 /// process; again in a child after fork).
 pub(crate) fn ensure_log_bridge(py: Python<'_>) -> PyResult<()> {
-    py.import("fencelock._observe")?.call_method0("_ensure_log_bridge")?;
+    py.import("fencelock._observe")?
+        .call_method0("_ensure_log_bridge")?;
     Ok(())
 }

@@ -188,8 +188,14 @@ pub(crate) const LOCK_OPTIONS: &[&str] = &[
     "reentrant",
     "pipelined_release",
 ];
-pub(crate) const TRY_LOCK_OPTIONS: &[&str] =
-    &["ttl", "auto_renew", "max_hold", "holder", "reentrant", "pipelined_release"];
+pub(crate) const TRY_LOCK_OPTIONS: &[&str] = &[
+    "ttl",
+    "auto_renew",
+    "max_hold",
+    "holder",
+    "reentrant",
+    "pipelined_release",
+];
 /// An election's lock is never re-entered: a candidate that leads does not campaign again.
 pub(crate) const LEADERSHIP_OPTIONS: &[&str] = &["ttl", "wait", "auto_renew", "max_hold", "holder"];
 pub(crate) const LOCKER_OPTIONS: &[&str] = &["poll_interval", "operation_timeout", "metrics"];
@@ -208,7 +214,9 @@ pub(crate) fn lock_options(options: &Options<'_, '_>) -> PyResult<LockOptions> {
         Some(ttl) => Some(duration(&ttl, "ttl")?),
         None => None,
     };
-    let flag = |name: &str| -> PyResult<Option<bool>> { options.get(name)?.map(|on| boolean(&on, name)).transpose() };
+    let flag = |name: &str| -> PyResult<Option<bool>> {
+        options.get(name)?.map(|on| boolean(&on, name)).transpose()
+    };
     let holder = match options.get("holder")? {
         Some(holder) if !holder.is_none() => Some(text(&holder, "holder")?),
         _ => None,
@@ -229,11 +237,17 @@ pub(crate) fn lock_options(options: &Options<'_, '_>) -> PyResult<LockOptions> {
 pub(crate) fn locker_options(py: Python<'_>, options: &Options<'_, '_>) -> PyResult<LockerOptions> {
     let given = LockerOptionOverrides {
         poll_interval: optional_duration(options.get("poll_interval")?.as_ref(), "poll_interval")?,
-        operation_timeout: optional_duration(options.get("operation_timeout")?.as_ref(), "operation_timeout")?,
+        operation_timeout: optional_duration(
+            options.get("operation_timeout")?.as_ref(),
+            "operation_timeout",
+        )?,
     };
-    let options_given = LockerOptions::from_overrides("python", given).map_err(crate::error::to_py)?;
+    let options_given =
+        LockerOptions::from_overrides("python", given).map_err(crate::error::to_py)?;
     match options.get("metrics")? {
-        Some(on) if boolean(&on, "metrics")? => Ok(options_given.with_metrics_sink(crate::metrics::host_sink(py)?)),
+        Some(on) if boolean(&on, "metrics")? => {
+            Ok(options_given.with_metrics_sink(crate::metrics::host_sink(py)?))
+        }
         _ => Ok(options_given),
     }
 }

@@ -28,18 +28,36 @@ fn stats(samples: Vec<Duration>, elapsed: Duration) -> Stats {
     run.stats()
 }
 
-const RAW_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+const RAW_RELEASE: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 async fn raw_conn(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap()
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
 }
 
 async fn raw_try(conn: &mut redis::aio::MultiplexedConnection, key: &str, owner: &str) -> bool {
-    let set: Option<String> = redis::cmd("SET").arg(key).arg(owner).arg("NX").arg("PX").arg(30_000).query_async(conn).await.unwrap();
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(owner)
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(conn)
+        .await
+        .unwrap();
     set.is_some()
 }
 
-async fn raw_release(conn: &mut redis::aio::MultiplexedConnection, script: &redis::Script, key: &str, owner: &str) {
+async fn raw_release(
+    conn: &mut redis::aio::MultiplexedConnection,
+    script: &redis::Script,
+    key: &str,
+    owner: &str,
+) {
     let _: i64 = script.key(key).arg(owner).invoke_async(conn).await.unwrap();
 }
 
@@ -86,7 +104,10 @@ async fn handoff_fencelock(url: &str) -> Stats {
         let (released_at, samples) = (released_at.clone(), samples.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..HANDOFFS / 2 {
-                let lease = locker.acquire("bench-handoff", &LockOptions::default()).await.unwrap();
+                let lease = locker
+                    .acquire("bench-handoff", &LockOptions::default())
+                    .await
+                    .unwrap();
                 let since = released_at.lock().unwrap().elapsed();
                 samples.lock().unwrap().push(since);
                 // Hold briefly so the other side is waiting when we release.
@@ -117,7 +138,10 @@ async fn handoff_raw_spin(url: &str) -> Stats {
             for i in 0..HANDOFFS / 2 {
                 let owner = format!("{side}-{i}");
                 while !raw_try(&mut conn, "bench:raw:handoff", &owner).await {}
-                samples.lock().unwrap().push(released_at.lock().unwrap().elapsed());
+                samples
+                    .lock()
+                    .unwrap()
+                    .push(released_at.lock().unwrap().elapsed());
                 tokio::time::sleep(Duration::from_micros(500)).await;
                 *released_at.lock().unwrap() = Instant::now();
                 raw_release(&mut conn, &script, "bench:raw:handoff", &owner).await;
@@ -139,7 +163,10 @@ async fn herd_pubsub(url: &str, waiters: usize, total: usize) -> Stats {
     herd(waiters, total, move |_| {
         let locker = locker.clone();
         async move {
-            let lease = locker.acquire("bench-herd", &LockOptions::default()).await.unwrap();
+            let lease = locker
+                .acquire("bench-herd", &LockOptions::default())
+                .await
+                .unwrap();
             Box::new(move || {
                 tokio::spawn(async move { lease.release().await.unwrap() });
             }) as Box<dyn FnOnce() + Send>
@@ -153,7 +180,10 @@ async fn herd_blpop(url: &str, waiters: usize, total: usize) -> Stats {
     let url = url.to_string();
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut setup = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = setup.del(&["bench:blpop:lock", "bench:blpop:wake"]).await.unwrap();
+    let _: () = setup
+        .del(&["bench:blpop:lock", "bench:blpop:wake"])
+        .await
+        .unwrap();
     let release = Arc::new(redis::Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]); redis.call('DEL', KEYS[2]); redis.call('LPUSH', KEYS[2], 1); return 1 end return 0",
     ));
@@ -167,11 +197,22 @@ async fn herd_blpop(url: &str, waiters: usize, total: usize) -> Stats {
                 if raw_try(&mut conn, "bench:blpop:lock", &owner).await {
                     break;
                 }
-                let _: Option<(String, String)> = redis::cmd("BLPOP").arg("bench:blpop:wake").arg(0.05).query_async(&mut conn).await.unwrap();
+                let _: Option<(String, String)> = redis::cmd("BLPOP")
+                    .arg("bench:blpop:wake")
+                    .arg(0.05)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
             }
             Box::new(move || {
                 tokio::spawn(async move {
-                    let _: i64 = release.key("bench:blpop:lock").key("bench:blpop:wake").arg(owner).invoke_async(&mut conn).await.unwrap();
+                    let _: i64 = release
+                        .key("bench:blpop:lock")
+                        .key("bench:blpop:wake")
+                        .arg(owner)
+                        .invoke_async(&mut conn)
+                        .await
+                        .unwrap();
                 });
             }) as Box<dyn FnOnce() + Send>
         }
@@ -215,13 +256,23 @@ where
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let url = std::env::args().nth(1).unwrap_or_else(|| "redis://127.0.0.1:7001".to_string());
+    let url = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "redis://127.0.0.1:7001".to_string());
     println!("Redis at {url}; {CYCLES} uncontended cycles, {HANDOFFS} handoffs\n");
     println!("| workload | ops/s | p50 ms | p99 ms | vs floor |\n|---|---|---|---|---|");
     let raw = uncontended_raw(&url).await;
     let ours = uncontended_fencelock(&url).await;
-    row("uncontended cycle, raw floor (SET NX PX + compare-and-delete)", &raw, None);
-    row("uncontended cycle, fencelock (fenced, renewing)", &ours, Some(&raw));
+    row(
+        "uncontended cycle, raw floor (SET NX PX + compare-and-delete)",
+        &raw,
+        None,
+    );
+    row(
+        "uncontended cycle, fencelock (fenced, renewing)",
+        &ours,
+        Some(&raw),
+    );
     let raw = handoff_raw_spin(&url).await;
     let ours = handoff_fencelock(&url).await;
     row("handoff, raw floor (waiter spins on SET NX)", &raw, None);
@@ -230,7 +281,17 @@ async fn main() {
         let total = 400;
         let blpop = herd_blpop(&url, waiters, total).await;
         let pubsub = herd_pubsub(&url, waiters, total).await;
-        row(&format!("{waiters} waiters, per-lock BLPOP list (one woken)"), &blpop, None);
-        row(&format!("{waiters} waiters, fencelock pub/sub (local FIFO queue, one contender per Locker)"), &pubsub, Some(&blpop));
+        row(
+            &format!("{waiters} waiters, per-lock BLPOP list (one woken)"),
+            &blpop,
+            None,
+        );
+        row(
+            &format!(
+                "{waiters} waiters, fencelock pub/sub (local FIFO queue, one contender per Locker)"
+            ),
+            &pubsub,
+            Some(&blpop),
+        );
     }
 }

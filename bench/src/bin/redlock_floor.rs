@@ -18,7 +18,8 @@ use fencelock_bench::{Run, Stats, header, row};
 
 const CYCLES: usize = 2000;
 
-const RAW_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+const RAW_RELEASE: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 fn stats(samples: Vec<Duration>, elapsed: Duration) -> Stats {
     let mut run = Run::default();
@@ -30,7 +31,13 @@ async fn fencelock_cycles(url: &str, name: &str) -> Stats {
     let locker = Locker::connect(url).await.unwrap();
     let options = LockOptions::default().with_ttl(Duration::from_secs(10));
     for _ in 0..50 {
-        locker.acquire(name, &options).await.unwrap().release().await.unwrap();
+        locker
+            .acquire(name, &options)
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
     }
     let mut samples = Vec::with_capacity(CYCLES);
     let started = Instant::now();
@@ -46,7 +53,13 @@ async fn fencelock_cycles(url: &str, name: &str) -> Stats {
 async fn raw_cycles(masters: &[String], with_info: bool) -> Stats {
     let mut conns = Vec::new();
     for m in masters {
-        conns.push(redis::Client::open(m.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap());
+        conns.push(
+            redis::Client::open(m.as_str())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap(),
+        );
     }
     let script = redis::Script::new(RAW_RELEASE);
     let key = "bench:redlock:raw";
@@ -64,18 +77,32 @@ async fn raw_cycles(masters: &[String], with_info: bool) -> Stats {
                 if with_info {
                     pipe.cmd("INFO").arg("server").ignore();
                 }
-                pipe.cmd("SET").arg(key).arg(owner).arg("NX").arg("PX").arg(10_000);
+                pipe.cmd("SET")
+                    .arg(key)
+                    .arg(owner)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(10_000);
                 let (r,): (Option<String>,) = pipe.query_async(&mut c).await.unwrap();
                 r.is_some()
             }
         });
-        let granted = join_all(sets.collect()).await.into_iter().filter(|g| *g).count();
+        let granted = join_all(sets.collect())
+            .await
+            .into_iter()
+            .filter(|g| *g)
+            .count();
         assert!(granted >= quorum);
         let dels = conns.iter().map(|c| {
             let mut c = c.clone();
             let (owner, script) = (owner.clone(), &script);
             async move {
-                let _: i64 = script.key(key).arg(owner).invoke_async(&mut c).await.unwrap();
+                let _: i64 = script
+                    .key(key)
+                    .arg(owner)
+                    .invoke_async(&mut c)
+                    .await
+                    .unwrap();
             }
         });
         join_all(dels.collect()).await;
@@ -98,7 +125,11 @@ async fn join_all<T, F: std::future::Future<Output = T>>(futures: Vec<F>) -> Vec
                 }
             }
         }
-        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
     })
     .await;
     out.into_iter().map(|v| v.unwrap()).collect()
@@ -107,19 +138,47 @@ async fn join_all<T, F: std::future::Future<Output = T>>(futures: Vec<F>) -> Vec
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let url = std::env::args().nth(1).unwrap_or_else(|| {
-        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005".to_string()
+        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005"
+            .to_string()
     });
-    let hosts = url.trim_start_matches("redlock://").split(['?', '/']).next().unwrap().to_string();
+    let hosts = url
+        .trim_start_matches("redlock://")
+        .split(['?', '/'])
+        .next()
+        .unwrap()
+        .to_string();
     let masters: Vec<String> = hosts.split(',').map(|h| format!("redis://{h}")).collect();
-    println!("Redlock over {} masters ({url}); {CYCLES} uncontended cycles each", masters.len());
+    println!(
+        "Redlock over {} masters ({url}); {CYCLES} uncontended cycles each",
+        masters.len()
+    );
     header("Uncontended cycle (acquire + release)");
     let single = fencelock_cycles(&masters[0], "bench-redlock-single").await;
     let raw = raw_cycles(&masters, false).await;
     let raw_info = raw_cycles(&masters, true).await;
     let redlock = fencelock_cycles(&url, "bench-redlock").await;
-    row("fencelock, one Redis instance (the yardstick)", &single, None);
-    row("raw 5-master floor: SET NX PX x5 || then compare-and-delete x5 ||", &raw, Some(&single));
-    row("raw 5-master floor with INFO server pipelined before each SET", &raw_info, Some(&single));
-    row("fencelock Redlock: phase 1 (+INFO) || phase 2 || release ||", &redlock, Some(&single));
-    println!("\nRedlock against the raw 5-master floor: {:.2}x", redlock.per_second / raw.per_second);
+    row(
+        "fencelock, one Redis instance (the yardstick)",
+        &single,
+        None,
+    );
+    row(
+        "raw 5-master floor: SET NX PX x5 || then compare-and-delete x5 ||",
+        &raw,
+        Some(&single),
+    );
+    row(
+        "raw 5-master floor with INFO server pipelined before each SET",
+        &raw_info,
+        Some(&single),
+    );
+    row(
+        "fencelock Redlock: phase 1 (+INFO) || phase 2 || release ||",
+        &redlock,
+        Some(&single),
+    );
+    println!(
+        "\nRedlock against the raw 5-master floor: {:.2}x",
+        redlock.per_second / raw.per_second
+    );
 }

@@ -33,8 +33,8 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fencelock_bench::{Contender, Run, handoff, header, hold, row};
 use fencelock::{HolderDescription, Lease, LockOptions, Locker};
+use fencelock_bench::{Contender, Run, handoff, header, hold, row};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
@@ -47,8 +47,6 @@ const POLLED_HANDOFFS: usize = 100;
 const ROUNDS: usize = 4;
 /// Handoffs before the timed ones in each run (the first wait opens the LISTEN connection).
 const ADVISORY_KEY: i64 = 0x6665_6e63_6562_6e63;
-
-
 
 /// Times `n` sequential runs of `body` (with `i` bound to the run's index) inside an async
 /// fn; gives the samples and the time spent.
@@ -81,7 +79,10 @@ fn fencelock_url(base: &str) -> String {
 }
 
 fn unix_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
 }
 
 fn owner(i: usize) -> Vec<u8> {
@@ -103,22 +104,32 @@ struct FencelockSide {
 impl FencelockSide {
     async fn pair(url: &str) -> [FencelockSide; 2] {
         [
-            FencelockSide { locker: Locker::connect(url).await.unwrap(), lease: None },
-            FencelockSide { locker: Locker::connect(url).await.unwrap(), lease: None },
+            FencelockSide {
+                locker: Locker::connect(url).await.unwrap(),
+                lease: None,
+            },
+            FencelockSide {
+                locker: Locker::connect(url).await.unwrap(),
+                lease: None,
+            },
         ]
     }
 }
 
 impl Contender for FencelockSide {
     async fn take(&mut self) {
-        self.lease = Some(self.locker.acquire("bench-handoff", &LockOptions::default()).await.unwrap());
+        self.lease = Some(
+            self.locker
+                .acquire("bench-handoff", &LockOptions::default())
+                .await
+                .unwrap(),
+        );
     }
 
     async fn give(&mut self) {
         self.lease.take().unwrap().release().await.unwrap();
     }
 }
-
 
 // ---------------------------------------------------------------- PostgreSQL
 
@@ -128,7 +139,11 @@ struct AdvisorySide {
 
 impl Contender for AdvisorySide {
     async fn take(&mut self) {
-        sqlx::query("SELECT pg_advisory_lock($1)").bind(ADVISORY_KEY).execute(&mut self.conn).await.unwrap();
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(ADVISORY_KEY)
+            .execute(&mut self.conn)
+            .await
+            .unwrap();
     }
 
     async fn give(&mut self) {
@@ -143,9 +158,16 @@ impl Contender for AdvisorySide {
 
 async fn pg_cycle_advisory(conn: &mut PgConnection, n: usize) -> (Vec<Duration>, Duration) {
     timed!(n, |_| {
-        sqlx::query("SELECT pg_advisory_lock($1)").bind(ADVISORY_KEY).execute(&mut *conn).await.unwrap();
-        let freed: bool =
-            sqlx::query_scalar("SELECT pg_advisory_unlock($1)").bind(ADVISORY_KEY).fetch_one(&mut *conn).await.unwrap();
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(ADVISORY_KEY)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let freed: bool = sqlx::query_scalar("SELECT pg_advisory_unlock($1)")
+            .bind(ADVISORY_KEY)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
         assert!(freed);
     })
 }
@@ -169,8 +191,12 @@ async fn pg_cycle_upsert(conn: &mut PgConnection, n: usize) -> (Vec<Duration>, D
             .await
             .unwrap();
         assert!(token.is_some(), "the raw lock was not free");
-        let freed =
-            sqlx::query(PG_RAW_FREE).bind("bench-uncontended").bind(&owner).execute(&mut *conn).await.unwrap();
+        let freed = sqlx::query(PG_RAW_FREE)
+            .bind("bench-uncontended")
+            .bind(&owner)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
         assert_eq!(freed.rows_affected(), 1);
     })
 }
@@ -240,7 +266,10 @@ async fn postgres(url: &str) {
     let connect = PgConnectOptions::from_str(url).unwrap();
     let mut advisory = connect.connect().await.unwrap();
     let mut upsert = connect.connect().await.unwrap();
-    sqlx::query(PG_RAW_TABLE).execute(&mut upsert).await.unwrap();
+    sqlx::query(PG_RAW_TABLE)
+        .execute(&mut upsert)
+        .await
+        .unwrap();
     let settings: (String, String, String) = sqlx::query_as(
         "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')",
     )
@@ -258,7 +287,10 @@ async fn postgres(url: &str) {
     ));
     let locker = Locker::connect(&fencelock_url(url)).await.unwrap();
     let mut plain = connect.connect().await.unwrap();
-    let pool = PgPoolOptions::new().max_connections(4).test_before_acquire(false).connect_lazy_with(connect.clone());
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .test_before_acquire(false)
+        .connect_lazy_with(connect.clone());
     pg_cycle_advisory(&mut advisory, 100).await;
     pg_cycle_upsert(&mut upsert, 100).await;
     pg_cycle_fencelock_sql(&mut plain, 100).await;
@@ -275,17 +307,42 @@ async fn postgres(url: &str) {
     locker.close().await;
     pool.close().await;
     let [adv, ups, sql, pooled, ours] = runs.map(Run::stats);
-    row("uncontended cycle, raw floor: upsert … WHERE free RETURNING token + UPDATE to free", &ups, None);
-    row("uncontended cycle, raw anchor: pg_advisory_lock + pg_advisory_unlock (one connection, nothing written)", &adv, Some(&ups));
-    row("uncontended cycle, fencelock's own two statements on one plain connection", &sql, Some(&ups));
-    row("uncontended cycle, fencelock's own two statements, each on a connection from a plain sqlx pool", &pooled, Some(&ups));
-    row("uncontended cycle, fencelock (the same statements through its pool; lease bookkeeping)", &ours, Some(&ups));
+    row(
+        "uncontended cycle, raw floor: upsert … WHERE free RETURNING token + UPDATE to free",
+        &ups,
+        None,
+    );
+    row(
+        "uncontended cycle, raw anchor: pg_advisory_lock + pg_advisory_unlock (one connection, nothing written)",
+        &adv,
+        Some(&ups),
+    );
+    row(
+        "uncontended cycle, fencelock's own two statements on one plain connection",
+        &sql,
+        Some(&ups),
+    );
+    row(
+        "uncontended cycle, fencelock's own two statements, each on a connection from a plain sqlx pool",
+        &pooled,
+        Some(&ups),
+    );
+    row(
+        "uncontended cycle, fencelock (the same statements through its pool; lease bookkeeping)",
+        &ours,
+        Some(&ups),
+    );
 
     let (mut adv, mut ours) = (Run::default(), Run::default());
     for _ in 0..ROUNDS {
-        let sides = [AdvisorySide { conn: connect.connect().await.unwrap() }, AdvisorySide {
-            conn: connect.connect().await.unwrap(),
-        }];
+        let sides = [
+            AdvisorySide {
+                conn: connect.connect().await.unwrap(),
+            },
+            AdvisorySide {
+                conn: connect.connect().await.unwrap(),
+            },
+        ];
         adv.add(handoff(sides, HANDOFFS / ROUNDS).await);
         let sides = FencelockSide::pair(&fencelock_url(url)).await;
         let lockers: Vec<Locker> = sides.iter().map(|s| s.locker.clone()).collect();
@@ -295,8 +352,16 @@ async fn postgres(url: &str) {
         }
     }
     let (adv, ours) = (adv.stats(), ours.stats());
-    row("handoff, raw floor: pg_advisory_lock blocking in the server", &adv, None);
-    row("handoff, fencelock (LISTEN/NOTIFY wake-up, then upsert)", &ours, Some(&adv));
+    row(
+        "handoff, raw floor: pg_advisory_lock blocking in the server",
+        &adv,
+        None,
+    );
+    row(
+        "handoff, fencelock (LISTEN/NOTIFY wake-up, then upsert)",
+        &ours,
+        Some(&adv),
+    );
 }
 
 // -------------------------------------------------------------------- SQLite
@@ -307,7 +372,8 @@ const LITE_RAW_TAKE: &str = "INSERT INTO bench_raw_locks (name, owner, token, ex
     ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, token = bench_raw_locks.token + 1, \
     expires_at = excluded.expires_at \
     WHERE bench_raw_locks.owner IS NULL OR bench_raw_locks.expires_at < ?3 RETURNING token";
-const LITE_RAW_FREE: &str = "UPDATE bench_raw_locks SET owner = NULL, expires_at = NULL WHERE name = ?1 AND owner = ?2";
+const LITE_RAW_FREE: &str =
+    "UPDATE bench_raw_locks SET owner = NULL, expires_at = NULL WHERE name = ?1 AND owner = ?2";
 
 async fn lite_cycle_upsert(conn: &mut SqliteConnection, n: usize) -> (Vec<Duration>, Duration) {
     timed!(n, |i| {
@@ -320,8 +386,12 @@ async fn lite_cycle_upsert(conn: &mut SqliteConnection, n: usize) -> (Vec<Durati
             .await
             .unwrap();
         assert!(token.is_some(), "the raw lock was not free");
-        let freed =
-            sqlx::query(LITE_RAW_FREE).bind("bench-uncontended").bind(&owner).execute(&mut *conn).await.unwrap();
+        let freed = sqlx::query(LITE_RAW_FREE)
+            .bind("bench-uncontended")
+            .bind(&owner)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
         assert_eq!(freed.rows_affected(), 1);
     })
 }
@@ -333,14 +403,19 @@ const LITE_FL_TAKE: &str = "INSERT INTO fencelock_bench_locks (name, owner, toke
     ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, token = MAX(fencelock_bench_locks.token + 1, ?3), \
       expires_at = excluded.expires_at, holder = excluded.holder \
     WHERE fencelock_bench_locks.owner IS NULL OR fencelock_bench_locks.expires_at < ?3 RETURNING token";
-const LITE_FL_FREE: &str =
-    "UPDATE fencelock_bench_locks SET owner = NULL, expires_at = NULL, holder = NULL WHERE name = ?1 AND owner = ?2";
+const LITE_FL_FREE: &str = "UPDATE fencelock_bench_locks SET owner = NULL, expires_at = NULL, holder = NULL WHERE name = ?1 AND owner = ?2";
 
-async fn lite_cycle_fencelock_sql(conn: &mut SqliteConnection, n: usize) -> (Vec<Duration>, Duration) {
+async fn lite_cycle_fencelock_sql(
+    conn: &mut SqliteConnection,
+    n: usize,
+) -> (Vec<Duration>, Duration) {
     let holder = HolderDescription::of_this_process("rust", None).to_json();
     timed!(n, |i| {
         let owner = owner(i);
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
         let token: Option<i64> = sqlx::query_scalar(LITE_FL_TAKE)
             .bind(b"bench-plain".to_vec())
             .bind(&owner)
@@ -352,9 +427,16 @@ async fn lite_cycle_fencelock_sql(conn: &mut SqliteConnection, n: usize) -> (Vec
             .unwrap();
         assert!(token.is_some(), "the lock was not free");
         sqlx::query("COMMIT").execute(&mut *conn).await.unwrap();
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.unwrap();
-        let freed =
-            sqlx::query(LITE_FL_FREE).bind(b"bench-plain".to_vec()).bind(&owner).execute(&mut *conn).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let freed = sqlx::query(LITE_FL_FREE)
+            .bind(b"bench-plain".to_vec())
+            .bind(&owner)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
         assert_eq!(freed.rows_affected(), 1);
         sqlx::query("COMMIT").execute(&mut *conn).await.unwrap();
     })
@@ -372,7 +454,10 @@ async fn sqlite() {
     sqlx::query(LITE_RAW_TABLE).execute(&mut raw).await.unwrap();
     let url = fencelock_url(&format!("sqlite://{}", path.display()));
     let locker = Locker::connect(&url).await.unwrap();
-    let version: String = sqlx::query_scalar("SELECT sqlite_version()").fetch_one(&mut raw).await.unwrap();
+    let version: String = sqlx::query_scalar("SELECT sqlite_version()")
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
     header(&format!(
         "SQLite {version}, file {}; journal_mode=WAL, synchronous=NORMAL (fencelock's settings, used by both); \
          {CYCLES} uncontended cycles, {ROUNDS} alternating rounds",
@@ -393,9 +478,21 @@ async fn sqlite() {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
     let (auto, immediate, ours) = (auto.stats(), immediate.stats(), ours.stats());
-    row("uncontended cycle, raw floor: upsert RETURNING token + UPDATE to free (autocommit)", &auto, None);
-    row("uncontended cycle, fencelock's own statements, each write in BEGIN IMMEDIATE … COMMIT, one plain connection", &immediate, Some(&auto));
-    row("uncontended cycle, fencelock (the same through its pool of 2; lease bookkeeping)", &ours, Some(&auto));
+    row(
+        "uncontended cycle, raw floor: upsert RETURNING token + UPDATE to free (autocommit)",
+        &auto,
+        None,
+    );
+    row(
+        "uncontended cycle, fencelock's own statements, each write in BEGIN IMMEDIATE … COMMIT, one plain connection",
+        &immediate,
+        Some(&auto),
+    );
+    row(
+        "uncontended cycle, fencelock (the same through its pool of 2; lease bookkeeping)",
+        &ours,
+        Some(&auto),
+    );
 }
 
 // ------------------------------------------------------------------- MariaDB
@@ -405,14 +502,18 @@ struct GetLockSide {
 }
 
 async fn get_lock(conn: &mut MySqlConnection) {
-    let got: Option<i64> =
-        sqlx::query_scalar("SELECT GET_LOCK('fencelock-bench', 60)").fetch_one(&mut *conn).await.unwrap();
+    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('fencelock-bench', 60)")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
     assert_eq!(got, Some(1));
 }
 
 async fn release_lock(conn: &mut MySqlConnection) {
-    let freed: Option<i64> =
-        sqlx::query_scalar("SELECT RELEASE_LOCK('fencelock-bench')").fetch_one(&mut *conn).await.unwrap();
+    let freed: Option<i64> = sqlx::query_scalar("SELECT RELEASE_LOCK('fencelock-bench')")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
     assert_eq!(freed, Some(1));
 }
 
@@ -444,22 +545,45 @@ const MY_FL_TAKE: &str = "UPDATE fencelock_bench_locks SET owner = ?, \
     token = GREATEST(token + 1, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))), \
     expires_at = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), holder = ? WHERE name = ?";
 const MY_FL_TOKEN: &str = "SELECT token FROM fencelock_bench_locks WHERE name = ?";
-const MY_FL_FREE: &str =
-    "UPDATE fencelock_bench_locks SET owner = NULL, expires_at = NULL, holder = NULL WHERE name = ? AND owner = ?";
+const MY_FL_FREE: &str = "UPDATE fencelock_bench_locks SET owner = NULL, expires_at = NULL, holder = NULL WHERE name = ? AND owner = ?";
 
 async fn my_cycle_fencelock_sql(conn: &mut MySqlConnection, n: usize) -> (Vec<Duration>, Duration) {
     let holder = HolderDescription::of_this_process("rust", None).to_json();
     let name = b"bench-plain".to_vec();
-    sqlx::query(MY_FL_SEED).bind(&name).execute(&mut *conn).await.unwrap();
+    sqlx::query(MY_FL_SEED)
+        .bind(&name)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
     timed!(n, |i| {
         let owner = owner(i);
         let mut tx = conn.begin().await.unwrap();
-        let (held, _left): (i64, Option<i64>) = sqlx::query_as(MY_FL_LOCK).bind(&name).fetch_one(&mut *tx).await.unwrap();
+        let (held, _left): (i64, Option<i64>) = sqlx::query_as(MY_FL_LOCK)
+            .bind(&name)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
         assert_eq!(held, 0, "the lock was not free");
-        sqlx::query(MY_FL_TAKE).bind(&owner).bind(30_000_000i64).bind(&holder).bind(&name).execute(&mut *tx).await.unwrap();
-        let _token: i64 = sqlx::query_scalar(MY_FL_TOKEN).bind(&name).fetch_one(&mut *tx).await.unwrap();
+        sqlx::query(MY_FL_TAKE)
+            .bind(&owner)
+            .bind(30_000_000i64)
+            .bind(&holder)
+            .bind(&name)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let _token: i64 = sqlx::query_scalar(MY_FL_TOKEN)
+            .bind(&name)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
         tx.commit().await.unwrap();
-        let freed = sqlx::query(MY_FL_FREE).bind(&name).bind(&owner).execute(&mut *conn).await.unwrap();
+        let freed = sqlx::query(MY_FL_FREE)
+            .bind(&name)
+            .bind(&owner)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
         assert_eq!(freed.rows_affected(), 1);
     })
 }
@@ -468,7 +592,10 @@ async fn mariadb(url: &str) {
     let connect = MySqlConnectOptions::from_str(url).unwrap();
     let mut raw = connect.connect().await.unwrap();
     let settings: (String, i64) =
-        sqlx::query_as("SELECT VERSION(), CAST(@@innodb_flush_log_at_trx_commit AS SIGNED)").fetch_one(&mut raw).await.unwrap();
+        sqlx::query_as("SELECT VERSION(), CAST(@@innodb_flush_log_at_trx_commit AS SIGNED)")
+            .fetch_one(&mut raw)
+            .await
+            .unwrap();
     header(&format!(
         "MariaDB {} at {}; innodb_flush_log_at_trx_commit={}; {CYCLES} uncontended cycles, {POLLED_HANDOFFS} \
          handoffs (hold {:?}), {ROUNDS} alternating rounds",
@@ -478,7 +605,12 @@ async fn mariadb(url: &str) {
         hold()
     ));
     let locker = Locker::connect(&fencelock_url(url)).await.unwrap();
-    let mut plain = connect.clone().timezone(Some("+00:00".to_string())).connect().await.unwrap();
+    let mut plain = connect
+        .clone()
+        .timezone(Some("+00:00".to_string()))
+        .connect()
+        .await
+        .unwrap();
     my_cycle_get_lock(&mut raw, 100).await;
     my_cycle_fencelock_sql(&mut plain, 100).await;
     cycle_fencelock(&locker, 100).await;
@@ -490,15 +622,32 @@ async fn mariadb(url: &str) {
     }
     locker.close().await;
     let (floor, sql, ours) = (floor.stats(), sql.stats(), ours.stats());
-    row("uncontended cycle, raw floor: GET_LOCK + RELEASE_LOCK (one connection, nothing written)", &floor, None);
-    row("uncontended cycle, fencelock's own statements on one plain connection (BEGIN, SELECT … FOR UPDATE, UPDATE, SELECT token, COMMIT; UPDATE)", &sql, Some(&floor));
-    row("uncontended cycle, fencelock (the same through its pool; lease bookkeeping)", &ours, Some(&floor));
+    row(
+        "uncontended cycle, raw floor: GET_LOCK + RELEASE_LOCK (one connection, nothing written)",
+        &floor,
+        None,
+    );
+    row(
+        "uncontended cycle, fencelock's own statements on one plain connection (BEGIN, SELECT … FOR UPDATE, UPDATE, SELECT token, COMMIT; UPDATE)",
+        &sql,
+        Some(&floor),
+    );
+    row(
+        "uncontended cycle, fencelock (the same through its pool; lease bookkeeping)",
+        &ours,
+        Some(&floor),
+    );
 
     let (mut floor, mut ours) = (Run::default(), Run::default());
     for _ in 0..ROUNDS {
-        let sides = [GetLockSide { conn: connect.connect().await.unwrap() }, GetLockSide {
-            conn: connect.connect().await.unwrap(),
-        }];
+        let sides = [
+            GetLockSide {
+                conn: connect.connect().await.unwrap(),
+            },
+            GetLockSide {
+                conn: connect.connect().await.unwrap(),
+            },
+        ];
         floor.add(handoff(sides, POLLED_HANDOFFS / ROUNDS).await);
         let sides = FencelockSide::pair(&fencelock_url(url)).await;
         let lockers: Vec<Locker> = sides.iter().map(|s| s.locker.clone()).collect();
@@ -508,8 +657,16 @@ async fn mariadb(url: &str) {
         }
     }
     let (floor, ours) = (floor.stats(), ours.stats());
-    row("handoff, raw floor: GET_LOCK blocking in the server", &floor, None);
-    row("handoff, fencelock (waiter polls every 50 ms ± 50%)", &ours, Some(&floor));
+    row(
+        "handoff, raw floor: GET_LOCK blocking in the server",
+        &floor,
+        None,
+    );
+    row(
+        "handoff, fencelock (waiter polls every 50 ms ± 50%)",
+        &ours,
+        Some(&floor),
+    );
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -530,8 +687,11 @@ async fn main() {
             }
             "sqlite" => sqlite().await,
             "mariadb" => {
-                mariadb(&env("FENCELOCK_TEST_MARIADB_URL", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"))
-                    .await
+                mariadb(&env(
+                    "FENCELOCK_TEST_MARIADB_URL",
+                    "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test",
+                ))
+                .await
             }
             other => panic!("unknown backend {other:?}: postgres, sqlite or mariadb"),
         }

@@ -18,11 +18,10 @@
 //! (default 127.0.0.1:2181, the standalone test server from `bash tests/servers.sh start
 //! zookeeper`).
 
-
 use std::time::{Duration, Instant};
 
-use fencelock_bench::{Contender, Run, handoff, hold, row};
 use fencelock::{Lease, LockOptions, Locker};
+use fencelock_bench::{Contender, Run, handoff, hold, row};
 use zookeeper_client::{Acls, Client, CreateMode};
 
 const CYCLES: usize = 4000;
@@ -34,14 +33,19 @@ const ROUNDS: usize = 4;
 /// watch when the lock is released.
 const RAW_ROOT: &str = "/fencelock-bench-raw";
 
-
-
 async fn raw_client(hosts: &str) -> Client {
-    Client::connector().with_session_timeout(Duration::from_secs(10)).connect(hosts).await.unwrap()
+    Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(hosts)
+        .await
+        .unwrap()
 }
 
 async fn raw_dir(client: &Client, path: &str) {
-    client.mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+    client
+        .mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+        .await
+        .unwrap();
 }
 
 fn sequential() -> zookeeper_client::CreateOptions<'static> {
@@ -62,7 +66,11 @@ async fn uncontended_raw(client: &Client, n: usize, list: bool) -> (Vec<Duration
         let me = format!("lock-{sequence}");
         if list {
             let children = client.list_children(&dir).await.unwrap();
-            assert_eq!(children.iter().min(), Some(&me), "the uncontended node is not first");
+            assert_eq!(
+                children.iter().min(),
+                Some(&me),
+                "the uncontended node is not first"
+            );
         }
         client.delete(&format!("{dir}/{me}"), None).await.unwrap();
         samples.push(t.elapsed());
@@ -92,7 +100,12 @@ struct FencelockSide {
 
 impl Contender for FencelockSide {
     async fn take(&mut self) {
-        self.lease = Some(self.locker.acquire("bench-handoff", &LockOptions::default()).await.unwrap());
+        self.lease = Some(
+            self.locker
+                .acquire("bench-handoff", &LockOptions::default())
+                .await
+                .unwrap(),
+        );
     }
 
     async fn give(&mut self) {
@@ -109,18 +122,29 @@ struct RecipeSide {
 impl Contender for RecipeSide {
     async fn take(&mut self) {
         let dir = format!("{RAW_ROOT}/handoff");
-        let (_, sequence) = self.client.create(&format!("{dir}/lock-"), b"", &sequential()).await.unwrap();
+        let (_, sequence) = self
+            .client
+            .create(&format!("{dir}/lock-"), b"", &sequential())
+            .await
+            .unwrap();
         let me = format!("lock-{sequence}");
         loop {
             let mut children = self.client.list_children(&dir).await.unwrap();
             children.sort();
-            let at = children.iter().position(|c| *c == me).expect("our node vanished");
+            let at = children
+                .iter()
+                .position(|c| *c == me)
+                .expect("our node vanished");
             if at == 0 {
                 self.node = Some(format!("{dir}/{me}"));
                 return;
             }
             let predecessor = format!("{dir}/{}", children[at - 1]);
-            let (stat, watcher) = self.client.check_and_watch_stat(&predecessor).await.unwrap();
+            let (stat, watcher) = self
+                .client
+                .check_and_watch_stat(&predecessor)
+                .await
+                .unwrap();
             if stat.is_some() {
                 watcher.changed().await;
             }
@@ -128,21 +152,31 @@ impl Contender for RecipeSide {
     }
 
     async fn give(&mut self) {
-        self.client.delete(&self.node.take().unwrap(), None).await.unwrap();
+        self.client
+            .delete(&self.node.take().unwrap(), None)
+            .await
+            .unwrap();
     }
 }
 
-
 async fn fencelock_sides(url: &str) -> [FencelockSide; 2] {
     [
-        FencelockSide { locker: Locker::connect(url).await.unwrap(), lease: None },
-        FencelockSide { locker: Locker::connect(url).await.unwrap(), lease: None },
+        FencelockSide {
+            locker: Locker::connect(url).await.unwrap(),
+            lease: None,
+        },
+        FencelockSide {
+            locker: Locker::connect(url).await.unwrap(),
+            lease: None,
+        },
     ]
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let hosts = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:2181".to_string());
+    let hosts = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:2181".to_string());
     let url = format!("zk://{hosts}");
     println!(
         "ZooKeeper at {hosts}; {CYCLES} uncontended cycles and {HANDOFFS} handoffs (hold {:?}) per \
@@ -166,16 +200,34 @@ async fn main() {
         ours.add(uncontended_fencelock(&locker, CYCLES / ROUNDS).await);
     }
     let (bare, recipe, ours) = (bare.stats(), recipe.stats(), ours.stats());
-    row("uncontended cycle, raw floor (create EPHEMERAL_SEQUENTIAL + delete)", &bare, None);
-    row("uncontended cycle, raw recipe (create + list children + delete)", &recipe, Some(&bare));
-    row("uncontended cycle, fencelock (create and list in one round trip + delete; session renewal)", &ours, Some(&bare));
+    row(
+        "uncontended cycle, raw floor (create EPHEMERAL_SEQUENTIAL + delete)",
+        &bare,
+        None,
+    );
+    row(
+        "uncontended cycle, raw recipe (create + list children + delete)",
+        &recipe,
+        Some(&bare),
+    );
+    row(
+        "uncontended cycle, fencelock (create and list in one round trip + delete; session renewal)",
+        &ours,
+        Some(&bare),
+    );
     locker.close().await;
 
     let (mut raw, mut ours) = (Run::default(), Run::default());
     for _ in 0..ROUNDS {
         let sides = [
-            RecipeSide { client: raw_client(&hosts).await, node: None },
-            RecipeSide { client: raw_client(&hosts).await, node: None },
+            RecipeSide {
+                client: raw_client(&hosts).await,
+                node: None,
+            },
+            RecipeSide {
+                client: raw_client(&hosts).await,
+                node: None,
+            },
         ];
         raw.add(handoff(sides, HANDOFFS / ROUNDS).await);
         let sides = fencelock_sides(&url).await;
@@ -186,6 +238,14 @@ async fn main() {
         }
     }
     let (raw, ours) = (raw.stats(), ours.stats());
-    row("handoff, raw recipe (predecessor watch, then list)", &raw, None);
-    row("handoff, fencelock (predecessor watch, then list)", &ours, Some(&raw));
+    row(
+        "handoff, raw recipe (predecessor watch, then list)",
+        &raw,
+        None,
+    );
+    row(
+        "handoff, fencelock (predecessor watch, then list)",
+        &ours,
+        Some(&raw),
+    );
 }

@@ -22,7 +22,10 @@ pub struct NativeLeader {
 
 impl From<Leader> for NativeLeader {
     fn from(leader: Leader) -> Self {
-        NativeLeader { term: leader.term as i64, holder: leader.holder.map(NativeHolder::from) }
+        NativeLeader {
+            term: leader.term as i64,
+            holder: leader.holder.map(NativeHolder::from),
+        }
     }
 }
 
@@ -31,10 +34,18 @@ impl NativeLocker {
     /// Campaigns for leadership of `name`: waits up to `options.wait` (forever when absent) to
     /// acquire the election's lock. Cancelling the caller stops the campaign and leaves nothing
     /// behind.
-    pub async fn campaign(&self, name: String, options: NativeLockOptions) -> Result<Arc<NativeLease>, NativeError> {
+    pub async fn campaign(
+        &self,
+        name: String,
+        options: NativeLockOptions,
+    ) -> Result<Arc<NativeLease>, NativeError> {
         let options = lock_options(options)?;
         let locker = self.core().clone();
-        let leadership = run(async move { locker.campaign(&name, &options).await }, OnDrop::Cancel).await?;
+        let leadership = run(
+            async move { locker.campaign(&name, &options).await },
+            OnDrop::Cancel,
+        )
+        .await?;
         Ok(NativeLease::new(leadership.lease().clone()))
     }
 

@@ -68,7 +68,10 @@ impl From<NativeErrorCode> for ErrorCode {
 /// tests check that `NativeErrorCode` and the Kotlin `ErrorCode` list exactly these.
 #[uniffi::export]
 pub fn core_error_codes() -> Vec<String> {
-    ErrorCode::ALL.iter().map(|c| c.as_str().to_string()).collect()
+    ErrorCode::ALL
+        .iter()
+        .map(|c| c.as_str().to_string())
+        .collect()
 }
 
 /// A core error: its code, its stable spelling and its message.
@@ -118,9 +121,18 @@ mod tests {
     fn jvm_codes_are_the_core_codes() {
         for code in ErrorCode::ALL {
             let ours = NativeErrorCode::from(code);
-            assert_eq!(ErrorCode::from(ours), code, "core code {} has no JVM code: add it to NativeErrorCode and Errors.kt", code.as_str());
+            assert_eq!(
+                ErrorCode::from(ours),
+                code,
+                "core code {} has no JVM code: add it to NativeErrorCode and Errors.kt",
+                code.as_str()
+            );
             let spelled = format!("{ours:?}");
-            let expected: String = code.as_str().split('_').map(|w| w[..1].to_string() + &w[1..].to_ascii_lowercase()).collect();
+            let expected: String = code
+                .as_str()
+                .split('_')
+                .map(|w| w[..1].to_string() + &w[1..].to_ascii_lowercase())
+                .collect();
             assert_eq!(spelled, expected);
         }
         assert_eq!(core_error_codes().len(), ErrorCode::ALL.len());

@@ -19,7 +19,11 @@ pub async fn open_fence(
     options: NativeConnectOptions,
 ) -> Result<Arc<NativeFence>, NativeError> {
     let options = locker_options(options)?;
-    let fence = run(async move { Fence::open_with(&url, &resource, options).await }, OnDrop::Cancel).await?;
+    let fence = run(
+        async move { Fence::open_with(&url, &resource, options).await },
+        OnDrop::Cancel,
+    )
+    .await?;
     Ok(Arc::new(NativeFence { fence }))
 }
 
@@ -43,21 +47,26 @@ fn statements(given: Vec<NativeStatement>) -> Vec<Statement> {
     given
         .into_iter()
         .map(|s| {
-            s.params.into_iter().fold(Statement::new(s.sql), |statement, p| {
-                statement.bind(match p {
-                    NativeSqlValue::Null => SqlValue::Null,
-                    NativeSqlValue::Integer { value } => SqlValue::Int(value),
-                    NativeSqlValue::Real { value } => SqlValue::Float(value),
-                    NativeSqlValue::Text { value } => SqlValue::Text(value),
-                    NativeSqlValue::Blob { value } => SqlValue::Bytes(value),
+            s.params
+                .into_iter()
+                .fold(Statement::new(s.sql), |statement, p| {
+                    statement.bind(match p {
+                        NativeSqlValue::Null => SqlValue::Null,
+                        NativeSqlValue::Integer { value } => SqlValue::Int(value),
+                        NativeSqlValue::Real { value } => SqlValue::Float(value),
+                        NativeSqlValue::Text { value } => SqlValue::Text(value),
+                        NativeSqlValue::Blob { value } => SqlValue::Bytes(value),
+                    })
                 })
-            })
         })
         .collect()
 }
 
 /// A lease (which carries the lock's identity and deadline), or else a bare token.
-fn fence_token(lease: Option<Arc<NativeLease>>, token: Option<i64>) -> Result<FenceToken, NativeError> {
+fn fence_token(
+    lease: Option<Arc<NativeLease>>,
+    token: Option<i64>,
+) -> Result<FenceToken, NativeError> {
     match (lease, token) {
         (Some(lease), _) => Ok(lease.core().fence_token()),
         (None, Some(token)) => Ok(FenceToken::from(token_from_jvm(token)?)),
@@ -87,7 +96,11 @@ impl NativeFence {
         let token = fence_token(lease, token)?;
         let statements = self::statements(statements);
         let fence = self.fence.clone();
-        run(async move { fence.fenced_execute(token, &statements).await }, OnDrop::Finish).await
+        run(
+            async move { fence.fenced_execute(token, &statements).await },
+            OnDrop::Finish,
+        )
+        .await
     }
 
     /// Sets `key` to `value` if the token is at least the highest accepted (Redis fences).
@@ -100,11 +113,19 @@ impl NativeFence {
     ) -> Result<(), NativeError> {
         let token = fence_token(lease, token)?;
         let fence = self.fence.clone();
-        run(async move { fence.fenced_set(token, &key, &value).await }, OnDrop::Finish).await
+        run(
+            async move { fence.fenced_set(token, &key, &value).await },
+            OnDrop::Finish,
+        )
+        .await
     }
 
     /// Advisory: succeeds if the token would be accepted now, STALE_TOKEN if not.
-    pub async fn check(&self, lease: Option<Arc<NativeLease>>, token: Option<i64>) -> Result<(), NativeError> {
+    pub async fn check(
+        &self,
+        lease: Option<Arc<NativeLease>>,
+        token: Option<i64>,
+    ) -> Result<(), NativeError> {
         let token = fence_token(lease, token)?;
         let fence = self.fence.clone();
         run(async move { fence.check(token).await }, OnDrop::Cancel).await

@@ -8,7 +8,6 @@ use fencelock::{Lease, LossReason};
 use crate::error::{NativeError, guard};
 use crate::runtime::{OnDrop, run};
 
-
 /// Why a lease was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
 pub enum NativeLossReason {
@@ -126,7 +125,11 @@ impl NativeLease {
     /// Completes when the lease is lost; cancelling the caller stops only the wait.
     pub async fn wait_lost(&self) -> Result<NativeLossReason, NativeError> {
         let signal = self.lease.lost_signal();
-        run(async move { Ok(signal.wait().await.into()) }, OnDrop::Cancel).await
+        run(
+            async move { Ok(signal.wait().await.into()) },
+            OnDrop::Cancel,
+        )
+        .await
     }
 
     /// Blocks the calling thread until the lease is lost or `timeout` passes (forever when

@@ -26,12 +26,14 @@ mod runtime;
 pub use election::NativeLeader;
 pub use error::{NativeError, NativeErrorCode, core_error_codes};
 pub use fence::{NativeFence, NativeSqlValue, NativeStatement, open_fence};
-pub use lease::{NativeLostListener, NativeLease, NativeLossReason};
-pub use locker::{NativeHolder, NativeLockInfo, NativeLockList, NativeLocker, NativeWaiter, connect};
+pub use lease::{NativeLease, NativeLossReason, NativeLostListener};
+pub use locker::{
+    NativeHolder, NativeLockInfo, NativeLockList, NativeLocker, NativeWaiter, connect,
+};
 pub use metrics::{NativeInstrument, NativeMeasurement, NativeMetricsSink, metric_instruments};
 pub use observe::{
-    NativeEventSubscription, NativeLockEvent, NativeLockEventKind, NativeLogLevel, NativeLogRecord, NativeLogSubscription,
-    subscribe_logs,
+    NativeEventSubscription, NativeLockEvent, NativeLockEventKind, NativeLogLevel, NativeLogRecord,
+    NativeLogSubscription, subscribe_logs,
 };
 pub use options::{NativeConnectOptions, NativeLockOptions};
 

@@ -22,7 +22,11 @@ pub async fn connect(
         options = options.with_metrics_sink(crate::metrics::jvm_sink(sink)?);
     }
     // Connected inside the runtime: the core keeps its handle for renewals.
-    let locker = run(async move { Locker::connect_with(&url, options).await }, OnDrop::Cancel).await?;
+    let locker = run(
+        async move { Locker::connect_with(&url, options).await },
+        OnDrop::Cancel,
+    )
+    .await?;
     Ok(Arc::new(NativeLocker { locker }))
 }
 
@@ -58,7 +62,11 @@ impl NativeLocker {
         let options = lock_options(options)?;
         let scope = scope_of(scope)?;
         let locker = self.locker.clone();
-        let lease = run(async move { locker.acquire_in(scope, &name, &options).await }, OnDrop::Cancel).await?;
+        let lease = run(
+            async move { locker.acquire_in(scope, &name, &options).await },
+            OnDrop::Cancel,
+        )
+        .await?;
         Ok(NativeLease::new(lease))
     }
 
@@ -72,7 +80,11 @@ impl NativeLocker {
         let options = lock_options(options)?;
         let scope = scope_of(scope)?;
         let locker = self.locker.clone();
-        let lease = run(async move { locker.try_acquire_in(scope, &name, &options).await }, OnDrop::Cancel).await?;
+        let lease = run(
+            async move { locker.try_acquire_in(scope, &name, &options).await },
+            OnDrop::Cancel,
+        )
+        .await?;
         Ok(lease.map(NativeLease::new))
     }
 
@@ -96,7 +108,11 @@ impl NativeLocker {
     /// was sent is not left half-known.
     pub async fn force_release(&self, name: String) -> Result<(), NativeError> {
         let locker = self.locker.clone();
-        run(async move { locker.force_release(&name).await }, OnDrop::Finish).await
+        run(
+            async move { locker.force_release(&name).await },
+            OnDrop::Finish,
+        )
+        .await
     }
 
     /// Starts receiving this Locker's lifecycle events (see `observe.rs`); CLOSED after
@@ -170,7 +186,10 @@ pub struct NativeLockList {
 
 impl From<LockList> for NativeLockList {
     fn from(list: LockList) -> Self {
-        NativeLockList { locks: list.locks.into_iter().map(NativeLockInfo::from).collect(), truncated: list.truncated }
+        NativeLockList {
+            locks: list.locks.into_iter().map(NativeLockInfo::from).collect(),
+            truncated: list.truncated,
+        }
     }
 }
 
@@ -203,13 +222,21 @@ impl NativeHolder {
 
 impl From<HolderDescription> for NativeHolder {
     fn from(h: HolderDescription) -> Self {
-        NativeHolder { host: h.host, pid: h.pid, language: h.language, text: h.text }
+        NativeHolder {
+            host: h.host,
+            pid: h.pid,
+            language: h.language,
+            text: h.text,
+        }
     }
 }
 
 impl From<Waiter> for NativeWaiter {
     fn from(waiter: Waiter) -> Self {
-        NativeWaiter { node: waiter.node, holder: waiter.holder.as_deref().map(NativeHolder::parse) }
+        NativeWaiter {
+            node: waiter.node,
+            holder: waiter.holder.as_deref().map(NativeHolder::parse),
+        }
     }
 }
 
@@ -254,7 +281,9 @@ fn wait_for_answer(
         Ok(Ok(outcome)) => outcome.map(Some),
         Ok(Err(payload)) => Err(fencelock::Error::from_panic(payload.as_ref())),
         Err(RecvTimeoutError::Timeout) => Ok(None),
-        Err(RecvTimeoutError::Disconnected) => Err(fencelock::Error::internal("the acquire was dropped by fencelock's runtime")),
+        Err(RecvTimeoutError::Disconnected) => Err(fencelock::Error::internal(
+            "the acquire was dropped by fencelock's runtime",
+        )),
     }
 }
 
@@ -271,7 +300,10 @@ impl NativePendingAcquire {
         crate::error::guard(|| {
             let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
             Ok(match wait_for_answer(&answered, slice_millis)? {
-                Some(Some(lease)) => NativeAcquireOutcome::Acquired { token: lease.token() as i64, lease: NativeLease::new(lease) },
+                Some(Some(lease)) => NativeAcquireOutcome::Acquired {
+                    token: lease.token() as i64,
+                    lease: NativeLease::new(lease),
+                },
                 Some(None) => NativeAcquireOutcome::Busy,
                 None => NativeAcquireOutcome::Pending,
             })
@@ -315,7 +347,10 @@ impl NativeLocker {
             });
             // Answered (or failed) within the first wait: the task is over, nothing to abort.
             Ok(match wait_for_answer(&answered, first_wait_millis)? {
-                Some(Some(lease)) => NativeAcquireStart::Acquired { token: lease.token() as i64, lease: NativeLease::new(lease) },
+                Some(Some(lease)) => NativeAcquireStart::Acquired {
+                    token: lease.token() as i64,
+                    lease: NativeLease::new(lease),
+                },
                 Some(None) => NativeAcquireStart::Busy,
                 None => NativeAcquireStart::Waiting {
                     pending: Arc::new(NativePendingAcquire {

@@ -49,16 +49,25 @@ pub trait NativeMetricsSink: Send + Sync {
     fn record(&self, measurements: Vec<NativeMeasurement>);
 }
 
-pub(crate) fn jvm_sink(sink: Box<dyn NativeMetricsSink>) -> Result<Arc<dyn MetricsSink>, NativeError> {
-    Ok(on_own_thread("fencelock-metrics", move |batch: &[Measurement]| {
-        let measurements = batch
-            .iter()
-            .map(|m| NativeMeasurement {
-                instrument: m.instrument.name().to_string(),
-                value: m.value,
-                attributes: m.attributes.iter().flat_map(|(k, v)| [k.to_string(), v.to_string()]).collect(),
-            })
-            .collect();
-        sink.record(measurements);
-    })?)
+pub(crate) fn jvm_sink(
+    sink: Box<dyn NativeMetricsSink>,
+) -> Result<Arc<dyn MetricsSink>, NativeError> {
+    Ok(on_own_thread(
+        "fencelock-metrics",
+        move |batch: &[Measurement]| {
+            let measurements = batch
+                .iter()
+                .map(|m| NativeMeasurement {
+                    instrument: m.instrument.name().to_string(),
+                    value: m.value,
+                    attributes: m
+                        .attributes
+                        .iter()
+                        .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+                        .collect(),
+                })
+                .collect();
+            sink.record(measurements);
+        },
+    )?)
 }

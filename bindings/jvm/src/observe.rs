@@ -8,7 +8,9 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use fencelock::{EventSubscription, LockEvent, LockEventKind, LogLevel, LogRecord, LogSubscription};
+use fencelock::{
+    EventSubscription, LockEvent, LockEventKind, LogLevel, LogRecord, LogSubscription,
+};
 
 use crate::error::{NativeError, guard};
 use crate::lease::NativeLossReason;
@@ -80,7 +82,9 @@ pub struct NativeEventSubscription {
 
 impl NativeEventSubscription {
     pub(crate) fn new(subscription: EventSubscription) -> Arc<Self> {
-        Arc::new(NativeEventSubscription { inner: Arc::new(subscription) })
+        Arc::new(NativeEventSubscription {
+            inner: Arc::new(subscription),
+        })
     }
 }
 
@@ -88,7 +92,10 @@ impl NativeEventSubscription {
 impl NativeEventSubscription {
     /// The next event, waiting up to `timeout` (forever when absent); none on timeout or once
     /// the subscription ended and its queue is drained. Blocks the calling JVM thread.
-    pub fn recv_blocking(&self, timeout: Option<Duration>) -> Result<Option<NativeLockEvent>, NativeError> {
+    pub fn recv_blocking(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<NativeLockEvent>, NativeError> {
         guard(|| {
             let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
             loop {
@@ -189,7 +196,12 @@ pub struct NativeLogRecord {
 
 impl From<LogRecord> for NativeLogRecord {
     fn from(r: LogRecord) -> Self {
-        NativeLogRecord { level: r.level.into(), message: r.message, lock: r.lock, at: r.at }
+        NativeLogRecord {
+            level: r.level.into(),
+            message: r.message,
+            lock: r.lock,
+            at: r.at,
+        }
     }
 }
 
@@ -203,14 +215,19 @@ pub struct NativeLogSubscription {
 /// Subscribes to the log records of `level` and more severe ones.
 #[uniffi::export]
 pub fn subscribe_logs(level: NativeLogLevel) -> Arc<NativeLogSubscription> {
-    Arc::new(NativeLogSubscription { inner: RwLock::new(fencelock::logs::subscribe(level.into())) })
+    Arc::new(NativeLogSubscription {
+        inner: RwLock::new(fencelock::logs::subscribe(level.into())),
+    })
 }
 
 #[uniffi::export]
 impl NativeLogSubscription {
     /// The next record, waiting up to `timeout` (forever when absent); none on timeout or once
     /// unsubscribed. Blocks the calling JVM thread.
-    pub fn recv_blocking(&self, timeout: Option<Duration>) -> Result<Option<NativeLogRecord>, NativeError> {
+    pub fn recv_blocking(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<NativeLogRecord>, NativeError> {
         guard(|| {
             let sub = self.inner.read().unwrap_or_else(|e| e.into_inner());
             Ok(sub.recv_blocking(timeout).map(NativeLogRecord::from))
@@ -219,16 +236,25 @@ impl NativeLogSubscription {
 
     /// Changes the level received (the JVM logger's level changed).
     pub fn set_level(&self, level: NativeLogLevel) {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).set_level(level.into());
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_level(level.into());
     }
 
     /// Ends the subscription (waits for a receive in progress to return).
     pub fn unsubscribe(&self) {
-        self.inner.write().unwrap_or_else(|e| e.into_inner()).close();
+        self.inner
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .close();
     }
 
     pub fn dropped(&self) -> u64 {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).dropped()
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .dropped()
     }
 }
 
@@ -239,16 +265,26 @@ mod tests {
     #[test]
     fn every_core_event_kind_has_a_jvm_kind() {
         for kind in LockEventKind::ALL {
-            let ours = NativeLockEventKind::from_core(kind)
-                .unwrap_or_else(|| panic!("event kind {kind} has no NativeLockEventKind: add it here and in Events.kt"));
+            let ours = NativeLockEventKind::from_core(kind).unwrap_or_else(|| {
+                panic!("event kind {kind} has no NativeLockEventKind: add it here and in Events.kt")
+            });
             // The Kotlin enum's names are the spellings in upper case (Events.kt).
-            assert_eq!(format!("{ours:?}").to_ascii_lowercase(), kind.as_str().replace('_', ""));
+            assert_eq!(
+                format!("{ours:?}").to_ascii_lowercase(),
+                kind.as_str().replace('_', "")
+            );
         }
     }
 
     #[test]
     fn log_levels_round_trip() {
-        for level in [LogLevel::Error, LogLevel::Warn, LogLevel::Info, LogLevel::Debug, LogLevel::Trace] {
+        for level in [
+            LogLevel::Error,
+            LogLevel::Warn,
+            LogLevel::Info,
+            LogLevel::Debug,
+            LogLevel::Trace,
+        ] {
             assert_eq!(LogLevel::from(NativeLogLevel::from(level)), level);
         }
     }

@@ -42,12 +42,16 @@ pub struct NativeConnectOptions {
 }
 
 pub(crate) fn locker_options(given: NativeConnectOptions) -> Result<LockerOptions, NativeError> {
-    let given = LockerOptionOverrides { poll_interval: given.poll_interval, operation_timeout: given.operation_timeout };
+    let given = LockerOptionOverrides {
+        poll_interval: given.poll_interval,
+        operation_timeout: given.operation_timeout,
+    };
     Ok(LockerOptions::from_overrides("jvm", given)?)
 }
 
 /// A token from the JVM (a `Long`): tokens are below 2^63, so a negative one is a mistake.
 pub(crate) fn token_from_jvm(token: i64) -> Result<u64, NativeError> {
-    u64::try_from(token)
-        .map_err(|_| crate::error::invalid(format!("token must be between 0 and 2^63 - 1, got {token}")))
+    u64::try_from(token).map_err(|_| {
+        crate::error::invalid(format!("token must be between 0 and 2^63 - 1, got {token}"))
+    })
 }

@@ -56,12 +56,18 @@ where
     F: Future<Output = fencelock::Result<T>> + Send + 'static,
 {
     let rt = runtime()?;
-    let mut task = Task { handle: rt.spawn(AssertUnwindSafe(fut).catch_unwind()), on_drop };
+    let mut task = Task {
+        handle: rt.spawn(AssertUnwindSafe(fut).catch_unwind()),
+        on_drop,
+    };
     match (&mut task.handle).await {
         Ok(Ok(result)) => result.map_err(NativeError::from),
         Ok(Err(payload)) => Err(from_panic(payload)),
         Err(join) if join.is_panic() => Err(from_panic(join.into_panic())),
-        Err(_) => Err(fencelock::Error::internal("the operation was cancelled by fencelock's runtime").into()),
+        Err(_) => Err(fencelock::Error::internal(
+            "the operation was cancelled by fencelock's runtime",
+        )
+        .into()),
     }
 }
 
@@ -87,6 +93,9 @@ where
     match answered.recv() {
         Ok(Ok(result)) => result.map_err(NativeError::from),
         Ok(Err(payload)) => Err(from_panic(payload)),
-        Err(_) => Err(fencelock::Error::internal("the operation was dropped by fencelock's runtime").into()),
+        Err(_) => Err(fencelock::Error::internal(
+            "the operation was dropped by fencelock's runtime",
+        )
+        .into()),
     }
 }

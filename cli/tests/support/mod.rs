@@ -14,7 +14,9 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new() -> Self {
-        Sandbox { dir: tempfile::tempdir().unwrap() }
+        Sandbox {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
     pub fn url(&self) -> String {
         format!("sqlite://{}", self.path("locks.db").display())
@@ -24,14 +26,20 @@ impl Sandbox {
     }
     pub fn command(&self) -> Command {
         let mut c = Command::new(BIN);
-        c.env("FENCELOCK_URL", self.url()).current_dir(self.dir.path());
+        c.env("FENCELOCK_URL", self.url())
+            .current_dir(self.dir.path());
         c
     }
     pub fn run(&self, args: &[&str]) -> Output {
         self.command().args(args).output().unwrap()
     }
     pub fn spawn(&self, args: &[&str]) -> Child {
-        self.command().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+        self.command()
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
     }
 }
 
@@ -51,7 +59,11 @@ pub fn wait_for_file(path: &Path, within: Duration) -> String {
                 return text;
             }
         }
-        assert!(started.elapsed() < within, "{} did not appear within {within:?}", path.display());
+        assert!(
+            started.elapsed() < within,
+            "{} did not appear within {within:?}",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -61,7 +73,9 @@ pub fn is_running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => false,
         Ok(stat) => {
-            let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next().unwrap_or('?'));
+            let state = stat
+                .rsplit_once(") ")
+                .map(|(_, rest)| rest.chars().next().unwrap_or('?'));
             !matches!(state, Some('Z') | Some('X') | None)
         }
     }
@@ -95,8 +109,11 @@ pub fn wait_child(child: &mut Child, within: Duration) -> std::process::ExitStat
 pub fn token_of(status_output: &str) -> u64 {
     status_output
         .lines()
-        .find_map(|l| l.trim().strip_prefix("token:").or_else(|| l.trim().strip_prefix("last token:")))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("token:")
+                .or_else(|| l.trim().strip_prefix("last token:"))
+        })
         .and_then(|t| t.trim().parse().ok())
         .unwrap_or_else(|| panic!("no token in {status_output:?}"))
 }
-

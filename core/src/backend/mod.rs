@@ -60,7 +60,14 @@ pub struct LockInfo {
 impl LockInfo {
     /// A lock nobody holds.
     pub fn free(name: &LockName, token: Option<u64>) -> Self {
-        LockInfo { name: name.to_string(), held: false, token, holder: None, time_left: None, waiters: Vec::new() }
+        LockInfo {
+            name: name.to_string(),
+            held: false,
+            token,
+            holder: None,
+            time_left: None,
+            waiters: Vec::new(),
+        }
     }
 
     /// The holder's description, parsed (host, pid, language, the user's text).
@@ -203,12 +210,16 @@ pub trait Backend: Send + Sync + 'static {
 /// Connects the backend that `url` selects.
 pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Arc<dyn Backend>> {
     match url.kind {
-        BackendKind::Sqlite | BackendKind::Postgres | BackendKind::MySql => Ok(Arc::new(sql::SqlBackend::connect(url, options).await?)),
+        BackendKind::Sqlite | BackendKind::Postgres | BackendKind::MySql => {
+            Ok(Arc::new(sql::SqlBackend::connect(url, options).await?))
+        }
         BackendKind::Redis | BackendKind::RedisCluster => {
             Ok(Arc::new(redis::RedisBackend::connect(url, options).await?))
         }
         BackendKind::ZooKeeper => Ok(Arc::new(zookeeper::ZkBackend::connect(url, options).await?)),
-        BackendKind::Redlock => Ok(Arc::new(redlock::RedlockBackend::connect(url, options).await?)),
+        BackendKind::Redlock => Ok(Arc::new(
+            redlock::RedlockBackend::connect(url, options).await?,
+        )),
     }
 }
 

@@ -22,8 +22,8 @@ use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::options::LockerOptions;
-use crate::url::{BackendKind, LockerUrl};
 pub use crate::sql_value::SqlValue;
+use crate::url::{BackendKind, LockerUrl};
 
 /// Which lock a token belongs to: tokens are only ordered per lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +52,10 @@ impl FenceToken {
     pub(crate) fn from_lease(lease: &Lease) -> Self {
         FenceToken {
             token: lease.token(),
-            lock: Some(LockIdentity { deployment: lease.deployment_id().to_string(), name: lease.name().to_string() }),
+            lock: Some(LockIdentity {
+                deployment: lease.deployment_id().to_string(),
+                name: lease.name().to_string(),
+            }),
             lease: Some(lease.clone()),
             deadline: Some(lease.deadline()),
         }
@@ -60,7 +63,12 @@ impl FenceToken {
 
     /// A bare token with the lock it came from, so the fence can check it belongs.
     pub fn with_lock(token: u64, lock: LockIdentity) -> Self {
-        FenceToken { token, lock: Some(lock), lease: None, deadline: None }
+        FenceToken {
+            token,
+            lock: Some(lock),
+            lease: None,
+            deadline: None,
+        }
     }
 
     /// Refuses, before anything is sent, a token from a lease that is lost, released or
@@ -70,7 +78,10 @@ impl FenceToken {
             return Ok(());
         }
         if self.token >= 1 << 63 {
-            return Err(Error::invalid(format!("token {} is not below 2^63", self.token)));
+            return Err(Error::invalid(format!(
+                "token {} is not below 2^63",
+                self.token
+            )));
         }
         if let Some(lease) = &self.lease {
             lease.ensure_held()?;
@@ -98,7 +109,12 @@ pub(crate) fn fencing_disabled_for_fault_tests() -> bool {
 
 impl From<u64> for FenceToken {
     fn from(token: u64) -> Self {
-        FenceToken { token, lock: None, lease: None, deadline: None }
+        FenceToken {
+            token,
+            lock: None,
+            lease: None,
+            deadline: None,
+        }
     }
 }
 
@@ -117,7 +133,10 @@ pub struct Statement {
 
 impl Statement {
     pub fn new(sql: impl Into<String>) -> Self {
-        Statement { sql: sql.into(), params: Vec::new() }
+        Statement {
+            sql: sql.into(),
+            params: Vec::new(),
+        }
     }
     pub fn bind(mut self, value: SqlValue) -> Self {
         self.params.push(value);
@@ -127,9 +146,22 @@ impl Statement {
 
 #[async_trait]
 pub(crate) trait FenceBackend: Send + Sync {
-    async fn fenced_execute(&self, resource: &str, token: &FenceToken, statements: &[Statement]) -> Result<Vec<u64>>;
-    async fn fenced_set(&self, _resource: &str, _token: &FenceToken, _key: &str, _value: &[u8]) -> Result<()> {
-        Err(Error::invalid("fenced_set is for Redis fences; a SQL fence writes with fenced_execute"))
+    async fn fenced_execute(
+        &self,
+        resource: &str,
+        token: &FenceToken,
+        statements: &[Statement],
+    ) -> Result<Vec<u64>>;
+    async fn fenced_set(
+        &self,
+        _resource: &str,
+        _token: &FenceToken,
+        _key: &str,
+        _value: &[u8],
+    ) -> Result<()> {
+        Err(Error::invalid(
+            "fenced_set is for Redis fences; a SQL fence writes with fenced_execute",
+        ))
     }
     async fn check(&self, resource: &str, token: &FenceToken) -> Result<()>;
     async fn highest(&self, resource: &str) -> Result<Option<u64>>;
@@ -159,11 +191,18 @@ impl Fence {
             .map_err(|e| Error::invalid(format!("fence resource name: {}", e.message())))?;
         let parsed = LockerUrl::parse(url)?;
         let backend: Arc<dyn FenceBackend> = match parsed.kind {
-            BackendKind::Sqlite | BackendKind::Postgres | BackendKind::MySql => Arc::new(sql::SqlFence::open(&parsed, &options).await?),
+            BackendKind::Sqlite | BackendKind::Postgres | BackendKind::MySql => {
+                Arc::new(sql::SqlFence::open(&parsed, &options).await?)
+            }
             BackendKind::Redis => Arc::new(redis::RedisFence::open(&parsed, &options).await?),
             other => return Err(crate::backend::not_built(other)),
         };
-        Ok(Fence { url: parsed, resource: resource.to_string(), backend, pid: std::process::id() })
+        Ok(Fence {
+            url: parsed,
+            resource: resource.to_string(),
+            backend,
+            pid: std::process::id(),
+        })
     }
 
     pub fn resource(&self) -> &str {
@@ -177,11 +216,17 @@ impl Fence {
     /// STALE_TOKEN when an equal-or-newer holder has written before (nothing is written);
     /// LOST for a lease past its deadline (nothing is sent); INVALID_ARGUMENT for a token of
     /// another lock; BACKEND when a statement fails (everything is rolled back).
-    pub async fn fenced_execute(&self, token: impl Into<FenceToken>, statements: &[Statement]) -> Result<Vec<u64>> {
+    pub async fn fenced_execute(
+        &self,
+        token: impl Into<FenceToken>,
+        statements: &[Statement],
+    ) -> Result<Vec<u64>> {
         let token = token.into();
         self.ensure_same_process()?;
         token.usable()?;
-        self.backend.fenced_execute(&self.resource, &token, statements).await
+        self.backend
+            .fenced_execute(&self.resource, &token, statements)
+            .await
     }
 
     /// Sets `key` to `value` if `token` is at least the highest accepted, in one script
@@ -190,11 +235,18 @@ impl Fence {
     /// # Errors
     /// STALE_TOKEN when a newer token was accepted (nothing is written); LOST for a lease past
     /// its deadline (nothing is sent); INVALID_ARGUMENT for a token of another lock.
-    pub async fn fenced_set(&self, token: impl Into<FenceToken>, key: &str, value: &[u8]) -> Result<()> {
+    pub async fn fenced_set(
+        &self,
+        token: impl Into<FenceToken>,
+        key: &str,
+        value: &[u8],
+    ) -> Result<()> {
         let token = token.into();
         self.ensure_same_process()?;
         token.usable()?;
-        self.backend.fenced_set(&self.resource, &token, key, value).await
+        self.backend
+            .fenced_set(&self.resource, &token, key, value)
+            .await
     }
 
     /// Advisory: `Ok` when `token` would be accepted now. A check followed by a separate write

@@ -22,12 +22,21 @@ impl RedisFence {
     pub(crate) async fn open(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
         for key in url.query.keys() {
             if !matches!(key.as_str(), "prefix" | "ca" | "cert" | "key" | "tls") {
-                return Err(Error::invalid(format!("unknown Redis fence URL option {key:?}")));
+                return Err(Error::invalid(format!(
+                    "unknown Redis fence URL option {key:?}"
+                )));
             }
         }
-        let prefix = url.query.get("prefix").cloned().unwrap_or_else(|| "fencelock-fence".to_string());
+        let prefix = url
+            .query
+            .get("prefix")
+            .cloned()
+            .unwrap_or_else(|| "fencelock-fence".to_string());
         validate_prefix(&prefix)?;
-        let host = url.hosts.first().ok_or_else(|| Error::invalid("a Redis URL needs a host"))?;
+        let host = url
+            .hosts
+            .first()
+            .ok_or_else(|| Error::invalid("a Redis URL needs a host"))?;
         let conn = client(url, host)?
             .get_connection_manager_with_config(manager_config(options.operation_timeout))
             .await
@@ -47,7 +56,10 @@ fn lock_key(token: &FenceToken) -> String {
 fn verdict(resource: &str, token: &FenceToken, answer: i64) -> Result<()> {
     match answer {
         1 => Ok(()),
-        0 => Err(Error::stale_token(format!("fence {resource:?} has accepted a newer token than {}", token.token))),
+        0 => Err(Error::stale_token(format!(
+            "fence {resource:?} has accepted a newer token than {}",
+            token.token
+        ))),
         _ => Err(Error::invalid(format!(
             "this fence guards another lock; a token of lock {:?} is not ordered with its tokens",
             token.lock.as_ref().map(|l| l.name.as_str()).unwrap_or("")
@@ -57,11 +69,24 @@ fn verdict(resource: &str, token: &FenceToken, answer: i64) -> Result<()> {
 
 #[async_trait]
 impl FenceBackend for RedisFence {
-    async fn fenced_execute(&self, _resource: &str, _token: &FenceToken, _statements: &[Statement]) -> Result<Vec<u64>> {
-        Err(Error::invalid("a Redis fence writes with fenced_set(token, key, value); fenced_execute is for SQL fences"))
+    async fn fenced_execute(
+        &self,
+        _resource: &str,
+        _token: &FenceToken,
+        _statements: &[Statement],
+    ) -> Result<Vec<u64>> {
+        Err(Error::invalid(
+            "a Redis fence writes with fenced_set(token, key, value); fenced_execute is for SQL fences",
+        ))
     }
 
-    async fn fenced_set(&self, resource: &str, token: &FenceToken, key: &str, value: &[u8]) -> Result<()> {
+    async fn fenced_set(
+        &self,
+        resource: &str,
+        token: &FenceToken,
+        key: &str,
+        value: &[u8],
+    ) -> Result<()> {
         let answer: i64 = FENCED_SET
             .key(self.record_key(resource))
             .key(key)
@@ -73,7 +98,10 @@ impl FenceBackend for RedisFence {
             .map_err(|e| {
                 let err = map_error("fenced set", e);
                 if err.message().contains("CROSSSLOT") {
-                    Error::invalid(format!("on a Redis Cluster the key must carry the fence's hash tag {{{}}}", encode(resource)))
+                    Error::invalid(format!(
+                        "on a Redis Cluster the key must carry the fence's hash tag {{{}}}",
+                        encode(resource)
+                    ))
                 } else {
                     err
                 }

@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use super::{FenceBackend, FenceToken, SqlValue, Statement};
 use crate::backend::sql::dialect::{Args, FenceSql, P};
 use crate::backend::sql::session::{Session, SqlPool, int, text};
-use crate::backend::sql::{self, SqlSettings, is_conflict, map_sqlx_error};
 use crate::backend::sql::table::{OpError, ensure_tables, flavor_of, with_conflict_retries};
+use crate::backend::sql::{self, SqlSettings, is_conflict, map_sqlx_error};
 use crate::error::{Error, Result};
 use crate::options::LockerOptions;
 use crate::url::LockerUrl;
@@ -34,11 +34,23 @@ impl SqlFence {
         let settings = SqlSettings::from_url(url, sql::DEFAULT_FENCE_TABLE, known)?;
         let fence_sql = FenceSql::new(flavor, &settings.table, options.operation_timeout)?;
         let pool = sql::open_pool(url, options, &settings).await?;
-        if let Err(e) = ensure_tables(pool.as_ref(), &fence_sql.schema, settings.create_table, Args::new(), "fence table").await {
+        if let Err(e) = ensure_tables(
+            pool.as_ref(),
+            &fence_sql.schema,
+            settings.create_table,
+            Args::new(),
+            "fence table",
+        )
+        .await
+        {
             pool.close().await;
             return Err(e);
         }
-        Ok(SqlFence { pool, sql: fence_sql, table: settings.table })
+        Ok(SqlFence {
+            pool,
+            sql: fence_sql,
+            table: settings.table,
+        })
     }
 
     fn args(resource: &str) -> Args {
@@ -46,30 +58,52 @@ impl SqlFence {
     }
 
     /// The highest token and the guarded lock, read without locking.
-    async fn read(&self, resource: &str) -> std::result::Result<Option<(i64, Option<String>)>, OpError> {
+    async fn read(
+        &self,
+        resource: &str,
+    ) -> std::result::Result<Option<(i64, Option<String>)>, OpError> {
         let mut conn = self.pool.connection().await?;
         let stmt = &self.sql.read;
-        let row = conn.fetch_optional(&stmt.sql, stmt.bind(&Self::args(resource))?, &stmt.cols).await?;
+        let row = conn
+            .fetch_optional(&stmt.sql, stmt.bind(&Self::args(resource))?, &stmt.cols)
+            .await?;
         Ok(row.map(|r| (int(&r, 0).unwrap_or(-1), text(&r, 1))))
     }
 
     /// Begins the fence's transaction with the resource's row locked, creating the row first
     /// when it is missing.
-    async fn lock_row(&self, args: &Args) -> std::result::Result<(Box<dyn Session>, Option<String>), OpError> {
+    async fn lock_row(
+        &self,
+        args: &Args,
+    ) -> std::result::Result<(Box<dyn Session>, Option<String>), OpError> {
         let lock = &self.sql.lock;
         for _ in 0..3 {
             let mut tx = self.pool.begin().await?;
-            if let Some(row) = tx.fetch_optional(&lock.sql, lock.bind(args)?, &lock.cols).await? {
+            if let Some(row) = tx
+                .fetch_optional(&lock.sql, lock.bind(args)?, &lock.cols)
+                .await?
+            {
                 return Ok((tx, text(&row, 1)));
             }
             tx.rollback().await?;
             let seed = &self.sql.seed;
-            self.pool.connection().await?.execute(&seed.sql, seed.bind(args)?).await?;
+            self.pool
+                .connection()
+                .await?
+                .execute(&seed.sql, seed.bind(args)?)
+                .await?;
         }
-        Err(OpError::Fail(Error::unavailable("the fence's row kept disappearing (deleted by hand?)")))
+        Err(OpError::Fail(Error::unavailable(
+            "the fence's row kept disappearing (deleted by hand?)",
+        )))
     }
 
-    async fn execute_once(&self, resource: &str, token: &FenceToken, statements: &[Statement]) -> std::result::Result<Vec<u64>, OpError> {
+    async fn execute_once(
+        &self,
+        resource: &str,
+        token: &FenceToken,
+        statements: &[Statement],
+    ) -> std::result::Result<Vec<u64>, OpError> {
         let mut args = Self::args(resource).with(P::Token, SqlValue::Int(token.token as i64));
         let (mut tx, stored_lock) = self.lock_row(&args).await?;
         check_lock(stored_lock.as_deref(), token)?;
@@ -81,7 +115,9 @@ impl SqlFence {
             tx.execute(&set_lock.sql, set_lock.bind(&args)?).await?;
         }
         let advance = &self.sql.advance;
-        if tx.execute(&advance.sql, advance.bind(&args)?).await? != 1 && !super::fencing_disabled_for_fault_tests() {
+        if tx.execute(&advance.sql, advance.bind(&args)?).await? != 1
+            && !super::fencing_disabled_for_fault_tests()
+        {
             let _ = tx.rollback().await;
             return Err(OpError::Fail(Error::stale_token(format!(
                 "fence {resource:?} has accepted a newer token than {}",
@@ -99,8 +135,12 @@ impl SqlFence {
                         // Rolled back whole by the database: the write is run again.
                         return Err(OpError::Sql(e));
                     }
-                    let err = map_sqlx_error(&format!("statement {} of the fenced write", i + 1), e);
-                    return Err(OpError::Fail(Error::new(err.code(), format!("{}; nothing was written", err.message()))));
+                    let err =
+                        map_sqlx_error(&format!("statement {} of the fenced write", i + 1), e);
+                    return Err(OpError::Fail(Error::new(
+                        err.code(),
+                        format!("{}; nothing was written", err.message()),
+                    )));
                 }
             }
         }
@@ -123,12 +163,22 @@ fn check_lock(stored: Option<&str>, token: &FenceToken) -> Result<()> {
 
 #[async_trait]
 impl FenceBackend for SqlFence {
-    async fn fenced_execute(&self, resource: &str, token: &FenceToken, statements: &[Statement]) -> Result<Vec<u64>> {
-        with_conflict_retries("fenced write", &self.table, || self.execute_once(resource, token, statements)).await
+    async fn fenced_execute(
+        &self,
+        resource: &str,
+        token: &FenceToken,
+        statements: &[Statement],
+    ) -> Result<Vec<u64>> {
+        with_conflict_retries("fenced write", &self.table, || {
+            self.execute_once(resource, token, statements)
+        })
+        .await
     }
 
     async fn check(&self, resource: &str, token: &FenceToken) -> Result<()> {
-        let Some((highest, stored_lock)) = with_conflict_retries("fence check", &self.table, || self.read(resource)).await? else {
+        let Some((highest, stored_lock)) =
+            with_conflict_retries("fence check", &self.table, || self.read(resource)).await?
+        else {
             return Ok(());
         };
         check_lock(stored_lock.as_deref(), token)?;

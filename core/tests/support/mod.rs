@@ -15,25 +15,40 @@ pub fn redis_url() -> String {
 
 /// A lock name no other test (or earlier run) uses.
 pub fn unique(name: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!("{name}-{}-{nanos}", std::process::id())
 }
 
 /// Runs `tests/servers.sh ARGS…` and panics if it fails.
 pub fn servers(args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/servers.sh");
-    let status = Command::new("bash").arg(script).args(args).status().unwrap();
+    let status = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .status()
+        .unwrap();
     assert!(status.success(), "tests/servers.sh {args:?} failed");
 }
 
 /// A plain redis-rs connection for setting up and inspecting state by hand.
 pub async fn raw_redis(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap()
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
 }
 
 /// A counter of a server's calls of one command (INFO commandstats).
 pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
     let prefix = format!("cmdstat_{command}:calls=");
     info.lines()
         .find_map(|l| l.strip_prefix(&prefix))
@@ -53,9 +68,18 @@ pub fn backend_url(backend: &str) -> String {
             format!("sqlite://{}", dir.join("locks.db").display())
         }
         "redis" => redis_url(),
-        "zookeeper" => format!("{}?session_timeout_ms=2000", url("ZK", "zk://127.0.0.1:2181")),
-        "postgres" => url("POSTGRES", "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test"),
-        "mariadb" => url("MARIADB", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"),
+        "zookeeper" => format!(
+            "{}?session_timeout_ms=2000",
+            url("ZK", "zk://127.0.0.1:2181")
+        ),
+        "postgres" => url(
+            "POSTGRES",
+            "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test",
+        ),
+        "mariadb" => url(
+            "MARIADB",
+            "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test",
+        ),
         other => panic!("unknown backend {other}"),
     }
 }

@@ -26,13 +26,25 @@ pub fn base_url() -> String {
 /// `redis://host:port` of each master, in order.
 pub fn masters() -> Vec<String> {
     let url = redlock_url();
-    let hosts = url.trim_start_matches("redlock://").split(['?', '/']).next().unwrap().to_string();
-    hosts.split(',').map(|h| format!("redis://{}", h.rsplit('@').next().unwrap())).collect()
+    let hosts = url
+        .trim_start_matches("redlock://")
+        .split(['?', '/'])
+        .next()
+        .unwrap()
+        .to_string();
+    hosts
+        .split(',')
+        .map(|h| format!("redis://{}", h.rsplit('@').next().unwrap()))
+        .collect()
 }
 
 /// `url` with `query` added.
 pub fn with(url: &str, query: &str) -> String {
-    if url.contains('?') { format!("{url}&{query}") } else { format!("{url}?{query}") }
+    if url.contains('?') {
+        format!("{url}&{query}")
+    } else {
+        format!("{url}?{query}")
+    }
 }
 
 /// Whether every master answers; when one does not, the test is skipped, or fails when
@@ -50,7 +62,9 @@ pub fn servers_up() -> bool {
                 std::env::var("FENCELOCK_REQUIRE_SERVERS").as_deref() != Ok("1"),
                 "redlock master {m} does not answer (bash tests/servers.sh start redlock)"
             );
-            eprintln!("skipped: redlock master {m} does not answer (bash tests/servers.sh start redlock)");
+            eprintln!(
+                "skipped: redlock master {m} does not answer (bash tests/servers.sh start redlock)"
+            );
             return false;
         }
     }
@@ -66,7 +80,9 @@ pub fn opts(ttl_ms: u64) -> LockOptions {
 /// critical sections each. Each section reads a counter kept on the first master, writes it
 /// + 1 through a fence (a stale write fails the worker), and records `(value read, token)`.
 pub async fn worker() {
-    let Ok(spec) = std::env::var("FENCELOCK_WORKER") else { return };
+    let Ok(spec) = std::env::var("FENCELOCK_WORKER") else {
+        return;
+    };
     let mut parts = spec.split('|');
     let (url, name, key, tasks, rounds) = (
         parts.next().unwrap().to_string(),
@@ -80,15 +96,28 @@ pub async fn worker() {
     let fence = Fence::open(&store, &name).await.unwrap();
     let mut handles = Vec::new();
     for _ in 0..tasks {
-        let (locker, fence, name, key, store) = (locker.clone(), fence.clone(), name.clone(), key.clone(), store.clone());
+        let (locker, fence, name, key, store) = (
+            locker.clone(),
+            fence.clone(),
+            name.clone(),
+            key.clone(),
+            store.clone(),
+        );
         handles.push(tokio::spawn(async move {
             let mut raw = raw_redis(&store).await;
             let mut seen = Vec::new();
             for _ in 0..rounds {
                 let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
-                let n: Option<u64> = redis::cmd("GET").arg(&key).query_async(&mut raw).await.unwrap();
+                let n: Option<u64> = redis::cmd("GET")
+                    .arg(&key)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
                 let n = n.unwrap_or(0);
-                fence.fenced_set(&lease, &key, (n + 1).to_string().as_bytes()).await.unwrap();
+                fence
+                    .fenced_set(&lease, &key, (n + 1).to_string().as_bytes())
+                    .await
+                    .unwrap();
                 seen.push((n, lease.token()));
                 lease.release().await.unwrap();
             }
@@ -128,7 +157,10 @@ pub fn check_workers(workers: Vec<std::process::Child>, total: usize) {
         let out = worker.wait_with_output().unwrap();
         assert!(out.status.success(), "a worker failed");
         let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().find_map(|l| l.find("SEEN ").map(|at| l[at + 5..].trim().to_string())).expect("worker printed nothing");
+        let line = text
+            .lines()
+            .find_map(|l| l.find("SEEN ").map(|at| l[at + 5..].trim().to_string()))
+            .expect("worker printed nothing");
         for pair in line.split(',') {
             let (n, t) = pair.split_once(':').unwrap();
             seen.push((n.parse().unwrap(), t.parse().unwrap()));
@@ -137,21 +169,35 @@ pub fn check_workers(workers: Vec<std::process::Child>, total: usize) {
     assert_eq!(seen.len(), total);
     seen.sort();
     for (i, (n, _)) in seen.iter().enumerate() {
-        assert_eq!(*n, i as u64, "lost or doubled update at {i}: mutual exclusion failed");
+        assert_eq!(
+            *n, i as u64,
+            "lost or doubled update at {i}: mutual exclusion failed"
+        );
     }
     for w in seen.windows(2) {
-        assert!(w[0].1 < w[1].1, "tokens went backwards in grant order: {:?} then {:?}", w[0], w[1]);
+        assert!(
+            w[0].1 < w[1].1,
+            "tokens went backwards in grant order: {:?} then {:?}",
+            w[0],
+            w[1]
+        );
     }
 }
 
 /// Runs `tests/servers.sh ARGS…` off the async runtime.
 pub async fn servers_async(args: &'static [&'static str]) {
-    tokio::task::spawn_blocking(move || crate::support::servers(args)).await.unwrap();
+    tokio::task::spawn_blocking(move || crate::support::servers(args))
+        .await
+        .unwrap();
 }
 
 pub async fn counter(key: &str) -> u64 {
     let mut raw = raw_redis(&masters()[0]).await;
-    let n: Option<u64> = redis::cmd("GET").arg(key).query_async(&mut raw).await.unwrap();
+    let n: Option<u64> = redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     n.unwrap_or(0)
 }
 
@@ -162,10 +208,21 @@ pub async fn uptimes() -> Vec<Option<u64>> {
         let up = async {
             let client = redis::Client::open(m.as_str()).ok()?;
             let mut c = client.get_multiplexed_async_connection().await.ok()?;
-            let info: String = redis::cmd("INFO").arg("server").query_async(&mut c).await.ok()?;
-            info.lines().find_map(|l| l.strip_prefix("uptime_in_seconds:")).and_then(|v| v.trim().parse().ok())
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut c)
+                .await
+                .ok()?;
+            info.lines()
+                .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+                .and_then(|v| v.trim().parse().ok())
         };
-        out.push(tokio::time::timeout(Duration::from_secs(2), up).await.ok().flatten());
+        out.push(
+            tokio::time::timeout(Duration::from_secs(2), up)
+                .await
+                .ok()
+                .flatten(),
+        );
     }
     out
 }
@@ -176,10 +233,16 @@ pub async fn wait_until_voting(bound: Duration) {
     let started = std::time::Instant::now();
     loop {
         let up = uptimes().await;
-        if up.iter().all(|u| u.is_some_and(|u| u >= bound.as_secs_f64().ceil() as u64)) {
+        if up
+            .iter()
+            .all(|u| u.is_some_and(|u| u >= bound.as_secs_f64().ceil() as u64))
+        {
             return;
         }
-        assert!(started.elapsed() < bound + Duration::from_secs(60), "masters not all up: {up:?}");
+        assert!(
+            started.elapsed() < bound + Duration::from_secs(60),
+            "masters not all up: {up:?}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -190,8 +253,16 @@ pub async fn default_abstention() -> Duration {
     let mut longest = 30_000;
     for m in masters() {
         let stored = async {
-            let mut c = redis::Client::open(m.as_str()).ok()?.get_multiplexed_async_connection().await.ok()?;
-            redis::cmd("GET").arg("fencelock:redlock:max_ttl").query_async::<Option<u64>>(&mut c).await.ok()?
+            let mut c = redis::Client::open(m.as_str())
+                .ok()?
+                .get_multiplexed_async_connection()
+                .await
+                .ok()?;
+            redis::cmd("GET")
+                .arg("fencelock:redlock:max_ttl")
+                .query_async::<Option<u64>>(&mut c)
+                .await
+                .ok()?
         };
         if let Ok(Some(ms)) = tokio::time::timeout(Duration::from_secs(2), stored).await {
             longest = longest.max(ms);

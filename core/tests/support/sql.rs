@@ -27,16 +27,28 @@ pub struct Db {
 pub fn postgres() -> Db {
     Db {
         kind: Kind::Postgres,
-        url: url("POSTGRES", "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test"),
-        app_url: url("POSTGRES_APP", "postgres://fencelock_app:fencelock-app@127.0.0.1:5432/fencelock_test"),
+        url: url(
+            "POSTGRES",
+            "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test",
+        ),
+        app_url: url(
+            "POSTGRES_APP",
+            "postgres://fencelock_app:fencelock-app@127.0.0.1:5432/fencelock_test",
+        ),
     }
 }
 
 pub fn mariadb() -> Db {
     Db {
         kind: Kind::MariaDb,
-        url: url("MARIADB", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"),
-        app_url: url("MARIADB_APP", "mariadb://fencelock_app:fencelock-app@127.0.0.1:3306/fencelock_test"),
+        url: url(
+            "MARIADB",
+            "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test",
+        ),
+        app_url: url(
+            "MARIADB_APP",
+            "mariadb://fencelock_app:fencelock-app@127.0.0.1:3306/fencelock_test",
+        ),
     }
 }
 
@@ -49,13 +61,21 @@ pub fn by_name(name: &str) -> Db {
 
 /// A table name no other test (or earlier run) uses: a plain identifier of at most 48 bytes.
 pub fn table(prefix: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() % 10_000_000_000;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+        % 10_000_000_000;
     format!("fl_{prefix}_{}_{nanos}", std::process::id())
 }
 
 /// `url` with `query` (`a=b&c=d`) added.
 pub fn with(url: &str, query: &str) -> String {
-    if url.contains('?') { format!("{url}&{query}") } else { format!("{url}?{query}") }
+    if url.contains('?') {
+        format!("{url}&{query}")
+    } else {
+        format!("{url}?{query}")
+    }
 }
 
 impl Db {
@@ -82,7 +102,11 @@ impl Db {
     pub async fn raw(&self) -> Raw {
         match self.kind {
             Kind::Postgres => Raw::Pg(sqlx::PgPool::connect(&self.url).await.unwrap()),
-            Kind::MariaDb => Raw::My(sqlx::MySqlPool::connect(&self.url.replacen("mariadb://", "mysql://", 1)).await.unwrap()),
+            Kind::MariaDb => Raw::My(
+                sqlx::MySqlPool::connect(&self.url.replacen("mariadb://", "mysql://", 1))
+                    .await
+                    .unwrap(),
+            ),
         }
     }
 
@@ -93,13 +117,20 @@ impl Db {
             let ok = match self.kind {
                 Kind::Postgres => sqlx::PgPool::connect(&self.url).await.map(|_| ()).is_ok(),
                 Kind::MariaDb => {
-                    sqlx::MySqlPool::connect(&self.url.replacen("mariadb://", "mysql://", 1)).await.map(|_| ()).is_ok()
+                    sqlx::MySqlPool::connect(&self.url.replacen("mariadb://", "mysql://", 1))
+                        .await
+                        .map(|_| ())
+                        .is_ok()
                 }
             };
             if ok {
                 return;
             }
-            assert!(started.elapsed() < Duration::from_secs(60), "{} did not come back", self.name());
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{} did not come back",
+                self.name()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -114,16 +145,34 @@ pub enum Raw {
 impl Raw {
     pub async fn exec(&self, sql: &str) -> u64 {
         match self {
-            Raw::Pg(p) => sqlx::query(AssertSqlSafe(sql.to_string())).execute(p).await.unwrap().rows_affected(),
-            Raw::My(p) => sqlx::query(AssertSqlSafe(sql.to_string())).execute(p).await.unwrap().rows_affected(),
+            Raw::Pg(p) => sqlx::query(AssertSqlSafe(sql.to_string()))
+                .execute(p)
+                .await
+                .unwrap()
+                .rows_affected(),
+            Raw::My(p) => sqlx::query(AssertSqlSafe(sql.to_string()))
+                .execute(p)
+                .await
+                .unwrap()
+                .rows_affected(),
         }
     }
 
     /// Runs `sql` with one binary parameter.
     pub async fn exec_bytes(&self, sql: &str, value: &[u8]) -> u64 {
         match self {
-            Raw::Pg(p) => sqlx::query(AssertSqlSafe(sql.to_string())).bind(value).execute(p).await.unwrap().rows_affected(),
-            Raw::My(p) => sqlx::query(AssertSqlSafe(sql.to_string())).bind(value).execute(p).await.unwrap().rows_affected(),
+            Raw::Pg(p) => sqlx::query(AssertSqlSafe(sql.to_string()))
+                .bind(value)
+                .execute(p)
+                .await
+                .unwrap()
+                .rows_affected(),
+            Raw::My(p) => sqlx::query(AssertSqlSafe(sql.to_string()))
+                .bind(value)
+                .execute(p)
+                .await
+                .unwrap()
+                .rows_affected(),
         }
     }
 

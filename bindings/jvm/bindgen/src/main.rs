@@ -20,9 +20,11 @@ fn out_dir_argument(args: impl Iterator<Item = String>) -> Option<String> {
     if !args.iter().any(|a| a == "generate") {
         return None;
     }
-    args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--out-dir") {
-        Some("") => args.get(i + 1).cloned(),
-        Some(rest) => rest.strip_prefix('=').map(str::to_string),
-        None => None,
-    })
+    args.iter()
+        .enumerate()
+        .find_map(|(i, a)| match a.strip_prefix("--out-dir") {
+            Some("") => args.get(i + 1).cloned(),
+            Some(rest) => rest.strip_prefix('=').map(str::to_string),
+            None => None,
+        })
 }

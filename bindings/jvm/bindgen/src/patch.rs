@@ -71,7 +71,8 @@ private object UniffiCallStatusPool {
 pub fn patch_generated_kotlin(out_dir: &Path) -> Result<(), String> {
     let mut patched = 0;
     for file in kotlin_files(out_dir)? {
-        let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         if !text.contains("uniffiRustCallWithError") {
             continue;
         }
@@ -88,16 +89,22 @@ pub fn patch_generated_kotlin(out_dir: &Path) -> Result<(), String> {
         patched += 1;
     }
     if patched == 0 {
-        return Err(format!("no generated Kotlin with uniffi calls under {}", out_dir.display()));
+        return Err(format!(
+            "no generated Kotlin with uniffi calls under {}",
+            out_dir.display()
+        ));
     }
     Ok(())
 }
 
 fn kotlin_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
     let mut found = Vec::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     for entry in entries {
-        let path = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?.path();
+        let path = entry
+            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+            .path();
         if path.is_dir() {
             found.extend(kotlin_files(&path)?);
         } else if path.extension().is_some_and(|e| e == "kt") {

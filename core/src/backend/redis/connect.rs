@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo};
+use redis::{
+    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo,
+};
 
 use crate::error::{Error, Result};
 use crate::url::{HostPort, LockerUrl, redact_secrets};
@@ -20,14 +22,25 @@ pub struct RedisSettings {
     pub strict_checks: bool,
 }
 
-const KNOWN: [&str; 8] = ["prefix", "replica_ack", "allow_eviction", "strict_checks", "ca", "cert", "key", "tls"];
+const KNOWN: [&str; 8] = [
+    "prefix",
+    "replica_ack",
+    "allow_eviction",
+    "strict_checks",
+    "ca",
+    "cert",
+    "key",
+    "tls",
+];
 
 fn flag(query: &BTreeMap<String, String>, key: &str, default: bool) -> Result<bool> {
     match query.get(key).map(|v| v.to_ascii_lowercase()) {
         None => Ok(default),
         Some(v) if v == "true" || v == "1" || v == "yes" => Ok(true),
         Some(v) if v == "false" || v == "0" || v == "no" => Ok(false),
-        Some(v) => Err(Error::invalid(format!("{key} must be true or false, not {v:?}"))),
+        Some(v) => Err(Error::invalid(format!(
+            "{key} must be true or false, not {v:?}"
+        ))),
     }
 }
 
@@ -41,7 +54,11 @@ impl RedisSettings {
                 )));
             }
         }
-        let prefix = url.query.get("prefix").cloned().unwrap_or_else(|| super::keys::DEFAULT_PREFIX.to_string());
+        let prefix = url
+            .query
+            .get("prefix")
+            .cloned()
+            .unwrap_or_else(|| super::keys::DEFAULT_PREFIX.to_string());
         super::keys::validate_prefix(&prefix)?;
         Ok(RedisSettings {
             prefix,
@@ -61,25 +78,38 @@ fn database(url: &LockerUrl) -> Result<i64> {
     path.parse::<i64>()
         .ok()
         .filter(|db| (0..=100_000).contains(db))
-        .ok_or_else(|| Error::invalid(format!("Redis database index must be a small number, not {path:?}")))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "Redis database index must be a small number, not {path:?}"
+            ))
+        })
 }
 
 /// Connection info for one host of `url`, speaking RESP3 (pub/sub on the shared connection).
 pub fn connection_info(url: &LockerUrl, host: &HostPort) -> Result<ConnectionInfo> {
     let port = host.port.unwrap_or(6379);
     let addr = if url.tls {
-        ConnectionAddr::TcpTls { host: host.host.clone(), port, insecure: false, tls_params: None }
+        ConnectionAddr::TcpTls {
+            host: host.host.clone(),
+            port,
+            insecure: false,
+            tls_params: None,
+        }
     } else {
         ConnectionAddr::Tcp(host.host.clone(), port)
     };
-    let mut redis = RedisConnectionInfo::default().set_db(database(url)?).set_protocol(ProtocolVersion::RESP3);
+    let mut redis = RedisConnectionInfo::default()
+        .set_db(database(url)?)
+        .set_protocol(ProtocolVersion::RESP3);
     if let Some(user) = &url.user {
         redis = redis.set_username(user);
     }
     if let Some(password) = url.password() {
         redis = redis.set_password(password);
     }
-    let info = addr.into_connection_info().map_err(|e| map_error("redis address", e))?;
+    let info = addr
+        .into_connection_info()
+        .map_err(|e| map_error("redis address", e))?;
     Ok(info.set_redis_settings(redis))
 }
 
@@ -99,17 +129,32 @@ pub fn client(url: &LockerUrl, host: &HostPort) -> Result<redis::Client> {
     let cert = read_pem(url, "cert")?;
     let key = read_pem(url, "key")?;
     if !url.tls && (ca.is_some() || cert.is_some()) {
-        return Err(Error::invalid("TLS files were given for a plain redis:// URL; use rediss://"));
+        return Err(Error::invalid(
+            "TLS files were given for a plain redis:// URL; use rediss://",
+        ));
     }
     if url.tls {
         install_crypto_provider();
         let client_tls = match (cert, key) {
-            (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig { client_cert, client_key }),
+            (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            }),
             (None, None) => None,
-            _ => return Err(Error::invalid("a TLS client certificate needs both cert= and key=")),
+            _ => {
+                return Err(Error::invalid(
+                    "a TLS client certificate needs both cert= and key=",
+                ));
+            }
         };
-        redis::Client::build_with_tls(info, redis::TlsCertificates { client_tls, root_cert: ca })
-            .map_err(|e| map_error("redis TLS setup", e))
+        redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls,
+                root_cert: ca,
+            },
+        )
+        .map_err(|e| map_error("redis TLS setup", e))
     } else {
         redis::Client::open(info).map_err(|e| map_error("redis client", e))
     }
@@ -153,13 +198,25 @@ pub fn cluster_client(
     if url.tls {
         install_crypto_provider();
         let client_tls = match (read_pem(url, "cert")?, read_pem(url, "key")?) {
-            (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig { client_cert, client_key }),
+            (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            }),
             (None, None) => None,
-            _ => return Err(Error::invalid("a TLS client certificate needs both cert= and key=")),
+            _ => {
+                return Err(Error::invalid(
+                    "a TLS client certificate needs both cert= and key=",
+                ));
+            }
         };
-        builder = builder.certs(redis::TlsCertificates { client_tls, root_cert: read_pem(url, "ca")? });
+        builder = builder.certs(redis::TlsCertificates {
+            client_tls,
+            root_cert: read_pem(url, "ca")?,
+        });
     }
-    builder.build().map_err(|e| map_error("redis cluster client", e))
+    builder
+        .build()
+        .map_err(|e| map_error("redis cluster client", e))
 }
 
 pub fn manager_config(timeout: Duration) -> redis::aio::ConnectionManagerConfig {
@@ -175,17 +232,35 @@ pub fn manager_config(timeout: Duration) -> redis::aio::ConnectionManagerConfig 
 pub fn map_error(context: &str, err: redis::RedisError) -> Error {
     let text = redact_secrets(&err.to_string());
     let code = err.code().unwrap_or("").to_string();
-    if err.kind() == redis::ErrorKind::AuthenticationFailed || matches!(code.as_str(), "NOPERM" | "WRONGPASS" | "NOAUTH") {
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(code.as_str(), "NOPERM" | "WRONGPASS" | "NOAUTH")
+    {
         return Error::auth(format!("{context}: {text}"));
     }
-    if err.is_io_error() || err.is_connection_refusal() || err.is_timeout() || err.is_connection_dropped() {
+    if err.is_io_error()
+        || err.is_connection_refusal()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+    {
         return Error::unavailable(format!("{context}: {text}"));
     }
-    if matches!(code.as_str(), "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "MOVED" | "ASK") {
+    if matches!(
+        code.as_str(),
+        "LOADING"
+            | "BUSY"
+            | "TRYAGAIN"
+            | "CLUSTERDOWN"
+            | "MASTERDOWN"
+            | "READONLY"
+            | "MOVED"
+            | "ASK"
+    ) {
         return Error::unavailable(format!("{context}: {text}"));
     }
     if text.contains("DB index is out of range") {
-        return Error::invalid(format!("{context}: the database index is out of range for this server"));
+        return Error::invalid(format!(
+            "{context}: the database index is out of range for this server"
+        ));
     }
     Error::backend(format!("{context}: {text}"))
 }

@@ -23,14 +23,20 @@ pub fn validate_prefix(prefix: &str) -> Result<()> {
         )));
     }
     if prefix.chars().any(|c| c.is_control() || c == ' ') {
-        return Err(Error::invalid("the Redis key prefix may not contain spaces or control characters"));
+        return Err(Error::invalid(
+            "the Redis key prefix may not contain spaces or control characters",
+        ));
     }
     Ok(())
 }
 
 pub fn keys(prefix: &str, name: &LockName) -> Keys {
     let base = format!("{prefix}:{{{}}}", name.encoded());
-    Keys { fence: format!("{base}:fence"), channel: format!("{base}:released"), lock: base }
+    Keys {
+        fence: format!("{base}:fence"),
+        channel: format!("{base}:released"),
+        lock: base,
+    }
 }
 
 /// The `SCAN MATCH` pattern of the lock keys whose names start with `name_prefix`: the key
@@ -52,7 +58,10 @@ pub fn scan_pattern(prefix: &str, name_prefix: &str) -> String {
 
 /// The lock name of a lock key (`<prefix>:{ENC}`); `None` for any other key.
 pub fn name_of_lock_key(prefix: &str, key: &str) -> Option<LockName> {
-    let encoded = key.strip_prefix(prefix)?.strip_prefix(":{")?.strip_suffix('}')?;
+    let encoded = key
+        .strip_prefix(prefix)?
+        .strip_prefix(":{")?
+        .strip_suffix('}')?;
     LockName::new(crate::name::decode(encoded)?).ok()
 }
 
@@ -66,7 +75,10 @@ mod tests {
         assert_eq!(scan_pattern("app*[x]", ""), "app\\*\\[x\\]:{*}");
         assert_eq!(scan_pattern("fencelock", "a*?"), "fencelock:{a%2A%3F*}");
         let name = LockName::new("batch/1").unwrap();
-        assert_eq!(name_of_lock_key("fencelock", &keys("fencelock", &name).lock), Some(name));
+        assert_eq!(
+            name_of_lock_key("fencelock", &keys("fencelock", &name).lock),
+            Some(name)
+        );
         assert_eq!(name_of_lock_key("fencelock", "fencelock:{job}:fence"), None);
         assert_eq!(name_of_lock_key("fencelock", "other:{job}"), None);
     }
@@ -85,7 +97,10 @@ mod tests {
             assert_eq!(tag(&k.lock), tag(&k.channel));
             assert_eq!(k.lock.matches('{').count(), 1, "{}", k.lock);
         }
-        assert_eq!(keys("fencelock", &LockName::new("job").unwrap()).lock, "fencelock:{job}");
+        assert_eq!(
+            keys("fencelock", &LockName::new("job").unwrap()).lock,
+            "fencelock:{job}"
+        );
     }
 
     #[test]

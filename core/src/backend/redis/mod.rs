@@ -37,7 +37,9 @@ use self::conn::Conn;
 use self::connect::{RedisSettings, client, cluster_client, manager_config, map_error};
 use self::keys::{keys, name_of_lock_key, scan_pattern};
 use self::pubsub::WakeHub;
-use self::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, FORCE_RELEASE, INSPECT, LAYOUT_VERSION, RELEASE, RENEW};
+use self::scripts::{
+    ACQUIRE, FENCE_COUNTER_TTL_MS, FORCE_RELEASE, INSPECT, LAYOUT_VERSION, RELEASE, RENEW,
+};
 use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
@@ -57,7 +59,11 @@ pub struct RedisBackend {
 }
 
 pub(crate) fn owner_hex(owner: OwnerId) -> String {
-    owner.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    owner
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 pub(crate) fn ms(d: Duration) -> u64 {
@@ -91,15 +97,21 @@ pub(crate) fn as_string(v: &Value) -> Option<String> {
 
 pub(crate) fn parse_attempt(v: &Value) -> Result<Attempt> {
     let bad = || Error::internal(format!("unexpected reply to the acquire script: {v:?}"));
-    let Value::Array(items) = v else { return Err(bad()) };
+    let Value::Array(items) = v else {
+        return Err(bad());
+    };
     match (items.first().and_then(as_i64), items.get(1)) {
         (Some(1), Some(token)) => {
             let token = as_i64(token).filter(|t| *t > 0).ok_or_else(bad)?;
-            Ok(Attempt::Acquired { token: token as u64 })
+            Ok(Attempt::Acquired {
+                token: token as u64,
+            })
         }
         (Some(0), Some(pttl)) => {
             let pttl = as_i64(pttl).ok_or_else(bad)?;
-            Ok(Attempt::Held { expires_in: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)) })
+            Ok(Attempt::Held {
+                expires_in: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
+            })
         }
         _ => Err(bad()),
     }
@@ -108,7 +120,10 @@ pub(crate) fn parse_attempt(v: &Value) -> Result<Attempt> {
 impl RedisBackend {
     pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
         let settings = RedisSettings::from_url(url)?;
-        let host = url.hosts.first().ok_or_else(|| Error::invalid("a Redis URL needs a host"))?;
+        let host = url
+            .hosts
+            .first()
+            .ok_or_else(|| Error::invalid("a Redis URL needs a host"))?;
         let hub = Arc::new(WakeHub::default());
         let sink = {
             let hub = Arc::downgrade(&hub);
@@ -123,34 +138,74 @@ impl RedisBackend {
         let connect_error = |e| map_error(&format!("connecting to {redacted}"), e);
         let (mut conn, single_client) = if url.kind == BackendKind::RedisCluster {
             let cluster = cluster_client(url, options.operation_timeout, sink)?;
-            (Conn::Cluster(cluster.get_async_connection().await.map_err(connect_error)?), None)
+            (
+                Conn::Cluster(
+                    cluster
+                        .get_async_connection()
+                        .await
+                        .map_err(connect_error)?,
+                ),
+                None,
+            )
         } else {
             let client = client(url, host)?;
-            let config = manager_config(options.operation_timeout).set_push_sender(sink).set_automatic_resubscription();
-            let manager = client.get_connection_manager_with_config(config).await.map_err(connect_error)?;
+            let config = manager_config(options.operation_timeout)
+                .set_push_sender(sink)
+                .set_automatic_resubscription();
+            let manager = client
+                .get_connection_manager_with_config(config)
+                .await
+                .map_err(connect_error)?;
             (Conn::Single(manager), Some(client))
         };
-        redis::cmd("PING").query_async::<Value>(&mut conn).await.map_err(connect_error)?;
+        redis::cmd("PING")
+            .query_async::<Value>(&mut conn)
+            .await
+            .map_err(connect_error)?;
         check_eviction_policy(&mut conn, &settings, &redacted).await?;
         // Replica acknowledgement: on one instance with replicas. On a Cluster, replicas are
         // per shard and not checked yet (docs/redis.md says so).
         let ack = match &single_client {
-            Some(client) if settings.replica_ack && count_replicas(&mut conn, &settings, &redacted).await? > 0 => Some(
-                client
-                    .get_connection_manager_with_config(manager_config(options.operation_timeout))
-                    .await
-                    .map_err(connect_error)?,
-            ),
+            Some(client)
+                if settings.replica_ack
+                    && count_replicas(&mut conn, &settings, &redacted).await? > 0 =>
+            {
+                Some(
+                    client
+                        .get_connection_manager_with_config(manager_config(
+                            options.operation_timeout,
+                        ))
+                        .await
+                        .map_err(connect_error)?,
+                )
+            }
             _ => None,
         };
         if let Conn::Single(_) = conn {
             for script in [&*ACQUIRE, &*RENEW, &*RELEASE, &*INSPECT] {
-                script.load_async(&mut conn).await.map_err(|e| map_error("loading the lock scripts", e))?;
+                script
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(|e| map_error("loading the lock scripts", e))?;
             }
         }
         let hosts: Vec<String> = url.hosts.iter().map(|h| h.to_string()).collect();
-        let deployment_id = format!("{}:{}/{}/{}", url.kind.as_str(), hosts.join(","), url.path, settings.prefix);
-        Ok(RedisBackend { kind: url.kind, conn, ack, hub, settings, deployment_id, closed: AtomicBool::new(false) })
+        let deployment_id = format!(
+            "{}:{}/{}/{}",
+            url.kind.as_str(),
+            hosts.join(","),
+            url.path,
+            settings.prefix
+        );
+        Ok(RedisBackend {
+            kind: url.kind,
+            conn,
+            ack,
+            hub,
+            settings,
+            deployment_id,
+            closed: AtomicBool::new(false),
+        })
     }
 
     fn ensure_open(&self) -> Result<()> {
@@ -173,22 +228,43 @@ impl RedisBackend {
         let mut conn = ack.clone();
         for attempt in 0..2 {
             let mut pipe = redis::pipe();
-            pipe.cmd("EVALSHA").arg(script.get_hash()).arg(keys.len()).arg(keys).arg(args);
+            pipe.cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(keys.len())
+                .arg(keys)
+                .arg(args);
             pipe.cmd("WAIT").arg(1).arg(timeout_ms);
             match pipe.query_async::<(Value, i64)>(&mut conn).await {
                 Ok(reply) => return Ok(reply),
-                Err(e) if attempt == 0 && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                    script.load_async(&mut conn).await.map_err(|e| map_error("reloading a lock script", e))?;
+                Err(e)
+                    if attempt == 0
+                        && e.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    script
+                        .load_async(&mut conn)
+                        .await
+                        .map_err(|e| map_error("reloading a lock script", e))?;
                 }
                 Err(e) => return Err(map_error("redis write with replica acknowledgement", e)),
             }
         }
-        Err(Error::backend("the lock script vanished from the server's cache twice in a row"))
+        Err(Error::backend(
+            "the lock script vanished from the server's cache twice in a row",
+        ))
     }
 }
 
-pub(crate) async fn check_eviction_policy(conn: &mut Conn, settings: &RedisSettings, url: &str) -> Result<()> {
-    let reply: redis::RedisResult<Value> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(conn).await;
+pub(crate) async fn check_eviction_policy(
+    conn: &mut Conn,
+    settings: &RedisSettings,
+    url: &str,
+) -> Result<()> {
+    let reply: redis::RedisResult<Value> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(conn)
+        .await;
     match reply {
         Ok(value) => {
             // RESP3 answers a map, RESP2 a flat array: the value follows the name either way.
@@ -234,7 +310,10 @@ fn collect_policies(value: &Value, out: &mut Vec<String>) {
 }
 
 async fn count_replicas(conn: &mut Conn, settings: &RedisSettings, url: &str) -> Result<u32> {
-    let reply: redis::RedisResult<Value> = redis::cmd("INFO").arg("replication").query_async(conn).await;
+    let reply: redis::RedisResult<Value> = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await;
     match reply {
         Ok(info) => Ok(as_string(&info)
             .unwrap_or_default()
@@ -253,7 +332,10 @@ async fn count_replicas(conn: &mut Conn, settings: &RedisSettings, url: &str) ->
 fn connect_check_failed(what: &str, e: redis::RedisError, settings: &RedisSettings) -> Result<()> {
     let err = map_error(what, e);
     if err.code() == crate::ErrorCode::Auth && !settings.strict_checks {
-        flog!(warn, "{err}; the check is skipped (strict_checks=true makes this an error)");
+        flog!(
+            warn,
+            "{err}; the check is skipped (strict_checks=true makes this an error)"
+        );
         return Ok(());
     }
     Err(err)
@@ -291,7 +373,9 @@ impl Backend for RedisBackend {
             return parse_attempt(&reply);
         };
         let timeout = wait_timeout(req.ttl);
-        let (reply, acks) = self.with_replica_ack(ack, &ACQUIRE, &[&k.lock, &k.fence], &args, timeout).await?;
+        let (reply, acks) = self
+            .with_replica_ack(ack, &ACQUIRE, &[&k.lock, &k.fence], &args, timeout)
+            .await?;
         let attempt = parse_attempt(&reply)?;
         if matches!(attempt, Attempt::Acquired { .. }) && acks < 1 {
             // Not safe from a failover: give it back, then report.
@@ -320,7 +404,9 @@ impl Backend for RedisBackend {
                 (n, 1)
             }
             Some(ack) => {
-                let (reply, acks) = self.with_replica_ack(ack, &RENEW, &[&k.lock], &args, wait_timeout(ttl)).await?;
+                let (reply, acks) = self
+                    .with_replica_ack(ack, &RENEW, &[&k.lock], &args, wait_timeout(ttl))
+                    .await?;
                 (as_i64(&reply).unwrap_or(0), acks)
             }
         };
@@ -370,7 +456,11 @@ impl Backend for RedisBackend {
             name: name.to_string(),
             held,
             token,
-            holder: if held { reply.get(2).and_then(as_string) } else { None },
+            holder: if held {
+                reply.get(2).and_then(as_string)
+            } else {
+                None
+            },
             time_left: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
             waiters: Vec::new(),
         })
@@ -378,7 +468,12 @@ impl Backend for RedisBackend {
 
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
         self.ensure_open()?;
-        let found = scan_keys(&self.conn, &scan_pattern(&self.settings.prefix, prefix), limit).await?;
+        let found = scan_keys(
+            &self.conn,
+            &scan_pattern(&self.settings.prefix, prefix),
+            limit,
+        )
+        .await?;
         let mut locks = Vec::with_capacity(found.len());
         for key in found {
             if let Some(name) = name_of_lock_key(&self.settings.prefix, &key) {
@@ -394,7 +489,14 @@ impl Backend for RedisBackend {
     async fn force_release(&self, name: &LockName) -> Result<bool> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        force_release_key(&self.conn, &k.lock, &k.channel, self.conn.publish_command(), "redis force release").await
+        force_release_key(
+            &self.conn,
+            &k.lock,
+            &k.channel,
+            self.conn.publish_command(),
+            "redis force release",
+        )
+        .await
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
@@ -410,7 +512,13 @@ impl Backend for RedisBackend {
 
 /// An operator's release of one lock key, whoever holds it (shared with Redlock's masters):
 /// true when there was a key to delete. `publish` is PUBLISH, or SPUBLISH on a Cluster.
-pub(crate) async fn force_release_key(conn: &Conn, lock: &str, channel: &str, publish: &str, context: &str) -> Result<bool> {
+pub(crate) async fn force_release_key(
+    conn: &Conn,
+    lock: &str,
+    channel: &str,
+    publish: &str,
+    context: &str,
+) -> Result<bool> {
     let n: i64 = FORCE_RELEASE
         .key(lock)
         .arg(channel)
@@ -430,11 +538,13 @@ const SCAN_COUNT: u64 = 1000;
 pub(crate) async fn scan_keys(conn: &Conn, pattern: &str, limit: usize) -> Result<Vec<String>> {
     let mut found = Vec::new();
     match conn {
-        Conn::Single(single) => scan_node(&mut found, pattern, limit, |cmd| {
-            let mut c = single.clone();
-            async move { cmd.query_async::<Value>(&mut c).await }
-        })
-        .await?,
+        Conn::Single(single) => {
+            scan_node(&mut found, pattern, limit, |cmd| {
+                let mut c = single.clone();
+                async move { cmd.query_async::<Value>(&mut c).await }
+            })
+            .await?
+        }
         Conn::Cluster(cluster) => {
             for (host, port) in cluster_masters(&mut cluster.clone()).await? {
                 if found.len() >= limit {
@@ -443,7 +553,10 @@ pub(crate) async fn scan_keys(conn: &Conn, pattern: &str, limit: usize) -> Resul
                 scan_node(&mut found, pattern, limit, |cmd| {
                     let mut c = cluster.clone();
                     let node = redis::cluster_routing::RoutingInfo::SingleNode(
-                        redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host: host.clone(), port },
+                        redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+                            host: host.clone(),
+                            port,
+                        },
                     );
                     async move { c.route_command(cmd, node).await }
                 })
@@ -454,7 +567,12 @@ pub(crate) async fn scan_keys(conn: &Conn, pattern: &str, limit: usize) -> Resul
     Ok(found)
 }
 
-async fn scan_node<F, Fut>(found: &mut Vec<String>, pattern: &str, limit: usize, send: F) -> Result<()>
+async fn scan_node<F, Fut>(
+    found: &mut Vec<String>,
+    pattern: &str,
+    limit: usize,
+    send: F,
+) -> Result<()>
 where
     F: Fn(redis::Cmd) -> Fut,
     Fut: Future<Output = redis::RedisResult<Value>>,
@@ -462,11 +580,19 @@ where
     let mut cursor = "0".to_string();
     loop {
         let mut cmd = redis::cmd("SCAN");
-        cmd.arg(&cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(SCAN_COUNT);
+        cmd.arg(&cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
         let reply = send(cmd).await.map_err(|e| map_error("redis scan", e))?;
         let bad = || Error::internal(format!("unexpected reply to SCAN: {reply:?}"));
-        let Value::Array(parts) = &reply else { return Err(bad()) };
-        let (Some(next), Some(Value::Array(keys))) = (parts.first().and_then(as_string), parts.get(1)) else {
+        let Value::Array(parts) = &reply else {
+            return Err(bad());
+        };
+        let (Some(next), Some(Value::Array(keys))) =
+            (parts.first().and_then(as_string), parts.get(1))
+        else {
             return Err(bad());
         };
         found.extend(keys.iter().filter_map(as_string));
@@ -478,14 +604,23 @@ where
 }
 
 /// The masters of a Cluster, from `CLUSTER SLOTS` (each slot range names its master first).
-async fn cluster_masters(conn: &mut redis::cluster_async::ClusterConnection) -> Result<Vec<(String, u16)>> {
-    let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await.map_err(|e| map_error("redis cluster slots", e))?;
+async fn cluster_masters(
+    conn: &mut redis::cluster_async::ClusterConnection,
+) -> Result<Vec<(String, u16)>> {
+    let reply: Value = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(conn)
+        .await
+        .map_err(|e| map_error("redis cluster slots", e))?;
     let mut masters: Vec<(String, u16)> = Vec::new();
     if let Value::Array(ranges) = &reply {
         for range in ranges {
             if let Value::Array(parts) = range
                 && let Some(Value::Array(master)) = parts.get(2)
-                && let (Some(host), Some(port)) = (master.first().and_then(as_string), master.get(1).and_then(as_i64))
+                && let (Some(host), Some(port)) = (
+                    master.first().and_then(as_string),
+                    master.get(1).and_then(as_i64),
+                )
                 && let Ok(port) = u16::try_from(port)
                 && !masters.iter().any(|(h, p)| *h == host && *p == port)
             {
@@ -494,7 +629,9 @@ async fn cluster_masters(conn: &mut redis::cluster_async::ClusterConnection) -> 
         }
     }
     if masters.is_empty() {
-        return Err(Error::backend(format!("CLUSTER SLOTS named no master: {reply:?}")));
+        return Err(Error::backend(format!(
+            "CLUSTER SLOTS named no master: {reply:?}"
+        )));
     }
     Ok(masters)
 }
@@ -505,13 +642,32 @@ mod tests {
 
     #[test]
     fn acquire_replies_parse() {
-        let taken = Value::Array(vec![Value::Int(1), Value::BulkString(b"1764000000000001".to_vec())]);
-        assert_eq!(parse_attempt(&taken).unwrap(), Attempt::Acquired { token: 1764000000000001 });
+        let taken = Value::Array(vec![
+            Value::Int(1),
+            Value::BulkString(b"1764000000000001".to_vec()),
+        ]);
+        assert_eq!(
+            parse_attempt(&taken).unwrap(),
+            Attempt::Acquired {
+                token: 1764000000000001
+            }
+        );
         let held = Value::Array(vec![Value::Int(0), Value::Int(2500)]);
-        assert_eq!(parse_attempt(&held).unwrap(), Attempt::Held { expires_in: Some(Duration::from_millis(2500)) });
+        assert_eq!(
+            parse_attempt(&held).unwrap(),
+            Attempt::Held {
+                expires_in: Some(Duration::from_millis(2500))
+            }
+        );
         let forever = Value::Array(vec![Value::Int(0), Value::Int(-1)]);
-        assert_eq!(parse_attempt(&forever).unwrap(), Attempt::Held { expires_in: None });
-        assert_eq!(parse_attempt(&Value::Nil).unwrap_err().code(), crate::ErrorCode::Internal);
+        assert_eq!(
+            parse_attempt(&forever).unwrap(),
+            Attempt::Held { expires_in: None }
+        );
+        assert_eq!(
+            parse_attempt(&Value::Nil).unwrap_err().code(),
+            crate::ErrorCode::Internal
+        );
     }
 
     #[test]

@@ -86,13 +86,22 @@ impl WakeHub {
             state.subscribed.store(true, Ordering::Release);
         }
         let seen = state.generation.load(Ordering::Acquire);
-        Ok(HubWatch { hub: Arc::downgrade(self), conn: conn.clone(), channel: channel.to_string(), state, seen })
+        Ok(HubWatch {
+            hub: Arc::downgrade(self),
+            conn: conn.clone(),
+            channel: channel.to_string(),
+            state,
+            seen,
+        })
     }
 
     /// Drops one waiter; returns whether it was the last one.
     fn release_waiter(&self, channel: &str, state: &Arc<Channel>) -> bool {
         let mut channels = lock(&self.channels);
-        let left = state.waiters.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
+        let left = state
+            .waiters
+            .fetch_sub(1, Ordering::AcqRel)
+            .saturating_sub(1);
         if left == 0 && !state.subscribed.load(Ordering::Acquire) {
             channels.remove(channel);
         }
@@ -124,13 +133,17 @@ impl ReleaseWatch for HubWatch {
 
 impl Drop for HubWatch {
     fn drop(&mut self) {
-        let Some(hub) = self.hub.upgrade() else { return };
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
         if !hub.release_waiter(&self.channel, &self.state) {
             return;
         }
         let channel = self.channel.clone();
         let conn = self.conn.clone();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         runtime.spawn(async move {
             let _changes = hub.changes.lock().await;
             let idle = {

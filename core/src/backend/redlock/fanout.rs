@@ -37,7 +37,9 @@ where
             Box::pin(async move {
                 let answer = match tokio::time::timeout(timeout, request).await {
                     Ok(answer) => answer,
-                    Err(_) => Err(Error::unavailable(format!("redlock master {label} did not answer within {timeout:?}"))),
+                    Err(_) => Err(Error::unavailable(format!(
+                        "redlock master {label} did not answer within {timeout:?}"
+                    ))),
                 };
                 (i, answer)
             }) as Pending<'a, T>
@@ -57,7 +59,11 @@ where
                     at += 1;
                 }
             }
-            if done.is_empty() { Poll::Pending } else { Poll::Ready(done) }
+            if done.is_empty() {
+                Poll::Pending
+            } else {
+                Poll::Ready(done)
+            }
         })
         .await;
         for (i, answer) in finished {
@@ -104,15 +110,27 @@ mod tests {
             Ok::<u32, Error>(v)
         };
         let started = std::time::Instant::now();
-        let answers = fan_out(vec![slow(10, 1), slow(5000, 2), slow(20, 3)], Duration::from_millis(200), &labels, |a| {
-            a.iter().filter(|x| matches!(x, Some(Ok(_)))).count() >= 2
-        })
+        let answers = fan_out(
+            vec![slow(10, 1), slow(5000, 2), slow(20, 3)],
+            Duration::from_millis(200),
+            &labels,
+            |a| a.iter().filter(|x| matches!(x, Some(Ok(_)))).count() >= 2,
+        )
         .await;
         assert!(started.elapsed() < Duration::from_millis(150));
         assert!(answers[1].is_none());
         let started = std::time::Instant::now();
-        let answers = fan_out(vec![slow(10, 1), slow(5000, 2), slow(20, 3)], Duration::from_millis(200), &labels, |_| false).await;
+        let answers = fan_out(
+            vec![slow(10, 1), slow(5000, 2), slow(20, 3)],
+            Duration::from_millis(200),
+            &labels,
+            |_| false,
+        )
+        .await;
         assert!(started.elapsed() < Duration::from_millis(1000));
-        assert_eq!(answers[1].as_ref().unwrap().as_ref().unwrap_err().code(), crate::ErrorCode::Unavailable);
+        assert_eq!(
+            answers[1].as_ref().unwrap().as_ref().unwrap_err().code(),
+            crate::ErrorCode::Unavailable
+        );
     }
 }

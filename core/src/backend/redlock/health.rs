@@ -28,7 +28,10 @@ pub fn parse_info(text: &str, local_mid_us: i64) -> Option<Probe> {
     };
     let uptime = field("uptime_in_seconds")?;
     let server_us = field("server_time_usec")?;
-    Some(Probe { uptime: Duration::from_secs(uptime.max(0) as u64), offset_us: server_us - local_mid_us })
+    Some(Probe {
+        uptime: Duration::from_secs(uptime.max(0) as u64),
+        offset_us: server_us - local_mid_us,
+    })
 }
 
 /// How long a restarted master abstains: every lease it may have granted before the restart
@@ -56,7 +59,10 @@ pub fn skewed(offsets: &[Option<i64>], max_skew: Duration) -> Vec<bool> {
     // of masters that disagree by more than the skew excludes one, not both.
     let median = known[(known.len() - 1) / 2];
     let limit = i64::try_from(max_skew.as_micros()).unwrap_or(i64::MAX);
-    offsets.iter().map(|o| o.is_some_and(|o| (o - median).abs() > limit)).collect()
+    offsets
+        .iter()
+        .map(|o| o.is_some_and(|o| (o - median).abs() > limit))
+        .collect()
 }
 
 #[cfg(test)]
@@ -68,7 +74,10 @@ mod tests {
         let info = "# Server\r\nredis_version:7.0.15\r\nserver_time_usec:1000500\r\nuptime_in_seconds:12\r\n";
         assert_eq!(
             parse_info(info, 1_000_000),
-            Some(Probe { uptime: Duration::from_secs(12), offset_us: 500 })
+            Some(Probe {
+                uptime: Duration::from_secs(12),
+                offset_us: 500
+            })
         );
         assert_eq!(parse_info("redis_version:7\r\n", 0), None);
     }
@@ -78,15 +87,24 @@ mod tests {
         let (ttl, skew) = (Duration::from_secs(2), Duration::from_millis(500));
         assert!(abstains(Duration::from_secs(2), ttl, skew));
         assert!(!abstains(Duration::from_secs(3), ttl, skew));
-        assert_eq!(abstain_bound(Duration::from_secs(60), skew), Duration::from_secs(61));
+        assert_eq!(
+            abstain_bound(Duration::from_secs(60), skew),
+            Duration::from_secs(61)
+        );
     }
 
     #[test]
     fn skew_is_measured_against_the_median() {
         let ms = |n: i64| Some(n * 1000);
         let skew = Duration::from_millis(500);
-        assert_eq!(skewed(&[ms(0), ms(10), ms(-20), ms(900), None], skew), vec![false, false, false, true, false]);
+        assert_eq!(
+            skewed(&[ms(0), ms(10), ms(-20), ms(900), None], skew),
+            vec![false, false, false, true, false]
+        );
         assert_eq!(skewed(&[ms(0), ms(2000)], skew), vec![false, true]);
-        assert_eq!(skewed(&[ms(5000), None, None], skew), vec![false, false, false]);
+        assert_eq!(
+            skewed(&[ms(5000), None, None], skew),
+            vec![false, false, false]
+        );
     }
 }

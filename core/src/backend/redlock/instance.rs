@@ -11,13 +11,13 @@ use redis::Value;
 
 use super::health::{Probe, parse_info};
 use super::scripts::{INSPECT, RAISE};
+use crate::backend::Attempt;
 use crate::backend::redis::conn::Conn;
+use crate::backend::redis::connect::RedisSettings;
 use crate::backend::redis::connect::{client, manager_config, map_error};
 use crate::backend::redis::pubsub::{HubWatch, WakeHub};
 use crate::backend::redis::scripts::{ACQUIRE, RELEASE, RENEW};
 use crate::backend::redis::{as_i64, as_string, check_eviction_policy, parse_attempt};
-use crate::backend::redis::connect::RedisSettings;
-use crate::backend::Attempt;
 use crate::clock::BootInstant;
 use crate::error::{Error, ErrorCode, Result};
 use crate::signal::lock;
@@ -62,7 +62,10 @@ pub struct Instance {
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 
 fn wall_us() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
 }
 
 /// One phase-1 answer: the master's state when it answered, and its answer.
@@ -102,7 +105,9 @@ impl Instance {
             }
             Ok::<(), redis::aio::SendError>(())
         };
-        let config = manager_config(self.connect_timeout).set_push_sender(sink).set_automatic_resubscription();
+        let config = manager_config(self.connect_timeout)
+            .set_push_sender(sink)
+            .set_automatic_resubscription();
         let manager = self
             .client
             .get_connection_manager_with_config(config)
@@ -115,13 +120,23 @@ impl Instance {
 
     /// Runs one request under `timeout`, failing at once while the master is known to be
     /// down; an unreachable answer marks it down and starts the background probe.
-    async fn guarded<T>(self: &Arc<Self>, timeout: Duration, request: impl Future<Output = Result<T>>) -> Result<T> {
+    async fn guarded<T>(
+        self: &Arc<Self>,
+        timeout: Duration,
+        request: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         if let Some(why) = lock(&self.down).clone() {
-            return Err(Error::unavailable(format!("redlock master {} is down ({why})", self.label)));
+            return Err(Error::unavailable(format!(
+                "redlock master {} is down ({why})",
+                self.label
+            )));
         }
         let answer = match tokio::time::timeout(timeout, request).await {
             Ok(answer) => answer,
-            Err(_) => Err(Error::unavailable(format!("redlock master {} did not answer within {timeout:?}", self.label))),
+            Err(_) => Err(Error::unavailable(format!(
+                "redlock master {} did not answer within {timeout:?}",
+                self.label
+            ))),
         };
         if let Err(e) = &answer
             && e.code() == ErrorCode::Unavailable
@@ -145,10 +160,15 @@ impl Instance {
         runtime.spawn(async move {
             loop {
                 tokio::time::sleep(PROBE_EVERY).await;
-                let Some(instance) = weak.upgrade() else { return };
+                let Some(instance) = weak.upgrade() else {
+                    return;
+                };
                 let ping = async {
                     let mut conn = instance.conn().await?;
-                    redis::cmd("PING").query_async::<Value>(&mut conn).await.map_err(|e| map_error("PING", e))
+                    redis::cmd("PING")
+                        .query_async::<Value>(&mut conn)
+                        .await
+                        .map_err(|e| map_error("PING", e))
                 };
                 if let Ok(Ok(_)) = tokio::time::timeout(instance.connect_timeout, ping).await {
                     *lock(&instance.down) = None;
@@ -162,12 +182,20 @@ impl Instance {
 
     /// At connect: reachable, a safe eviction policy, scripts loaded, `max_ttl` stored (set
     /// if absent) and read back, and a first probe. Returns the stored `max_ttl` in ms.
-    pub async fn prepare(self: &Arc<Self>, settings: &RedisSettings, max_ttl_key: &str, max_ttl_ms: u64) -> Result<(u64, Probe)> {
+    pub async fn prepare(
+        self: &Arc<Self>,
+        settings: &RedisSettings,
+        max_ttl_key: &str,
+        max_ttl_ms: u64,
+    ) -> Result<(u64, Probe)> {
         self.guarded(self.connect_timeout, async {
             let mut conn = self.conn().await?;
             check_eviction_policy(&mut conn, settings, &self.label).await?;
             for script in [&*ACQUIRE, &*RENEW, &*RELEASE, &*RAISE, &*INSPECT] {
-                script.load_async(&mut conn).await.map_err(|e| map_error("loading the lock scripts", e))?;
+                script
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(|e| map_error("loading the lock scripts", e))?;
             }
             let (_, stored): (Value, Value) = redis::pipe()
                 .cmd("SET")
@@ -180,7 +208,10 @@ impl Instance {
                 .await
                 .map_err(|e| map_error(&format!("storing max_ttl on {}", self.label), e))?;
             let stored = as_i64(&stored).filter(|v| *v > 0).ok_or_else(|| {
-                Error::backend(format!("{max_ttl_key} on redlock master {} is not a number of milliseconds", self.label))
+                Error::backend(format!(
+                    "{max_ttl_key} on redlock master {} is not a number of milliseconds",
+                    self.label
+                ))
             })?;
             Ok((stored as u64, self.probe().await?))
         })
@@ -199,37 +230,72 @@ impl Instance {
         let mid = (sent + wall_us()) / 2;
         as_string(&info)
             .and_then(|t| parse_info(&t, mid))
-            .ok_or_else(|| Error::backend(format!("INFO server on {} has no uptime or server time", self.label)))
+            .ok_or_else(|| {
+                Error::backend(format!(
+                    "INFO server on {} has no uptime or server time",
+                    self.label
+                ))
+            })
     }
 
     /// Phase 1: `INFO server` and the acquire script in one pipeline, one round trip.
-    pub async fn acquire(self: &Arc<Self>, timeout: Duration, keys: [&str; 2], args: &[String]) -> Result<Phase1> {
+    pub async fn acquire(
+        self: &Arc<Self>,
+        timeout: Duration,
+        keys: [&str; 2],
+        args: &[String],
+    ) -> Result<Phase1> {
         self.guarded(timeout, async {
             let mut conn = self.conn().await?;
             for attempt in 0..2 {
                 let mut pipe = redis::pipe();
                 pipe.cmd("INFO").arg("server");
-                pipe.cmd("EVALSHA").arg(ACQUIRE.get_hash()).arg(2).arg(&keys[..]).arg(args);
+                pipe.cmd("EVALSHA")
+                    .arg(ACQUIRE.get_hash())
+                    .arg(2)
+                    .arg(&keys[..])
+                    .arg(args);
                 let sent = wall_us();
                 match pipe.query_async::<(Value, Value)>(&mut conn).await {
                     Ok((info, reply)) => {
                         let mid = (sent + wall_us()) / 2;
                         let probe = as_string(&info).and_then(|t| parse_info(&t, mid));
-                        return Ok(Phase1 { probe, attempt: parse_attempt(&reply)? });
+                        return Ok(Phase1 {
+                            probe,
+                            attempt: parse_attempt(&reply)?,
+                        });
                     }
-                    Err(e) if attempt == 0 && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                        ACQUIRE.load_async(&mut conn).await.map_err(|e| map_error("reloading a lock script", e))?;
+                    Err(e)
+                        if attempt == 0
+                            && e.kind()
+                                == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                    {
+                        ACQUIRE
+                            .load_async(&mut conn)
+                            .await
+                            .map_err(|e| map_error("reloading a lock script", e))?;
                     }
-                    Err(e) => return Err(map_error(&format!("redlock acquire on {}", self.label), e)),
+                    Err(e) => {
+                        return Err(map_error(&format!("redlock acquire on {}", self.label), e));
+                    }
                 }
             }
-            Err(Error::backend("the lock script vanished from the server's cache twice in a row"))
+            Err(Error::backend(
+                "the lock script vanished from the server's cache twice in a row",
+            ))
         })
         .await
     }
 
     /// Phase 2: raise the counter to `t` if the lock is still ours.
-    pub async fn raise(self: &Arc<Self>, timeout: Duration, keys: [&str; 2], owner: &str, t: u64, counter_ttl_ms: u64) -> Result<bool> {
+    pub async fn raise(
+        self: &Arc<Self>,
+        timeout: Duration,
+        keys: [&str; 2],
+        owner: &str,
+        t: u64,
+        counter_ttl_ms: u64,
+    ) -> Result<bool> {
         self.guarded(timeout, async {
             let mut conn = self.conn().await?;
             let n: i64 = RAISE
@@ -246,7 +312,13 @@ impl Instance {
         .await
     }
 
-    pub async fn renew(self: &Arc<Self>, timeout: Duration, lock: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+    pub async fn renew(
+        self: &Arc<Self>,
+        timeout: Duration,
+        lock: &str,
+        owner: &str,
+        ttl_ms: u64,
+    ) -> Result<bool> {
         self.guarded(timeout, async {
             let mut conn = self.conn().await?;
             let n: i64 = RENEW
@@ -261,7 +333,13 @@ impl Instance {
         .await
     }
 
-    pub async fn release(self: &Arc<Self>, timeout: Duration, lock: &str, owner: &str, channel: &str) -> Result<bool> {
+    pub async fn release(
+        self: &Arc<Self>,
+        timeout: Duration,
+        lock: &str,
+        owner: &str,
+        channel: &str,
+    ) -> Result<bool> {
         self.guarded(timeout, async {
             let mut conn = self.conn().await?;
             let n: i64 = RELEASE
@@ -278,17 +356,28 @@ impl Instance {
     }
 
     /// An operator's release of whatever key `lock` holds.
-    pub async fn force_release(self: &Arc<Self>, timeout: Duration, lock: &str, channel: &str) -> Result<bool> {
+    pub async fn force_release(
+        self: &Arc<Self>,
+        timeout: Duration,
+        lock: &str,
+        channel: &str,
+    ) -> Result<bool> {
         self.guarded(timeout, async {
             let conn = self.conn().await?;
             let context = format!("redlock force release on {}", self.label);
-            crate::backend::redis::force_release_key(&conn, lock, channel, "PUBLISH", &context).await
+            crate::backend::redis::force_release_key(&conn, lock, channel, "PUBLISH", &context)
+                .await
         })
         .await
     }
 
     /// The keys matching `pattern` on this master, up to `limit`.
-    pub async fn scan(self: &Arc<Self>, timeout: Duration, pattern: &str, limit: usize) -> Result<Vec<String>> {
+    pub async fn scan(
+        self: &Arc<Self>,
+        timeout: Duration,
+        pattern: &str,
+        limit: usize,
+    ) -> Result<Vec<String>> {
         self.guarded(timeout, async {
             let conn = self.conn().await?;
             crate::backend::redis::scan_keys(&conn, pattern, limit).await

@@ -110,7 +110,11 @@ pub struct RedlockBackend {
 }
 
 fn ok_count<T>(answers: &[Option<Result<T>>], yes: impl Fn(usize, &T) -> bool) -> usize {
-    answers.iter().enumerate().filter(|(i, a)| matches!(a, Some(Ok(v)) if yes(*i, v))).count()
+    answers
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| matches!(a, Some(Ok(v)) if yes(*i, v)))
+        .count()
 }
 
 impl RedlockBackend {
@@ -133,7 +137,10 @@ impl RedlockBackend {
         let key = settings.max_ttl_key();
         let wanted = ms(settings.max_ttl);
         let answers = fan_out(
-            instances.iter().map(|i| i.prepare(&redis_settings, &key, wanted)).collect(),
+            instances
+                .iter()
+                .map(|i| i.prepare(&redis_settings, &key, wanted))
+                .collect(),
             connect_timeout + SLACK,
             &labels,
             |_| false,
@@ -150,10 +157,18 @@ impl RedlockBackend {
                 error_summary(&answers, &labels)
             )));
         }
-        let stored = answers.iter().flatten().flatten().map(|(stored, _)| *stored).max().unwrap_or(wanted);
+        let stored = answers
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|(stored, _)| *stored)
+            .max()
+            .unwrap_or(wanted);
         let max_ttl = Duration::from_millis(stored);
         if url.query.contains_key("max_ttl") && stored != wanted {
-            flog!(warn, "redlock max_ttl={:?} from the URL is ignored: the masters store {max_ttl:?} ({key}), \
+            flog!(
+                warn,
+                "redlock max_ttl={:?} from the URL is ignored: the masters store {max_ttl:?} ({key}), \
                  which every client uses",
                 settings.max_ttl
             );
@@ -167,7 +182,10 @@ impl RedlockBackend {
             quorum,
             closed: AtomicBool::new(false),
         };
-        let probes: Vec<_> = answers.into_iter().map(|a| a.and_then(|a| a.ok()).map(|(_, probe)| probe)).collect();
+        let probes: Vec<_> = answers
+            .into_iter()
+            .map(|a| a.and_then(|a| a.ok()).map(|(_, probe)| probe))
+            .collect();
         backend.judge(&probes);
         Ok(backend)
     }
@@ -201,7 +219,10 @@ impl RedlockBackend {
     /// One request to one master may take at most this long: a tenth of the ttl, and at most
     /// `instance_timeout`.
     fn per_master(&self, ttl: Duration) -> Duration {
-        self.settings.instance_timeout.min(ttl / 10).max(Duration::from_millis(5))
+        self.settings
+            .instance_timeout
+            .min(ttl / 10)
+            .max(Duration::from_millis(5))
     }
 
     /// Records what this round's probes said and returns which masters may vote: not
@@ -212,7 +233,9 @@ impl RedlockBackend {
             if let Some(probe) = probe {
                 let abstaining = abstains(probe.uptime, max_ttl, skew);
                 if abstaining && !instance.health().abstaining {
-                    flog!(warn, "redlock master {} is up for {:?} only: it abstains until {:?} (max_ttl + 2 x max_skew)",
+                    flog!(
+                        warn,
+                        "redlock master {} is up for {:?} only: it abstains until {:?} (max_ttl + 2 x max_skew)",
                         instance.label,
                         probe.uptime,
                         health::abstain_bound(max_ttl, skew)
@@ -226,7 +249,9 @@ impl RedlockBackend {
             .iter()
             .map(|i| {
                 let h = i.health();
-                h.checked.filter(|c| c.elapsed() < OFFSET_FRESH).and(h.offset_us)
+                h.checked
+                    .filter(|c| c.elapsed() < OFFSET_FRESH)
+                    .and(h.offset_us)
             })
             .collect();
         let beyond = skewed(&offsets, skew);
@@ -255,7 +280,12 @@ impl RedlockBackend {
     /// The outcome of removing a lock's keys (release, force release) from the masters' answers:
     /// true when any master removed one; false only when a majority answered and none had it;
     /// a fatal error as it came; otherwise UNAVAILABLE, since the unanswered may hold it.
-    fn settle_removal(&self, answers: &[Option<Result<bool>>], name: &LockName, what: &str) -> Result<bool> {
+    fn settle_removal(
+        &self,
+        answers: &[Option<Result<bool>>],
+        name: &LockName,
+        what: &str,
+    ) -> Result<bool> {
         if ok_count(answers, |_, removed| *removed) > 0 {
             return Ok(true);
         }
@@ -277,12 +307,26 @@ impl RedlockBackend {
     async fn release_all(&self, name: &LockName, owner: OwnerId) -> Vec<Option<Result<bool>>> {
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
-        let requests = self.instances.iter().map(|i| i.release(self.settings.instance_timeout, &k.lock, &owner, &k.channel)).collect();
-        fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.release(self.settings.instance_timeout, &k.lock, &owner, &k.channel))
+            .collect();
+        fan_out(
+            requests,
+            self.settings.instance_timeout + SLACK,
+            &self.labels,
+            |_| false,
+        )
+        .await
     }
 
     /// Phase 1 on every master; returns the answers and which masters' votes count.
-    async fn phase1(&self, req: &AcquireRequest<'_>, per: Duration) -> (Vec<Option<Result<Phase1>>>, Vec<bool>) {
+    async fn phase1(
+        &self,
+        req: &AcquireRequest<'_>,
+        per: Duration,
+    ) -> (Vec<Option<Result<Phase1>>>, Vec<bool>) {
         let k = keys(&self.settings.prefix, req.name);
         let args = [
             owner_hex(req.owner),
@@ -294,14 +338,23 @@ impl RedlockBackend {
         let (n, q) = (self.instances.len(), self.quorum);
         let cached = self.eligible_now();
         let (max_ttl, skew) = (self.max_ttl, self.settings.max_skew);
-        let requests = self.instances.iter().map(|i| i.acquire(per, [&k.lock, &k.fence], &args)).collect();
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.acquire(per, [&k.lock, &k.fence], &args))
+            .collect();
         let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
             // A provisional count (the skew check needs the whole round): stop early once a
             // majority granted, or once a majority can no longer grant.
             let votes = |i: usize, p: &Phase1| {
                 matches!(p.attempt, Attempt::Acquired { .. })
-                    && p.probe.as_ref().is_some_and(|probe| !abstains(probe.uptime, max_ttl, skew))
-                    && (cached[i] || crate::signal::lock(&self.instances[i].health).checked.is_none())
+                    && p.probe
+                        .as_ref()
+                        .is_some_and(|probe| !abstains(probe.uptime, max_ttl, skew))
+                    && (cached[i]
+                        || crate::signal::lock(&self.instances[i].health)
+                            .checked
+                            .is_none())
             };
             let yes = ok_count(answers, votes);
             let no = answers.iter().enumerate().filter(|(i, a)| match a {
@@ -312,23 +365,44 @@ impl RedlockBackend {
             yes >= q || n - no.count() < q
         })
         .await;
-        let probes: Vec<_> = answers.iter().map(|a| a.as_ref().and_then(|a| a.as_ref().ok()).and_then(|p| p.probe.clone())).collect();
+        let probes: Vec<_> = answers
+            .iter()
+            .map(|a| {
+                a.as_ref()
+                    .and_then(|a| a.as_ref().ok())
+                    .and_then(|p| p.probe.clone())
+            })
+            .collect();
         let eligible = self.judge(&probes);
         (answers, eligible)
     }
 
     /// Phase 2 on the masters in `granted`; true when a majority of all N answered yes.
-    async fn phase2(&self, name: &LockName, owner: OwnerId, t: u64, granted: &[usize], per: Duration, ttl: Duration) -> Result<bool> {
+    async fn phase2(
+        &self,
+        name: &LockName,
+        owner: OwnerId,
+        t: u64,
+        granted: &[usize],
+        per: Duration,
+        ttl: Duration,
+    ) -> Result<bool> {
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
         let counter_ttl = FENCE_COUNTER_TTL_MS.max(ms(ttl) * 2);
         let q = self.quorum;
         let labels: Vec<String> = granted.iter().map(|&i| self.labels[i].clone()).collect();
-        let requests = granted.iter().map(|&i| self.instances[i].raise(per, [&k.lock, &k.fence], &owner, t, counter_ttl)).collect();
+        let requests = granted
+            .iter()
+            .map(|&i| self.instances[i].raise(per, [&k.lock, &k.fence], &owner, t, counter_ttl))
+            .collect();
         let total = granted.len();
         let answers = fan_out(requests, per + SLACK, &labels, |answers| {
             let yes = ok_count(answers, |_, ok| *ok);
-            let no = answers.iter().filter(|a| matches!(a, Some(Err(_)) | Some(Ok(false)))).count();
+            let no = answers
+                .iter()
+                .filter(|a| matches!(a, Some(Err(_)) | Some(Ok(false))))
+                .count();
             yes >= q || total - no < q
         })
         .await;
@@ -365,14 +439,19 @@ impl Backend for RedlockBackend {
             .iter()
             .enumerate()
             .filter_map(|(i, a)| match a {
-                Some(Ok(Phase1 { attempt: Attempt::Acquired { token }, .. })) if eligible[i] => Some((i, *token)),
+                Some(Ok(Phase1 {
+                    attempt: Attempt::Acquired { token },
+                    ..
+                })) if eligible[i] => Some((i, *token)),
                 _ => None,
             })
             .collect();
         if granted.len() >= q {
             let t = granted.iter().map(|(_, t)| *t).max().unwrap_or(0);
             let masters: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
-            let fenced = self.phase2(req.name, req.owner, t, &masters, per, req.ttl).await;
+            let fenced = self
+                .phase2(req.name, req.owner, t, &masters, per, req.ttl)
+                .await;
             if matches!(fenced, Ok(true)) && !valid_until.has_passed() {
                 return Ok(Attempt::Acquired { token: t });
             }
@@ -393,7 +472,10 @@ impl Backend for RedlockBackend {
             .iter()
             .enumerate()
             .filter_map(|(i, a)| match a {
-                Some(Ok(Phase1 { attempt: Attempt::Held { expires_in }, .. })) if eligible[i] => Some(*expires_in),
+                Some(Ok(Phase1 {
+                    attempt: Attempt::Held { expires_in },
+                    ..
+                })) if eligible[i] => Some(*expires_in),
                 _ => None,
             })
             .collect();
@@ -402,8 +484,16 @@ impl Backend for RedlockBackend {
             let expires_in = held.iter().flatten().min().copied();
             return Ok(Attempt::Held { expires_in });
         }
-        let abstaining = self.instances.iter().filter(|i| i.health().abstaining).count();
-        let excluded = self.instances.iter().filter(|i| i.health().excluded).count();
+        let abstaining = self
+            .instances
+            .iter()
+            .filter(|i| i.health().abstaining)
+            .count();
+        let excluded = self
+            .instances
+            .iter()
+            .filter(|i| i.health().excluded)
+            .count();
         Err(Error::unavailable(format!(
             "no quorum for lock {:?}: {voting} of {n} redlock masters voted (need {q}; {abstaining} abstaining after \
              a restart, {excluded} beyond the clock skew){}{}",
@@ -421,7 +511,11 @@ impl Backend for RedlockBackend {
         let (n, q) = (self.instances.len(), self.quorum);
         let eligible = self.eligible_now();
         let per = self.per_master(ttl);
-        let requests = self.instances.iter().map(|i| i.renew(per, &k.lock, &owner, ms(ttl))).collect();
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.renew(per, &k.lock, &owner, ms(ttl)))
+            .collect();
         let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
             let yes = ok_count(answers, |i, ok| *ok && eligible[i]);
             let not_ours = ok_count(answers, |_, ok| !*ok);
@@ -455,11 +549,18 @@ impl Backend for RedlockBackend {
         // are not waited for. (An owner id is never used again after its release.)
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
-        let requests = self.instances.iter().map(|i| i.release(self.settings.instance_timeout, &k.lock, &owner, &k.channel)).collect();
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.release(self.settings.instance_timeout, &k.lock, &owner, &k.channel))
+            .collect();
         let q = self.quorum;
-        let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |answers| {
-            ok_count(answers, |_, ok| *ok) >= q
-        })
+        let answers = fan_out(
+            requests,
+            self.settings.instance_timeout + SLACK,
+            &self.labels,
+            |answers| ok_count(answers, |_, ok| *ok) >= q,
+        )
         .await;
         self.settle_removal(&answers, name, "release")
     }
@@ -471,8 +572,18 @@ impl Backend for RedlockBackend {
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        let requests = self.instances.iter().map(|i| i.inspect(self.settings.instance_timeout, [&k.lock, &k.fence])).collect();
-        let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await;
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.inspect(self.settings.instance_timeout, [&k.lock, &k.fence]))
+            .collect();
+        let answers = fan_out(
+            requests,
+            self.settings.instance_timeout + SLACK,
+            &self.labels,
+            |_| false,
+        )
+        .await;
         if let Some(e) = fatal_error(&answers) {
             return Err(e);
         }
@@ -491,19 +602,26 @@ impl Backend for RedlockBackend {
         let mut best: Option<(&str, usize)> = None;
         for s in &seen {
             if let Some(owner) = s.owner.as_deref() {
-                let count = seen.iter().filter(|o| o.owner.as_deref() == Some(owner)).count();
+                let count = seen
+                    .iter()
+                    .filter(|o| o.owner.as_deref() == Some(owner))
+                    .count();
                 if best.is_none_or(|(_, c)| count > c) {
                     best = Some((owner, count));
                 }
             }
         }
-        let held = best.is_some_and(|(_, c)| c >= self.quorum) || (best.is_some() && free < self.quorum);
+        let held =
+            best.is_some_and(|(_, c)| c >= self.quorum) || (best.is_some() && free < self.quorum);
         let counter = seen.iter().filter_map(|s| s.counter.or(s.token)).max();
         if !held {
             return Ok(LockInfo::free(name, counter));
         }
         let owner = best.map(|(o, _)| o);
-        let keys_of: Vec<_> = seen.iter().filter(|s| s.owner.as_deref() == owner).collect();
+        let keys_of: Vec<_> = seen
+            .iter()
+            .filter(|s| s.owner.as_deref() == owner)
+            .collect();
         // Phase 2 wrote T on a majority; a master that granted late still shows its own
         // phase-1 token. The token most of the holder's keys carry is T (ties: the larger).
         let votes = |t: Option<u64>| keys_of.iter().filter(|s| s.token == t).count();
@@ -513,7 +631,12 @@ impl Backend for RedlockBackend {
             held: true,
             token: top.and_then(|s| s.token),
             holder: top.and_then(|s| s.holder.clone()),
-            time_left: keys_of.iter().filter_map(|s| s.pttl).filter(|p| *p >= 0).min().map(|p| Duration::from_millis(p as u64)),
+            time_left: keys_of
+                .iter()
+                .filter_map(|s| s.pttl)
+                .filter(|p| *p >= 0)
+                .min()
+                .map(|p| Duration::from_millis(p as u64)),
             waiters: Vec::new(),
         })
     }
@@ -525,7 +648,11 @@ impl Backend for RedlockBackend {
         self.ensure_open()?;
         let pattern = crate::backend::redis::keys::scan_pattern(&self.settings.prefix, prefix);
         let timeout = self.settings.instance_timeout.max(Duration::from_secs(2));
-        let requests = self.instances.iter().map(|i| i.scan(timeout, &pattern, limit)).collect();
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.scan(timeout, &pattern, limit))
+            .collect();
         let answers = fan_out(requests, timeout + SLACK, &self.labels, |_| false).await;
         if let Some(e) = fatal_error(&answers) {
             return Err(e);
@@ -543,7 +670,9 @@ impl Backend for RedlockBackend {
             .flatten()
             .flatten()
             .flatten()
-            .filter_map(|key| crate::backend::redis::keys::name_of_lock_key(&self.settings.prefix, &key))
+            .filter_map(|key| {
+                crate::backend::redis::keys::name_of_lock_key(&self.settings.prefix, &key)
+            })
             .collect();
         names.sort();
         names.dedup();
@@ -564,22 +693,43 @@ impl Backend for RedlockBackend {
     async fn force_release(&self, name: &LockName) -> Result<bool> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        let requests =
-            self.instances.iter().map(|i| i.force_release(self.settings.instance_timeout, &k.lock, &k.channel)).collect();
-        let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await;
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.force_release(self.settings.instance_timeout, &k.lock, &k.channel))
+            .collect();
+        let answers = fan_out(
+            requests,
+            self.settings.instance_timeout + SLACK,
+            &self.labels,
+            |_| false,
+        )
+        .await;
         self.settle_removal(&answers, name, "force release")
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        let requests = self.instances.iter().map(|i| i.watch(self.settings.instance_timeout, &k.channel)).collect();
-        let answers = fan_out(requests, self.settings.instance_timeout + SLACK, &self.labels, |_| false).await;
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.watch(self.settings.instance_timeout, &k.channel))
+            .collect();
+        let answers = fan_out(
+            requests,
+            self.settings.instance_timeout + SLACK,
+            &self.labels,
+            |_| false,
+        )
+        .await;
         if let Some(e) = fatal_error(&answers) {
             return Err(e);
         }
         // Masters that could not be reached are left to the fallback poll.
-        Ok(Box::new(AnyOf(answers.into_iter().flatten().flatten().collect())))
+        Ok(Box::new(AnyOf(
+            answers.into_iter().flatten().flatten().collect(),
+        )))
     }
 
     async fn close(&self) {

@@ -80,7 +80,11 @@ impl Master {
         let local = self.local(now);
         let token = (self.counter.unwrap_or(0) + 1).max(local as u64);
         self.counter = Some(token);
-        self.key = Some(Key { owner, token, expires: local + ttl });
+        self.key = Some(Key {
+            owner,
+            token,
+            expires: local + ttl,
+        });
         Some(token)
     }
 
@@ -112,12 +116,30 @@ enum Msg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    Start { client: usize },
-    Deliver { master: usize, client: usize, attempt: u64, owner: u64, msg: Msg },
-    RoundEnd { client: usize, attempt: u64 },
-    Release { client: usize, attempt: u64 },
-    Crash { master: usize },
-    Restart { master: usize },
+    Start {
+        client: usize,
+    },
+    Deliver {
+        master: usize,
+        client: usize,
+        attempt: u64,
+        owner: u64,
+        msg: Msg,
+    },
+    RoundEnd {
+        client: usize,
+        attempt: u64,
+    },
+    Release {
+        client: usize,
+        attempt: u64,
+    },
+    Crash {
+        master: usize,
+    },
+    Restart {
+        master: usize,
+    },
 }
 
 /// One answer to a round, with when it reached the client.
@@ -219,7 +241,8 @@ impl Sim {
 
     fn at(&mut self, after: i64, event: Event) {
         self.seq += 1;
-        self.queue.push(Reverse((self.now + after, self.seq, event)));
+        self.queue
+            .push(Reverse((self.now + after, self.seq, event)));
     }
 
     /// Sends `msg` to `master`: delayed 0-2 ms, lost 1% of the time, and in order on each
@@ -231,7 +254,16 @@ impl Sim {
         let (attempt, owner) = (self.attempts[client].id, self.attempts[client].owner);
         let arrives = (self.now + self.rng.random_range(0..2 * MS)).max(self.fifo[client][master]);
         self.fifo[client][master] = arrives;
-        self.at(arrives - self.now, Event::Deliver { master, client, attempt, owner, msg });
+        self.at(
+            arrives - self.now,
+            Event::Deliver {
+                master,
+                client,
+                attempt,
+                owner,
+                msg,
+            },
+        );
     }
 
     fn run(mut self, horizon: i64) -> Vec<Granted> {
@@ -249,8 +281,16 @@ impl Sim {
     fn step(&mut self, event: Event) {
         match event {
             Event::Start { client } => self.start(client),
-            Event::Deliver { master, client, attempt, owner, msg } => self.deliver(master, client, attempt, owner, msg),
-            Event::RoundEnd { client, attempt } if self.attempts[client].id == attempt => self.round_end(client),
+            Event::Deliver {
+                master,
+                client,
+                attempt,
+                owner,
+                msg,
+            } => self.deliver(master, client, attempt, owner, msg),
+            Event::RoundEnd { client, attempt } if self.attempts[client].id == attempt => {
+                self.round_end(client)
+            }
             Event::RoundEnd { .. } => {}
             Event::Release { client, attempt } if self.attempts[client].id == attempt => {
                 let lease = self.attempts[client].lease.take().expect("a held lease");
@@ -284,11 +324,24 @@ impl Sim {
         self.next_owner += 1;
         let ttl = self.rng.random_range(MAX_TTL / 2..=MAX_TTL);
         let id = self.attempts[client].id + 1;
-        self.attempts[client] = Attempt { id, owner, ttl, started: self.now, phase: 1, ..Attempt::default() };
+        self.attempts[client] = Attempt {
+            id,
+            owner,
+            ttl,
+            started: self.now,
+            phase: 1,
+            ..Attempt::default()
+        };
         for m in 0..N {
             self.send(m, client, Msg::Acquire);
         }
-        self.at(ROUND, Event::RoundEnd { client, attempt: id });
+        self.at(
+            ROUND,
+            Event::RoundEnd {
+                client,
+                attempt: id,
+            },
+        );
     }
 
     fn deliver(&mut self, master: usize, client: usize, attempt: u64, owner: u64, msg: Msg) {
@@ -300,15 +353,30 @@ impl Sim {
         }
         // Messages of an older attempt still act on the master (a late grant, a release);
         // only their answers go unheard.
-        let (ttl, current) = (self.attempts[client].ttl, self.attempts[client].id == attempt);
+        let (ttl, current) = (
+            self.attempts[client].ttl,
+            self.attempts[client].id == attempt,
+        );
         let answer = match msg {
             Msg::Acquire => {
                 let granted = m.acquire(now, owner, ttl);
-                Answer { master, arrives: now + back, granted, uptime: now - m.boot, yes: false }
+                Answer {
+                    master,
+                    arrives: now + back,
+                    granted,
+                    uptime: now - m.boot,
+                    yes: false,
+                }
             }
             Msg::Raise(t) => {
                 let yes = m.raise(now, owner, t);
-                Answer { master, arrives: now + back, granted: None, uptime: now - m.boot, yes }
+                Answer {
+                    master,
+                    arrives: now + back,
+                    granted: None,
+                    uptime: now - m.boot,
+                    yes,
+                }
             }
             Msg::Release => {
                 m.release(now, owner);
@@ -344,7 +412,13 @@ impl Sim {
                         for m in voters {
                             self.send(m, client, Msg::Raise(t));
                         }
-                        self.at(ROUND, Event::RoundEnd { client, attempt: id });
+                        self.at(
+                            ROUND,
+                            Event::RoundEnd {
+                                client,
+                                attempt: id,
+                            },
+                        );
                         return;
                     }
                     return self.grant(client, deadline);
@@ -363,13 +437,23 @@ impl Sim {
     fn grant(&mut self, client: usize, deadline: i64) {
         let now = self.now;
         let token = self.attempts[client].token;
-        self.leases.push(Granted { at: now, token, until: deadline });
+        self.leases.push(Granted {
+            at: now,
+            token,
+            until: deadline,
+        });
         self.attempts[client].lease = Some(self.leases.len() - 1);
         let id = self.attempts[client].id;
         // Mostly released within the validity; sometimes left to expire.
         if self.rng.random_bool(0.9) && deadline > now {
             let hold = self.rng.random_range(0..=(deadline - now).min(300 * MS));
-            self.at(hold, Event::Release { client, attempt: id });
+            self.at(
+                hold,
+                Event::Release {
+                    client,
+                    attempt: id,
+                },
+            );
         } else {
             self.attempts[client].lease = None;
             let after = (deadline - now).max(0) + self.rng.random_range(0..30 * MS);
@@ -394,11 +478,20 @@ pub fn check(leases: &[Granted]) -> Result<(), String> {
     let mut busy_until = i64::MIN;
     for (i, pair) in by_grant.windows(2).enumerate() {
         if pair[1].token <= pair[0].token {
-            return Err(format!("lease {} got token {} after token {}", i + 1, pair[1].token, pair[0].token));
+            return Err(format!(
+                "lease {} got token {} after token {}",
+                i + 1,
+                pair[1].token,
+                pair[0].token
+            ));
         }
         busy_until = busy_until.max(pair[0].until);
         if pair[1].at < busy_until {
-            return Err(format!("lease {} was granted {} µs before an earlier one ended", i + 1, busy_until - pair[1].at));
+            return Err(format!(
+                "lease {} was granted {} µs before an earlier one ended",
+                i + 1,
+                busy_until - pair[1].at
+            ));
         }
     }
     Ok(())
@@ -432,19 +525,48 @@ mod tests {
 
     #[test]
     fn the_protocol_keeps_tokens_increasing_and_leases_apart() {
-        let (failed, granted, why) = failures(Switches { phase2: true, abstain: true });
+        let (failed, granted, why) = failures(Switches {
+            phase2: true,
+            abstain: true,
+        });
         assert_eq!(failed, 0, "{why:?}");
-        assert!(granted > 1000, "only {granted} leases in {SEEDS} runs: the model is not exercising much");
+        assert!(
+            granted > 1000,
+            "only {granted} leases in {SEEDS} runs: the model is not exercising much"
+        );
         // Reproducible: the same seed gives the same run.
-        let a = run(7, Switches { phase2: true, abstain: true }, Duration::from_secs(20));
-        let b = run(7, Switches { phase2: true, abstain: true }, Duration::from_secs(20));
-        assert_eq!(a.iter().map(|l| (l.at, l.token)).collect::<Vec<_>>(), b.iter().map(|l| (l.at, l.token)).collect::<Vec<_>>());
-        assert_eq!(abstain_bound(dur(MAX_TTL), dur(MAX_SKEW)), Duration::from_secs(4));
+        let a = run(
+            7,
+            Switches {
+                phase2: true,
+                abstain: true,
+            },
+            Duration::from_secs(20),
+        );
+        let b = run(
+            7,
+            Switches {
+                phase2: true,
+                abstain: true,
+            },
+            Duration::from_secs(20),
+        );
+        assert_eq!(
+            a.iter().map(|l| (l.at, l.token)).collect::<Vec<_>>(),
+            b.iter().map(|l| (l.at, l.token)).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            abstain_bound(dur(MAX_TTL), dur(MAX_SKEW)),
+            Duration::from_secs(4)
+        );
     }
 
     #[test]
     fn without_phase_2_tokens_go_backwards() {
-        let (failed, _, why) = failures(Switches { phase2: false, abstain: true });
+        let (failed, _, why) = failures(Switches {
+            phase2: false,
+            abstain: true,
+        });
         assert!(failed > 0, "the checker never failed without phase 2");
         assert!(why.iter().all(|w| w.contains("token")), "{why:?}");
         eprintln!("without phase 2, {failed} of {SEEDS} runs failed: {why:?}");
@@ -452,7 +574,10 @@ mod tests {
 
     #[test]
     fn without_abstaining_leases_overlap_or_tokens_go_backwards() {
-        let (failed, _, why) = failures(Switches { phase2: true, abstain: false });
+        let (failed, _, why) = failures(Switches {
+            phase2: true,
+            abstain: false,
+        });
         assert!(failed > 0, "the checker never failed without abstaining");
         eprintln!("without abstaining, {failed} of {SEEDS} runs failed: {why:?}");
     }

@@ -47,13 +47,19 @@ fn flag(url: &LockerUrl, key: &str, default: bool) -> Result<bool> {
         None => Ok(default),
         Some(v) if v == "true" || v == "1" || v == "yes" => Ok(true),
         Some(v) if v == "false" || v == "0" || v == "no" => Ok(false),
-        Some(v) => Err(Error::invalid(format!("{key} must be true or false, not {v:?}"))),
+        Some(v) => Err(Error::invalid(format!(
+            "{key} must be true or false, not {v:?}"
+        ))),
     }
 }
 
 /// `60s`, `500ms`, `2m`, or a bare number of seconds (fractions allowed).
 pub fn parse_duration(key: &str, text: &str) -> Result<Duration> {
-    let bad = || Error::invalid(format!("{key} must be a duration like 60s, 500ms or 2m, not {text:?}"));
+    let bad = || {
+        Error::invalid(format!(
+            "{key} must be a duration like 60s, 500ms or 2m, not {text:?}"
+        ))
+    };
     let t = text.trim();
     let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
         Some(at) => (&t[..at], &t[at..]),
@@ -75,7 +81,9 @@ pub fn parse_duration(key: &str, text: &str) -> Result<Duration> {
 }
 
 fn duration(url: &LockerUrl, key: &str, default: Duration) -> Result<Duration> {
-    url.query.get(key).map_or(Ok(default), |v| parse_duration(key, v))
+    url.query
+        .get(key)
+        .map_or(Ok(default), |v| parse_duration(key, v))
 }
 
 impl RedlockSettings {
@@ -89,7 +97,9 @@ impl RedlockSettings {
             }
         }
         if url.hosts.is_empty() {
-            return Err(Error::invalid("a redlock URL needs at least one master: redlock://h1:p1,h2:p2,h3:p3"));
+            return Err(Error::invalid(
+                "a redlock URL needs at least one master: redlock://h1:p1,h2:p2,h3:p3",
+            ));
         }
         let mut seen = HashSet::new();
         for host in &url.hosts {
@@ -101,19 +111,29 @@ impl RedlockSettings {
                 )));
             }
         }
-        let prefix = url.query.get("prefix").cloned().unwrap_or_else(|| DEFAULT_PREFIX.to_string());
+        let prefix = url
+            .query
+            .get("prefix")
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_PREFIX.to_string());
         validate_prefix(&prefix)?;
         let max_ttl = duration(url, "max_ttl", DEFAULT_MAX_TTL)?;
         if !(MIN_TTL..=MAX_TTL).contains(&max_ttl) {
-            return Err(Error::invalid(format!("max_ttl must be between {MIN_TTL:?} and 7 days, not {max_ttl:?}")));
+            return Err(Error::invalid(format!(
+                "max_ttl must be between {MIN_TTL:?} and 7 days, not {max_ttl:?}"
+            )));
         }
         let max_skew = duration(url, "max_skew", DEFAULT_MAX_SKEW)?;
         if max_skew > Duration::from_secs(60) {
-            return Err(Error::invalid(format!("max_skew of {max_skew:?} is longer than a minute")));
+            return Err(Error::invalid(format!(
+                "max_skew of {max_skew:?} is longer than a minute"
+            )));
         }
         let instance_timeout = duration(url, "instance_timeout", DEFAULT_INSTANCE_TIMEOUT)?;
         if !(Duration::from_millis(5)..=Duration::from_secs(60)).contains(&instance_timeout) {
-            return Err(Error::invalid("instance_timeout must be between 5 ms and 60 s"));
+            return Err(Error::invalid(
+                "instance_timeout must be between 5 ms and 60 s",
+            ));
         }
         Ok(RedlockSettings {
             prefix,
@@ -147,9 +167,15 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration("x", "60s").unwrap(), Duration::from_secs(60));
-        assert_eq!(parse_duration("x", "500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            parse_duration("x", "500ms").unwrap(),
+            Duration::from_millis(500)
+        );
         assert_eq!(parse_duration("x", "2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("x", "1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            parse_duration("x", "1.5").unwrap(),
+            Duration::from_millis(1500)
+        );
         for bad in ["", "-1s", "1d", "abc", "nan"] {
             assert!(parse_duration("x", bad).is_err(), "{bad}");
         }
@@ -184,7 +210,11 @@ mod tests {
             "redlock://a:1,b:2?allow_eviction=maybe",
         ] {
             let err = parse(bad).unwrap_err();
-            assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{bad}: {err}");
+            assert_eq!(
+                err.code(),
+                crate::ErrorCode::InvalidArgument,
+                "{bad}: {err}"
+            );
         }
     }
 }

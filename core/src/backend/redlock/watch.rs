@@ -26,7 +26,11 @@ impl ReleaseWatch for AnyOf {
             for wait in waits.iter_mut() {
                 ready |= wait.as_mut().poll(cx).is_ready();
             }
-            if ready { Poll::Ready(()) } else { Poll::Pending }
+            if ready {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
         })
         .await;
     }

@@ -122,9 +122,9 @@ impl Stmt {
         self.params
             .iter()
             .map(|p| {
-                args.0[*p as usize]
-                    .clone()
-                    .ok_or_else(|| sqlx::Error::Protocol(format!("fencelock bug: no value for parameter {p:?}")))
+                args.0[*p as usize].clone().ok_or_else(|| {
+                    sqlx::Error::Protocol(format!("fencelock bug: no value for parameter {p:?}"))
+                })
             })
             .collect()
     }
@@ -152,7 +152,8 @@ fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<Stmt> {
             .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
             .map_or(template.len(), |n| i + 1 + n);
         let name = &template[i + 1..end];
-        let p = P::from_name(name).ok_or_else(|| Error::internal(format!("unknown SQL parameter :{name}")))?;
+        let p = P::from_name(name)
+            .ok_or_else(|| Error::internal(format!("unknown SQL parameter :{name}")))?;
         match flavor {
             Flavor::MySql => {
                 sql.push('?');
@@ -172,7 +173,11 @@ fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<Stmt> {
         }
         i = end;
     }
-    Ok(Stmt { sql: sql.into(), params, cols: cols.to_vec() })
+    Ok(Stmt {
+        sql: sql.into(),
+        params,
+        cols: cols.to_vec(),
+    })
 }
 
 /// The pieces of SQL text that differ by database.
@@ -275,17 +280,34 @@ pub(crate) struct SchemaSql {
     pub create: Vec<Stmt>,
 }
 
-fn schema(flavor: Flavor, tables: Vec<String>, create: Vec<Stmt>, timeout: Duration) -> Result<SchemaSql> {
+fn schema(
+    flavor: Flavor,
+    tables: Vec<String>,
+    create: Vec<Stmt>,
+    timeout: Duration,
+) -> Result<SchemaSql> {
     let first = tables.first().cloned().unwrap_or_default();
-    let slots = if tables.len() == 2 { vec![":table", ":meta"] } else { vec![":table"] };
+    let slots = if tables.len() == 2 {
+        vec![":table", ":meta"]
+    } else {
+        vec![":table"]
+    };
     let exists = match flavor {
         Flavor::Sqlite => format!(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND lower(name) IN ({})",
-            slots.iter().map(|s| format!("lower({s})")).collect::<Vec<_>>().join(", ")
+            slots
+                .iter()
+                .map(|s| format!("lower({s})"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Flavor::Postgres => format!(
             "SELECT count(*) FROM (VALUES {}) AS v(n) WHERE to_regclass(v.n) IS NOT NULL",
-            slots.iter().map(|s| format!("({s}::text)")).collect::<Vec<_>>().join(", ")
+            slots
+                .iter()
+                .map(|s| format!("({s}::text)"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Flavor::MySql => format!(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ({})",
@@ -295,12 +317,22 @@ fn schema(flavor: Flavor, tables: Vec<String>, create: Vec<Stmt>, timeout: Durat
     let (guard, unguard, guard_key) = match flavor {
         Flavor::Sqlite => (None, None, SqlValue::Null),
         Flavor::Postgres => (
-            Some(compile(flavor, "SELECT pg_advisory_xact_lock(:guard)", &[])?),
+            Some(compile(
+                flavor,
+                "SELECT pg_advisory_xact_lock(:guard)",
+                &[],
+            )?),
             None,
-            SqlValue::Int(fnv1a64(&[b"fencelock-create", first.to_ascii_lowercase().as_bytes()]) as i64),
+            SqlValue::Int(
+                fnv1a64(&[b"fencelock-create", first.to_ascii_lowercase().as_bytes()]) as i64,
+            ),
         ),
         Flavor::MySql => (
-            Some(compile(flavor, "SELECT GET_LOCK(:guard, :guard_timeout)", &[Col::Int])?),
+            Some(compile(
+                flavor,
+                "SELECT GET_LOCK(:guard, :guard_timeout)",
+                &[Col::Int],
+            )?),
             Some(compile(flavor, "SELECT RELEASE_LOCK(:guard)", &[Col::Int])?),
             SqlValue::Text(format!("fencelock:{first}")),
         ),
@@ -325,7 +357,12 @@ pub(crate) enum AcquireSql {
     Upsert { upsert: Stmt, left: Option<Stmt> },
     /// A transaction: `seed` (autocommit) makes sure the row exists, `lock` locks it and says
     /// whether it is held and for how long, `take` mints the token, `token` reads it back.
-    LockRow { seed: Stmt, lock: Stmt, take: Stmt, token: Stmt },
+    LockRow {
+        seed: Stmt,
+        lock: Stmt,
+        take: Stmt,
+        token: Stmt,
+    },
 }
 
 /// The lease table's statements for one database and table name.
@@ -370,7 +407,10 @@ impl LockSql {
                     ),
                     &[Col::Int],
                 )?,
-                left: Some(c(&format!("SELECT {left_us} FROM {t} WHERE name = :name"), &[Col::Int])?),
+                left: Some(c(
+                    &format!("SELECT {left_us} FROM {t} WHERE name = :name"),
+                    &[Col::Int],
+                )?),
             },
             Flavor::Postgres => AcquireSql::Upsert {
                 // The token's floor and the expiry are read again in DO UPDATE, after the row
@@ -400,7 +440,10 @@ impl LockSql {
                     ),
                     &[],
                 )?,
-                lock: c(&format!("SELECT {held}, {left_us} FROM {t} WHERE name = :name FOR UPDATE"), &[Col::Int, Col::Int])?,
+                lock: c(
+                    &format!("SELECT {held}, {left_us} FROM {t} WHERE name = :name FOR UPDATE"),
+                    &[Col::Int, Col::Int],
+                )?,
                 take: c(
                     &format!(
                         "UPDATE {t} SET owner = :owner, token = GREATEST(token + 1, {now_us}), \
@@ -408,7 +451,10 @@ impl LockSql {
                     ),
                     &[],
                 )?,
-                token: c(&format!("SELECT token FROM {t} WHERE name = :name"), &[Col::Int])?,
+                token: c(
+                    &format!("SELECT token FROM {t} WHERE name = :name"),
+                    &[Col::Int],
+                )?,
             },
         };
         let free_row = format!(
@@ -416,7 +462,9 @@ impl LockSql {
         );
         let release = match flavor {
             // The NOTIFY is sent only when a row was released, and delivered at its commit.
-            Flavor::Postgres => format!("WITH released AS ({free_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"),
+            Flavor::Postgres => format!(
+                "WITH released AS ({free_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"
+            ),
             _ => free_row,
         };
         // The token column is left alone: the next holder's token still exceeds it.
@@ -425,7 +473,9 @@ impl LockSql {
              WHERE name = :name AND owner IS NOT NULL AND expires_at >= {now}"
         );
         let force_release = match flavor {
-            Flavor::Postgres => format!("WITH released AS ({force_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"),
+            Flavor::Postgres => format!(
+                "WITH released AS ({force_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"
+            ),
             _ => force_row,
         };
         let meta = format!("{t}_meta");
@@ -442,9 +492,17 @@ impl LockSql {
             c(
                 &format!(
                     "CREATE TABLE IF NOT EXISTS {meta} ({key} {} NOT NULL PRIMARY KEY, value {} NOT NULL){}",
-                    if flavor == Flavor::MySql { "VARCHAR(64) CHARACTER SET ascii" } else { w.short_text },
+                    if flavor == Flavor::MySql {
+                        "VARCHAR(64) CHARACTER SET ascii"
+                    } else {
+                        w.short_text
+                    },
                     w.short_text,
-                    if flavor == Flavor::Sqlite { "" } else { w.table_options }
+                    if flavor == Flavor::Sqlite {
+                        ""
+                    } else {
+                        w.table_options
+                    }
                 ),
                 &[],
             )?,
@@ -462,7 +520,9 @@ impl LockSql {
             table: t.to_string(),
             acquire,
             renew: c(
-                &format!("UPDATE {t} SET expires_at = {expiry} WHERE name = :name AND owner = :owner AND expires_at >= {now}"),
+                &format!(
+                    "UPDATE {t} SET expires_at = {expiry} WHERE name = :name AND owner = :owner AND expires_at >= {now}"
+                ),
                 &[],
             )?,
             release: c(&release, &[])?,
@@ -532,10 +592,16 @@ impl FenceSql {
         Ok(FenceSql {
             schema: schema(flavor, vec![t.to_string()], create, timeout)?,
             lock: c(
-                &format!("SELECT token, lock_key FROM {t} WHERE resource = :resource{}", w.for_update),
+                &format!(
+                    "SELECT token, lock_key FROM {t} WHERE resource = :resource{}",
+                    w.for_update
+                ),
                 &[Col::Int, Col::Text],
             )?,
-            read: c(&format!("SELECT token, lock_key FROM {t} WHERE resource = :resource"), &[Col::Int, Col::Text])?,
+            read: c(
+                &format!("SELECT token, lock_key FROM {t} WHERE resource = :resource"),
+                &[Col::Int, Col::Text],
+            )?,
             seed: c(
                 &format!(
                     "{} {t} (resource, token, lock_key) VALUES (:resource, -1, NULL){}",
@@ -543,9 +609,14 @@ impl FenceSql {
                 ),
                 &[],
             )?,
-            set_lock: c(&format!("UPDATE {t} SET lock_key = :lock_key WHERE resource = :resource"), &[])?,
+            set_lock: c(
+                &format!("UPDATE {t} SET lock_key = :lock_key WHERE resource = :resource"),
+                &[],
+            )?,
             advance: c(
-                &format!("UPDATE {t} SET token = :token WHERE resource = :resource AND token <= :token"),
+                &format!(
+                    "UPDATE {t} SET token = :token WHERE resource = :resource AND token <= :token"
+                ),
                 &[],
             )?,
         })
@@ -560,12 +631,21 @@ mod tests {
     fn named_parameters_compile_to_each_databases_placeholders() {
         let t = "UPDATE t SET a = :ttl::bigint, b = '00:00:00' WHERE name = :name AND c = :ttl";
         let pg = compile(Flavor::Postgres, t, &[]).unwrap();
-        assert_eq!(&*pg.sql, "UPDATE t SET a = $1::bigint, b = '00:00:00' WHERE name = $2 AND c = $1");
+        assert_eq!(
+            &*pg.sql,
+            "UPDATE t SET a = $1::bigint, b = '00:00:00' WHERE name = $2 AND c = $1"
+        );
         assert_eq!(pg.params, vec![P::Ttl, P::Name]);
         let lite = compile(Flavor::Sqlite, t, &[]).unwrap();
-        assert_eq!(&*lite.sql, "UPDATE t SET a = ?1::bigint, b = '00:00:00' WHERE name = ?2 AND c = ?1");
+        assert_eq!(
+            &*lite.sql,
+            "UPDATE t SET a = ?1::bigint, b = '00:00:00' WHERE name = ?2 AND c = ?1"
+        );
         let my = compile(Flavor::MySql, t, &[]).unwrap();
-        assert_eq!(&*my.sql, "UPDATE t SET a = ?::bigint, b = '00:00:00' WHERE name = ? AND c = ?");
+        assert_eq!(
+            &*my.sql,
+            "UPDATE t SET a = ?::bigint, b = '00:00:00' WHERE name = ? AND c = ?"
+        );
         assert_eq!(my.params, vec![P::Ttl, P::Name, P::Ttl]);
         assert!(compile(Flavor::MySql, "SELECT :nope", &[]).is_err());
     }
@@ -573,9 +653,18 @@ mod tests {
     #[test]
     fn sqlite_keeps_its_original_acquire_statement() {
         let sql = LockSql::new(Flavor::Sqlite, "fencelock_locks", Duration::from_secs(10)).unwrap();
-        let AcquireSql::Upsert { upsert, .. } = &sql.acquire else { panic!("sqlite upserts") };
-        assert!(upsert.sql.contains("VALUES (?1, ?2, ?3, ?3 + ?4, ?5)"), "{}", upsert.sql);
-        assert_eq!(upsert.params, vec![P::Name, P::Owner, P::Now, P::Ttl, P::Holder]);
+        let AcquireSql::Upsert { upsert, .. } = &sql.acquire else {
+            panic!("sqlite upserts")
+        };
+        assert!(
+            upsert.sql.contains("VALUES (?1, ?2, ?3, ?3 + ?4, ?5)"),
+            "{}",
+            upsert.sql
+        );
+        assert_eq!(
+            upsert.params,
+            vec![P::Name, P::Owner, P::Now, P::Ttl, P::Holder]
+        );
     }
 
     #[test]
@@ -604,9 +693,25 @@ mod tests {
                 Flavor::MySql => s.sql.matches('?').count(),
                 _ => s.params.len(),
             };
-            let mut stmts = vec![&lock.renew, &lock.release, &lock.inspect, &lock.list, &lock.force_release, &lock.read_meta, &lock.seed_meta, &lock.schema.exists];
+            let mut stmts = vec![
+                &lock.renew,
+                &lock.release,
+                &lock.inspect,
+                &lock.list,
+                &lock.force_release,
+                &lock.read_meta,
+                &lock.seed_meta,
+                &lock.schema.exists,
+            ];
             stmts.extend(lock.schema.create.iter());
-            stmts.extend([&fence.lock, &fence.read, &fence.seed, &fence.set_lock, &fence.advance, &fence.schema.exists]);
+            stmts.extend([
+                &fence.lock,
+                &fence.read,
+                &fence.seed,
+                &fence.set_lock,
+                &fence.advance,
+                &fence.schema.exists,
+            ]);
             for s in stmts {
                 let bound = s.bind(&all).unwrap();
                 assert_eq!(bound.len(), placeholders(s), "{flavor:?}: {}", s.sql);
@@ -615,7 +720,17 @@ mod tests {
         let pg = LockSql::new(Flavor::Postgres, "Locks", Duration::from_secs(10)).unwrap();
         let channel = pg.channel("job").unwrap();
         assert!(channel.len() <= 63 && channel.starts_with("fencelock_"));
-        assert_eq!(LockSql::new(Flavor::Postgres, "locks", Duration::from_secs(1)).unwrap().channel("job"), Some(channel));
-        assert_eq!(LockSql::new(Flavor::MySql, "t", Duration::from_secs(1)).unwrap().channel("job"), None);
+        assert_eq!(
+            LockSql::new(Flavor::Postgres, "locks", Duration::from_secs(1))
+                .unwrap()
+                .channel("job"),
+            Some(channel)
+        );
+        assert_eq!(
+            LockSql::new(Flavor::MySql, "t", Duration::from_secs(1))
+                .unwrap()
+                .channel("job"),
+            None
+        );
     }
 }

@@ -50,7 +50,9 @@ pub const DEFAULT_POOL_SIZE: u32 = 4;
 /// Table names are spliced into SQL text, so only plain identifiers are accepted.
 pub fn validate_table_name(table: &str) -> Result<(), Error> {
     let mut chars = table.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     if !first_ok
         || table.len() > 48
         || !table.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -73,7 +75,9 @@ pub(crate) fn bool_option(key: &str, value: Option<&String>, default: bool) -> R
         None => Ok(default),
         Some(v) if v == "true" || v == "1" || v == "yes" => Ok(true),
         Some(v) if v == "false" || v == "0" || v == "no" => Ok(false),
-        Some(v) => Err(Error::invalid(format!("{key} must be true or false, not {v:?}"))),
+        Some(v) => Err(Error::invalid(format!(
+            "{key} must be true or false, not {v:?}"
+        ))),
     }
 }
 
@@ -111,7 +115,11 @@ impl SqlSettings {
                 )));
             }
         }
-        let table = url.query.get("table").cloned().unwrap_or_else(|| default_table.to_string());
+        let table = url
+            .query
+            .get("table")
+            .cloned()
+            .unwrap_or_else(|| default_table.to_string());
         validate_table_name(&table)?;
         let pool_size = match url.query.get("pool_size") {
             None => DEFAULT_POOL_SIZE,
@@ -121,7 +129,11 @@ impl SqlSettings {
                 .filter(|n| (1..=64).contains(n))
                 .ok_or_else(|| Error::invalid(format!("pool_size must be 1-64, not {n:?}")))?,
         };
-        Ok(SqlSettings { table, create_table: create_table_option(url.query.get("create_table"))?, pool_size })
+        Ok(SqlSettings {
+            table,
+            create_table: create_table_option(url.query.get("create_table"))?,
+            pool_size,
+        })
     }
 }
 
@@ -142,17 +154,30 @@ pub(crate) async fn open_pool(
         BackendKind::Sqlite => Ok(Arc::new(sqlite::open_pool(url, options).await?)),
         BackendKind::Postgres => {
             let connect = postgres::connect_options(url, options)?;
-            let probe = tokio::time::timeout(timeout, sqlx::PgConnection::connect_with(&connect)).await;
-            let _ = probe.map_err(|_| no_answer())?.map_err(|e| map_sqlx_error(&context, e))?.close().await;
+            let probe =
+                tokio::time::timeout(timeout, sqlx::PgConnection::connect_with(&connect)).await;
+            let _ = probe
+                .map_err(|_| no_answer())?
+                .map_err(|e| map_sqlx_error(&context, e))?
+                .close()
+                .await;
             Ok(Arc::new(postgres::open_pool(url, options, settings)?))
         }
         BackendKind::MySql => {
             let connect = mysql::connect_options(url)?;
-            let probe = tokio::time::timeout(timeout, sqlx::MySqlConnection::connect_with(&connect)).await;
-            let _ = probe.map_err(|_| no_answer())?.map_err(|e| map_sqlx_error(&context, e))?.close().await;
+            let probe =
+                tokio::time::timeout(timeout, sqlx::MySqlConnection::connect_with(&connect)).await;
+            let _ = probe
+                .map_err(|_| no_answer())?
+                .map_err(|e| map_sqlx_error(&context, e))?
+                .close()
+                .await;
             Ok(Arc::new(mysql::open_pool(url, options, settings)?))
         }
-        other => Err(Error::internal(format!("{} is not a SQL backend", other.as_str()))),
+        other => Err(Error::internal(format!(
+            "{} is not a SQL backend",
+            other.as_str()
+        ))),
     }
 }
 
@@ -187,7 +212,9 @@ fn db_code(db: &dyn sqlx::error::DatabaseError) -> DbCode {
 /// A deadlock or serialization failure: the database rolled the transaction back, so the
 /// whole operation may be run again at once.
 pub(crate) fn is_conflict(err: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = err else { return false };
+    let sqlx::Error::Database(db) = err else {
+        return false;
+    };
     match db_code(db.as_ref()) {
         DbCode::Postgres(c) => c == "40001" || c == "40P01",
         DbCode::MySql(n) => n == 1213,
@@ -198,7 +225,9 @@ pub(crate) fn is_conflict(err: &sqlx::Error) -> bool {
 /// Another session created the same table or type at the same moment (PostgreSQL's
 /// `CREATE TABLE IF NOT EXISTS` is not safe against itself without a lock).
 pub(crate) fn is_duplicate_create(err: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = err else { return false };
+    let sqlx::Error::Database(db) = err else {
+        return false;
+    };
     match db_code(db.as_ref()) {
         DbCode::Postgres(c) => matches!(c.as_str(), "23505" | "42P07" | "42710"),
         DbCode::MySql(n) => n == 1050,
@@ -208,7 +237,9 @@ pub(crate) fn is_duplicate_create(err: &sqlx::Error) -> bool {
 
 /// The statement names a table that does not exist.
 pub(crate) fn is_missing_table(err: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = err else { return false };
+    let sqlx::Error::Database(db) = err else {
+        return false;
+    };
     match db_code(db.as_ref()) {
         DbCode::Postgres(c) => c == "42P01",
         DbCode::MySql(n) => n == 1146,
@@ -226,26 +257,37 @@ pub fn map_sqlx_error(context: &str, err: sqlx::Error) -> Error {
                 DbCode::Postgres(code) => map_postgres(context, &code, &message),
                 DbCode::MySql(number) => map_mysql(context, number, &message),
                 DbCode::Sqlite(code) => map_sqlite(context, code, &message),
-                DbCode::Unknown(code) => Error::backend(format!("{context}: {message} (code {code})")),
+                DbCode::Unknown(code) => {
+                    Error::backend(format!("{context}: {message} (code {code})"))
+                }
             }
         }
-        sqlx::Error::Io(e) => {
-            Error::unavailable(format!("{context}: connection failed: {}", redact_secrets(&e.to_string())))
-        }
-        sqlx::Error::Tls(e) => Error::backend(format!("{context}: TLS failed: {}", redact_secrets(&e.to_string()))),
+        sqlx::Error::Io(e) => Error::unavailable(format!(
+            "{context}: connection failed: {}",
+            redact_secrets(&e.to_string())
+        )),
+        sqlx::Error::Tls(e) => Error::backend(format!(
+            "{context}: TLS failed: {}",
+            redact_secrets(&e.to_string())
+        )),
         sqlx::Error::PoolTimedOut => Error::unavailable(format!(
             "{context}: no database connection in time (the server is unreachable, or every \
              connection of the pool is busy)"
         )),
         sqlx::Error::PoolClosed => Error::closed(format!("{context}: the locker was closed")),
-        sqlx::Error::WorkerCrashed => Error::unavailable(format!("{context}: the database worker stopped")),
+        sqlx::Error::WorkerCrashed => {
+            Error::unavailable(format!("{context}: the database worker stopped"))
+        }
         sqlx::Error::Configuration(e) => {
             Error::invalid(format!("{context}: {}", redact_secrets(&e.to_string())))
         }
-        sqlx::Error::InvalidArgument(e) => Error::invalid(format!("{context}: {}", redact_secrets(e))),
-        sqlx::Error::Encode(e) => {
-            Error::invalid(format!("{context}: cannot bind a statement parameter: {}", redact_secrets(&e.to_string())))
+        sqlx::Error::InvalidArgument(e) => {
+            Error::invalid(format!("{context}: {}", redact_secrets(e)))
         }
+        sqlx::Error::Encode(e) => Error::invalid(format!(
+            "{context}: cannot bind a statement parameter: {}",
+            redact_secrets(&e.to_string())
+        )),
         other => Error::backend(format!("{context}: {}", redact_secrets(&other.to_string()))),
     }
 }
@@ -261,11 +303,13 @@ fn map_postgres(context: &str, code: &str, message: &str) -> Error {
             "{context}: conflict with a concurrent transaction, rolled back; retry ({message})"
         )),
         // lock_not_available (lock_timeout), query_canceled (statement timeout)
-        "55P03" | "57014" => Error::unavailable(format!("{context}: timed out waiting for a lock: {message}")),
+        "55P03" | "57014" => Error::unavailable(format!(
+            "{context}: timed out waiting for a lock: {message}"
+        )),
         // admin_shutdown, crash_shutdown, cannot_connect_now, idle_session_timeout
-        "57P01" | "57P02" | "57P03" | "57P05" => {
-            Error::unavailable(format!("{context}: the server is restarting or shutting down: {message}"))
-        }
+        "57P01" | "57P02" | "57P03" | "57P05" => Error::unavailable(format!(
+            "{context}: the server is restarting or shutting down: {message}"
+        )),
         "25006" => Error::backend(format!(
             "{context}: the server is read-only (a standby?); fencelock must write its table ({message})"
         )),
@@ -280,11 +324,15 @@ fn map_postgres(context: &str, code: &str, message: &str) -> Error {
 fn map_mysql(context: &str, number: u16, message: &str) -> Error {
     match number {
         // access denied: bad password, no rights to the database, command or table
-        1044 | 1045 | 1142 | 1143 | 1227 | 1370 | 1698 => Error::auth(format!("{context}: {message} (error {number})")),
+        1044 | 1045 | 1142 | 1143 | 1227 | 1370 | 1698 => {
+            Error::auth(format!("{context}: {message} (error {number})"))
+        }
         1213 => Error::unavailable(format!(
             "{context}: deadlock with a concurrent transaction, rolled back; retry ({message})"
         )),
-        1205 => Error::unavailable(format!("{context}: timed out waiting for a row lock ({message})")),
+        1205 => Error::unavailable(format!(
+            "{context}: timed out waiting for a row lock ({message})"
+        )),
         1290 | 1792 => Error::backend(format!(
             "{context}: the server is read-only; fencelock must write its table ({message})"
         )),
@@ -302,7 +350,9 @@ fn map_sqlite(context: &str, code: i32, message: &str) -> Error {
         8 => Error::backend(format!(
             "{context}: the database is read-only; fencelock must write its lease table ({message})"
         )),
-        14 => Error::backend(format!("{context}: cannot open the database file ({message})")),
+        14 => Error::backend(format!(
+            "{context}: cannot open the database file ({message})"
+        )),
         c => Error::backend(format!("{context}: {message} (code {c})")),
     }
 }
@@ -356,10 +406,18 @@ mod tests {
 
     #[test]
     fn settings_refuse_unknown_options_and_bad_pool_sizes() {
-        let url = LockerUrl::parse("postgres://h/db?table=t1&pool_size=8&create_table=false").unwrap();
+        let url =
+            LockerUrl::parse("postgres://h/db?table=t1&pool_size=8&create_table=false").unwrap();
         let s = SqlSettings::from_url(&url, DEFAULT_TABLE, &["sslmode"]).unwrap();
-        assert_eq!((s.table.as_str(), s.pool_size, s.create_table), ("t1", 8, false));
-        for bad in ["postgres://h/db?tabel=x", "postgres://h/db?pool_size=0", "postgres://h/db?pool_size=x"] {
+        assert_eq!(
+            (s.table.as_str(), s.pool_size, s.create_table),
+            ("t1", 8, false)
+        );
+        for bad in [
+            "postgres://h/db?tabel=x",
+            "postgres://h/db?pool_size=0",
+            "postgres://h/db?pool_size=x",
+        ] {
             let url = LockerUrl::parse(bad).unwrap();
             let err = SqlSettings::from_url(&url, DEFAULT_TABLE, &["sslmode"]).unwrap_err();
             assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{bad}");
@@ -368,7 +426,10 @@ mod tests {
 
     #[test]
     fn error_classes() {
-        assert_eq!(map_postgres("x", "28P01", "m").code(), crate::ErrorCode::Auth);
+        assert_eq!(
+            map_postgres("x", "28P01", "m").code(),
+            crate::ErrorCode::Auth
+        );
         assert!(map_postgres("x", "40P01", "m").is_retryable());
         assert!(map_postgres("x", "08006", "m").is_retryable());
         assert!(map_postgres("x", "57P01", "m").is_retryable());

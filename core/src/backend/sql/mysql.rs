@@ -30,7 +30,9 @@ pub(crate) const OPTIONS: &[&str] = &[
 const IDLE_PING: Duration = Duration::from_secs(1);
 
 fn option<'a>(url: &'a LockerUrl, key: &str) -> Option<&'a String> {
-    url.query.get(key).or_else(|| url.query.get(&key.replace('-', "_")))
+    url.query
+        .get(key)
+        .or_else(|| url.query.get(&key.replace('-', "_")))
 }
 
 fn existing_file(url: &LockerUrl, key: &str) -> Result<Option<String>> {
@@ -61,8 +63,13 @@ fn ssl_mode(url: &LockerUrl) -> Result<MySqlSslMode> {
 }
 
 pub(crate) fn connect_options(url: &LockerUrl) -> Result<MySqlConnectOptions> {
-    let host = url.hosts.first().ok_or_else(|| Error::invalid("a mysql URL needs a host"))?;
-    let mut o = MySqlConnectOptions::new().host(&host.host).port(host.port.unwrap_or(3306));
+    let host = url
+        .hosts
+        .first()
+        .ok_or_else(|| Error::invalid("a mysql URL needs a host"))?;
+    let mut o = MySqlConnectOptions::new()
+        .host(&host.host)
+        .port(host.port.unwrap_or(3306));
     if let Some(user) = &url.user {
         o = o.username(user);
     }
@@ -71,22 +78,40 @@ pub(crate) fn connect_options(url: &LockerUrl) -> Result<MySqlConnectOptions> {
     }
     let database = url.path.trim_matches('/');
     if database.is_empty() {
-        return Err(Error::invalid(format!("{} names no database: add /DATABASE", url.redacted())));
+        return Err(Error::invalid(format!(
+            "{} names no database: add /DATABASE",
+            url.redacted()
+        )));
     }
-    o = o.database(database).ssl_mode(ssl_mode(url)?).timezone(Some("+00:00".to_string())).charset("utf8mb4");
+    o = o
+        .database(database)
+        .ssl_mode(ssl_mode(url)?)
+        .timezone(Some("+00:00".to_string()))
+        .charset("utf8mb4");
     if let Some(ca) = existing_file(url, "ssl-ca")? {
         o = o.ssl_ca(ca);
     }
-    match (existing_file(url, "ssl-cert")?, existing_file(url, "ssl-key")?) {
+    match (
+        existing_file(url, "ssl-cert")?,
+        existing_file(url, "ssl-key")?,
+    ) {
         (Some(cert), Some(key)) => o = o.ssl_client_cert(cert).ssl_client_key(key),
         (None, None) => {}
-        _ => return Err(Error::invalid("a TLS client certificate needs both ssl-cert= and ssl-key=")),
+        _ => {
+            return Err(Error::invalid(
+                "a TLS client certificate needs both ssl-cert= and ssl-key=",
+            ));
+        }
     }
     Ok(o)
 }
 
 /// The statement pool: small, connected lazily, pinging connections that sat idle.
-pub(crate) fn open_pool(url: &LockerUrl, options: &LockerOptions, settings: &SqlSettings) -> Result<Pooled<sqlx::MySql>> {
+pub(crate) fn open_pool(
+    url: &LockerUrl,
+    options: &LockerOptions,
+    settings: &SqlSettings,
+) -> Result<Pooled<sqlx::MySql>> {
     let connect = connect_options(url)?;
     let lock_wait = options.operation_timeout.as_secs().max(1);
     let pool = MySqlPoolOptions::new()
@@ -96,9 +121,11 @@ pub(crate) fn open_pool(url: &LockerUrl, options: &LockerOptions, settings: &Sql
         .test_before_acquire(false)
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
-                sqlx::query(sqlx::AssertSqlSafe(format!("SET SESSION innodb_lock_wait_timeout = {lock_wait}")))
-                    .execute(&mut *conn)
-                    .await?;
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SET SESSION innodb_lock_wait_timeout = {lock_wait}"
+                )))
+                .execute(&mut *conn)
+                .await?;
                 Ok(())
             })
         })
@@ -111,7 +138,10 @@ pub(crate) fn open_pool(url: &LockerUrl, options: &LockerOptions, settings: &Sql
             })
         })
         .connect_lazy_with(connect);
-    Ok(Pooled { pool, begin_sql: None })
+    Ok(Pooled {
+        pool,
+        begin_sql: None,
+    })
 }
 
 #[cfg(test)]
@@ -124,16 +154,44 @@ mod tests {
 
     #[test]
     fn tls_options_are_the_mysql_clients() {
-        assert!(matches!(ssl_mode(&parse("mariadb://h/db")).unwrap(), MySqlSslMode::Preferred));
-        assert!(matches!(ssl_mode(&parse("mariadb://h/db?ssl-mode=VERIFY_IDENTITY")).unwrap(), MySqlSslMode::VerifyIdentity));
-        assert!(matches!(ssl_mode(&parse("mysql://h/db?ssl_mode=required")).unwrap(), MySqlSslMode::Required));
-        assert!(matches!(ssl_mode(&parse("mysql://h/db?ssl-mode=verify-ca")).unwrap(), MySqlSslMode::VerifyCa));
-        assert!(matches!(ssl_mode(&parse("mysql://h/db?tls=true")).unwrap(), MySqlSslMode::VerifyIdentity));
+        assert!(matches!(
+            ssl_mode(&parse("mariadb://h/db")).unwrap(),
+            MySqlSslMode::Preferred
+        ));
+        assert!(matches!(
+            ssl_mode(&parse("mariadb://h/db?ssl-mode=VERIFY_IDENTITY")).unwrap(),
+            MySqlSslMode::VerifyIdentity
+        ));
+        assert!(matches!(
+            ssl_mode(&parse("mysql://h/db?ssl_mode=required")).unwrap(),
+            MySqlSslMode::Required
+        ));
+        assert!(matches!(
+            ssl_mode(&parse("mysql://h/db?ssl-mode=verify-ca")).unwrap(),
+            MySqlSslMode::VerifyCa
+        ));
+        assert!(matches!(
+            ssl_mode(&parse("mysql://h/db?tls=true")).unwrap(),
+            MySqlSslMode::VerifyIdentity
+        ));
         assert!(ssl_mode(&parse("mysql://h/db?ssl-mode=maybe")).is_err());
         let err = connect_options(&parse("mysql://h/db?ssl-ca=/no/such/ca.pem")).unwrap_err();
         assert!(err.message().contains("/no/such/ca.pem"), "{err}");
-        assert!(connect_options(&parse("mysql://u:pw@h")).unwrap_err().message().contains("no database"));
+        assert!(
+            connect_options(&parse("mysql://u:pw@h"))
+                .unwrap_err()
+                .message()
+                .contains("no database")
+        );
         let o = connect_options(&parse("mariadb://bob:pw@db.example:3307/app")).unwrap();
-        assert_eq!((o.get_host(), o.get_port(), o.get_username(), o.get_database()), ("db.example", 3307, "bob", Some("app")));
+        assert_eq!(
+            (
+                o.get_host(),
+                o.get_port(),
+                o.get_username(),
+                o.get_database()
+            ),
+            ("db.example", 3307, "bob", Some("app"))
+        );
     }
 }

@@ -36,7 +36,14 @@ use crate::signal::lock;
 use crate::url::LockerUrl;
 
 /// The PostgreSQL URL options besides the shared ones (`table`, `create_table`, `pool_size`).
-pub(crate) const OPTIONS: &[&str] = &["sslmode", "sslrootcert", "sslcert", "sslkey", "application_name", "tls"];
+pub(crate) const OPTIONS: &[&str] = &[
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "application_name",
+    "tls",
+];
 
 /// A pooled connection idle for longer than this is pinged before use, so a server restart
 /// costs a ping, not a failed statement.
@@ -73,9 +80,17 @@ fn ssl_mode(url: &LockerUrl) -> Result<PgSslMode> {
 /// Connection settings from the URL. Settings the URL leaves out (user, password, database,
 /// root certificate) fall back to libpq's environment variables (`PGUSER`, `PGPASSWORD`,
 /// `PGDATABASE`, `PGSSLROOTCERT`, …), as psql does; `~/.pgpass` is not read.
-pub(crate) fn connect_options(url: &LockerUrl, options: &LockerOptions) -> Result<PgConnectOptions> {
-    let host = url.hosts.first().ok_or_else(|| Error::invalid("a postgres URL needs a host"))?;
-    let mut o = PgConnectOptions::new_without_pgpass().host(&host.host).port(host.port.unwrap_or(5432));
+pub(crate) fn connect_options(
+    url: &LockerUrl,
+    options: &LockerOptions,
+) -> Result<PgConnectOptions> {
+    let host = url
+        .hosts
+        .first()
+        .ok_or_else(|| Error::invalid("a postgres URL needs a host"))?;
+    let mut o = PgConnectOptions::new_without_pgpass()
+        .host(&host.host)
+        .port(host.port.unwrap_or(5432));
     if let Some(user) = &url.user {
         o = o.username(user);
     }
@@ -90,25 +105,43 @@ pub(crate) fn connect_options(url: &LockerUrl, options: &LockerOptions) -> Resul
     if let Some(ca) = existing_file(url, "sslrootcert")? {
         o = o.ssl_root_cert(ca);
     }
-    match (existing_file(url, "sslcert")?, existing_file(url, "sslkey")?) {
+    match (
+        existing_file(url, "sslcert")?,
+        existing_file(url, "sslkey")?,
+    ) {
         (Some(cert), Some(key)) => o = o.ssl_client_cert(cert).ssl_client_key(key),
         (None, None) => {}
-        _ => return Err(Error::invalid("a TLS client certificate needs both sslcert= and sslkey=")),
+        _ => {
+            return Err(Error::invalid(
+                "a TLS client certificate needs both sslcert= and sslkey=",
+            ));
+        }
     }
-    o = o.application_name(url.query.get("application_name").map_or("fencelock", String::as_str));
+    o = o.application_name(
+        url.query
+            .get("application_name")
+            .map_or("fencelock", String::as_str),
+    );
     // A session stalled inside a transaction (a paused client) must not hold row locks for
     // ever, and nobody waits for a row lock longer than an operation may take.
     let ms = options.operation_timeout.as_millis().max(1);
     o = o.options([
         ("lock_timeout", format!("{ms}ms")),
-        ("idle_in_transaction_session_timeout", format!("{}ms", ms * 2)),
+        (
+            "idle_in_transaction_session_timeout",
+            format!("{}ms", ms * 2),
+        ),
     ]);
     Ok(o)
 }
 
 /// The statement pool: small, connected lazily (the first statement connects), pinging
 /// connections that sat idle.
-pub(crate) fn open_pool(url: &LockerUrl, options: &LockerOptions, settings: &SqlSettings) -> Result<Pooled<sqlx::Postgres>> {
+pub(crate) fn open_pool(
+    url: &LockerUrl,
+    options: &LockerOptions,
+    settings: &SqlSettings,
+) -> Result<Pooled<sqlx::Postgres>> {
     let connect = connect_options(url, options)?;
     let pool = PgPoolOptions::new()
         .max_connections(settings.pool_size)
@@ -124,7 +157,10 @@ pub(crate) fn open_pool(url: &LockerUrl, options: &LockerOptions, settings: &Sql
             })
         })
         .connect_lazy_with(connect);
-    Ok(Pooled { pool, begin_sql: None })
+    Ok(Pooled {
+        pool,
+        begin_sql: None,
+    })
 }
 
 /// What waiters of one channel share.
@@ -178,8 +214,18 @@ pub(crate) struct Notifier {
 }
 
 impl Notifier {
-    pub fn new(connect: PgConnectOptions, timeout: Duration, runtime: tokio::runtime::Handle) -> Self {
-        Notifier { hub: Arc::default(), commands: Mutex::new(None), connect, timeout, runtime }
+    pub fn new(
+        connect: PgConnectOptions,
+        timeout: Duration,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        Notifier {
+            hub: Arc::default(),
+            commands: Mutex::new(None),
+            connect,
+            timeout,
+            runtime,
+        }
     }
 
     /// The command queue of the listening task, started on first use.
@@ -189,7 +235,12 @@ impl Notifier {
             return tx.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        self.runtime.spawn(listen_task(self.hub.clone(), rx, self.connect.clone(), self.timeout));
+        self.runtime.spawn(listen_task(
+            self.hub.clone(),
+            rx,
+            self.connect.clone(),
+            self.timeout,
+        ));
         *commands = Some(tx.clone());
         tx
     }
@@ -206,12 +257,24 @@ impl Notifier {
         let tx = self.sender();
         let (reply, confirmed) = oneshot::channel();
         let listening = tx.send(Command::Listen(channel.clone(), reply)).is_ok()
-            && matches!(tokio::time::timeout(self.timeout, confirmed).await, Ok(Ok(true)));
+            && matches!(
+                tokio::time::timeout(self.timeout, confirmed).await,
+                Ok(Ok(true))
+            );
         if !listening {
-            flog!(debug, "LISTEN {channel} not confirmed; this waiter polls until it is");
+            flog!(
+                debug,
+                "LISTEN {channel} not confirmed; this waiter polls until it is"
+            );
         }
         let seen = state.generation.load(Ordering::Acquire);
-        Box::new(PgWatch { hub: Arc::downgrade(&self.hub), tx, channel, state, seen })
+        Box::new(PgWatch {
+            hub: Arc::downgrade(&self.hub),
+            tx,
+            channel,
+            state,
+            seen,
+        })
     }
 
     /// Stops the listening task (it closes its connection once the last waiter is gone) and
@@ -248,12 +311,16 @@ impl Drop for PgWatch {
         if let Some(hub) = self.hub.upgrade() {
             let mut channels = lock(&hub.channels);
             if self.state.waiters.fetch_sub(1, Ordering::AcqRel) == 1
-                && channels.get(&self.channel).is_some_and(|s| Arc::ptr_eq(s, &self.state))
+                && channels
+                    .get(&self.channel)
+                    .is_some_and(|s| Arc::ptr_eq(s, &self.state))
             {
                 channels.remove(&self.channel);
             }
         }
-        let _ = self.tx.send(Command::Unlisten(std::mem::take(&mut self.channel)));
+        let _ = self
+            .tx
+            .send(Command::Unlisten(std::mem::take(&mut self.channel)));
     }
 }
 
@@ -263,7 +330,9 @@ enum Event {
     Reconnect,
 }
 
-async fn next_message(listener: &mut Option<PgListener>) -> std::result::Result<Option<PgNotification>, sqlx::Error> {
+async fn next_message(
+    listener: &mut Option<PgListener>,
+) -> std::result::Result<Option<PgNotification>, sqlx::Error> {
     match listener {
         Some(l) => l.try_recv().await,
         None => std::future::pending().await,
@@ -273,7 +342,11 @@ async fn next_message(listener: &mut Option<PgListener>) -> std::result::Result<
 /// Opens the listening connection and LISTENs to `channels`. Each connection gets a pool of
 /// its own: a connection given up on (hung, or failed) is dropped with its pool, so it can
 /// never hold the slot its successor needs.
-async fn open_listener(connect: &PgConnectOptions, channels: Vec<&str>, timeout: Duration) -> Option<PgListener> {
+async fn open_listener(
+    connect: &PgConnectOptions,
+    channels: Vec<&str>,
+    timeout: Duration,
+) -> Option<PgListener> {
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .min_connections(0)
@@ -306,7 +379,12 @@ async fn open_listener(connect: &PgConnectOptions, channels: Vec<&str>, timeout:
 
 /// Owns the listening connection: runs LISTEN/UNLISTEN in the order waiters come and go,
 /// dispatches notifications, and reconnects. Ends when the Locker closes or is dropped.
-async fn listen_task(hub: Arc<Hub>, mut commands: mpsc::UnboundedReceiver<Command>, connect: PgConnectOptions, timeout: Duration) {
+async fn listen_task(
+    hub: Arc<Hub>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    connect: PgConnectOptions,
+    timeout: Duration,
+) {
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut listener: Option<PgListener> = None;
     let mut backoff = Duration::from_millis(100);
@@ -343,7 +421,12 @@ async fn listen_task(hub: Arc<Hub>, mut commands: mpsc::UnboundedReceiver<Comman
                     None if reconnect_at.is_some() => false,
                     None => {
                         // Not connected: try now (the waiter is waiting for the answer).
-                        listener = open_listener(&connect, counts.keys().map(String::as_str).collect(), timeout).await;
+                        listener = open_listener(
+                            &connect,
+                            counts.keys().map(String::as_str).collect(),
+                            timeout,
+                        )
+                        .await;
                         match listener {
                             Some(_) => {
                                 backoff = Duration::from_millis(100);
@@ -374,7 +457,10 @@ async fn listen_task(hub: Arc<Hub>, mut commands: mpsc::UnboundedReceiver<Comman
                 };
                 if last
                     && let Some(l) = listener.as_mut()
-                    && !matches!(tokio::time::timeout(timeout, l.unlisten(&channel)).await, Ok(Ok(())))
+                    && !matches!(
+                        tokio::time::timeout(timeout, l.unlisten(&channel)).await,
+                        Ok(Ok(()))
+                    )
                 {
                     listener = None;
                     hub.wake_all();
@@ -390,7 +476,7 @@ async fn listen_task(hub: Arc<Hub>, mut commands: mpsc::UnboundedReceiver<Comman
                 // everybody retries, and the connection is made again.
                 if let Err(e) = result {
                     let e = super::map_sqlx_error("postgres listen", e);
-            flog!(debug, "the LISTEN connection failed: {e}");
+                    flog!(debug, "the LISTEN connection failed: {e}");
                 }
                 listener = None;
                 hub.wake_all();
@@ -401,7 +487,12 @@ async fn listen_task(hub: Arc<Hub>, mut commands: mpsc::UnboundedReceiver<Comman
                 if counts.is_empty() {
                     continue;
                 }
-                listener = open_listener(&connect, counts.keys().map(String::as_str).collect(), timeout).await;
+                listener = open_listener(
+                    &connect,
+                    counts.keys().map(String::as_str).collect(),
+                    timeout,
+                )
+                .await;
                 if listener.is_some() {
                     backoff = Duration::from_millis(100);
                     hub.wake_all();
@@ -425,15 +516,36 @@ mod tests {
 
     #[test]
     fn tls_options_are_libpqs() {
-        assert!(matches!(ssl_mode(&parse("postgres://h/db")).unwrap(), PgSslMode::Prefer));
-        assert!(matches!(ssl_mode(&parse("postgres://h/db?sslmode=verify-full")).unwrap(), PgSslMode::VerifyFull));
-        assert!(matches!(ssl_mode(&parse("postgres://h/db?sslmode=DISABLE")).unwrap(), PgSslMode::Disable));
-        assert!(matches!(ssl_mode(&parse("postgres://h/db?tls=true")).unwrap(), PgSslMode::VerifyFull));
+        assert!(matches!(
+            ssl_mode(&parse("postgres://h/db")).unwrap(),
+            PgSslMode::Prefer
+        ));
+        assert!(matches!(
+            ssl_mode(&parse("postgres://h/db?sslmode=verify-full")).unwrap(),
+            PgSslMode::VerifyFull
+        ));
+        assert!(matches!(
+            ssl_mode(&parse("postgres://h/db?sslmode=DISABLE")).unwrap(),
+            PgSslMode::Disable
+        ));
+        assert!(matches!(
+            ssl_mode(&parse("postgres://h/db?tls=true")).unwrap(),
+            PgSslMode::VerifyFull
+        ));
         assert!(ssl_mode(&parse("postgres://h/db?sslmode=sometimes")).is_err());
         let opts = LockerOptions::default();
-        let err = connect_options(&parse("postgres://h/db?sslrootcert=/no/such/ca.pem"), &opts).unwrap_err();
+        let err = connect_options(&parse("postgres://h/db?sslrootcert=/no/such/ca.pem"), &opts)
+            .unwrap_err();
         assert!(err.message().contains("/no/such/ca.pem"), "{err}");
         let o = connect_options(&parse("postgres://bob:pw@db.example:6543/app"), &opts).unwrap();
-        assert_eq!((o.get_host(), o.get_port(), o.get_username(), o.get_database()), ("db.example", 6543, "bob", Some("app")));
+        assert_eq!(
+            (
+                o.get_host(),
+                o.get_port(),
+                o.get_username(),
+                o.get_database()
+            ),
+            ("db.example", 6543, "bob", Some("app"))
+        );
     }
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sqlx::{AssertSqlSafe, Arguments, Row as _};
+use sqlx::{Arguments, AssertSqlSafe, Row as _};
 
 use crate::sql_value::SqlValue;
 
@@ -51,7 +51,12 @@ pub(crate) trait Session: Send {
         cols: &[Col],
     ) -> Result<Option<Row>, sqlx::Error>;
     /// Runs a statement and reads every row as `cols`.
-    async fn fetch_all(&mut self, sql: &Arc<str>, params: Vec<SqlValue>, cols: &[Col]) -> Result<Vec<Row>, sqlx::Error>;
+    async fn fetch_all(
+        &mut self,
+        sql: &Arc<str>,
+        params: Vec<SqlValue>,
+        cols: &[Col],
+    ) -> Result<Vec<Row>, sqlx::Error>;
     /// Commits a transaction (nothing to do for a plain connection).
     async fn commit(self: Box<Self>) -> Result<(), sqlx::Error>;
     /// Rolls a transaction back (nothing to do for a plain connection).
@@ -114,7 +119,10 @@ macro_rules! driver {
                 Ok(args)
             }
 
-            fn decode(row: &<$db as sqlx::Database>::Row, cols: &[Col]) -> Result<Row, sqlx::Error> {
+            fn decode(
+                row: &<$db as sqlx::Database>::Row,
+                cols: &[Col],
+            ) -> Result<Row, sqlx::Error> {
                 let mut out = Vec::with_capacity(cols.len());
                 for (i, col) in cols.iter().enumerate() {
                     let value = match col {
@@ -135,8 +143,9 @@ macro_rules! driver {
                             if let Ok(v) = row.try_get::<Option<String>, _>(i) {
                                 v.map(SqlValue::Text)
                             } else {
-                                row.try_get::<Option<Vec<u8>>, _>(i)?
-                                    .map(|b| SqlValue::Text(String::from_utf8_lossy(&b).into_owned()))
+                                row.try_get::<Option<Vec<u8>>, _>(i)?.map(|b| {
+                                    SqlValue::Text(String::from_utf8_lossy(&b).into_owned())
+                                })
                             }
                         }
                     };
@@ -148,15 +157,30 @@ macro_rules! driver {
 
         #[async_trait]
         impl Session for Conn<$db> {
-            async fn fetch_all(&mut self, sql: &Arc<str>, params: Vec<SqlValue>, cols: &[Col]) -> Result<Vec<Row>, sqlx::Error> {
+            async fn fetch_all(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+                cols: &[Col],
+            ) -> Result<Vec<Row>, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
-                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args).fetch_all(&mut *self.0).await?;
-                rows.iter().map(|r| Pooled::<$db>::decode(r, cols)).collect()
+                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .fetch_all(&mut *self.0)
+                    .await?;
+                rows.iter()
+                    .map(|r| Pooled::<$db>::decode(r, cols))
+                    .collect()
             }
 
-            async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error> {
+            async fn execute(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+            ) -> Result<u64, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
-                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args).execute(&mut *self.0).await?;
+                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .execute(&mut *self.0)
+                    .await?;
                 Ok(done.rows_affected())
             }
 
@@ -167,7 +191,9 @@ macro_rules! driver {
                 cols: &[Col],
             ) -> Result<Option<Row>, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
-                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args).fetch_optional(&mut *self.0).await?;
+                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .fetch_optional(&mut *self.0)
+                    .await?;
                 row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
             }
 
@@ -182,15 +208,30 @@ macro_rules! driver {
 
         #[async_trait]
         impl Session for Tx<$db> {
-            async fn fetch_all(&mut self, sql: &Arc<str>, params: Vec<SqlValue>, cols: &[Col]) -> Result<Vec<Row>, sqlx::Error> {
+            async fn fetch_all(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+                cols: &[Col],
+            ) -> Result<Vec<Row>, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
-                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args).fetch_all(&mut *self.0).await?;
-                rows.iter().map(|r| Pooled::<$db>::decode(r, cols)).collect()
+                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .fetch_all(&mut *self.0)
+                    .await?;
+                rows.iter()
+                    .map(|r| Pooled::<$db>::decode(r, cols))
+                    .collect()
             }
 
-            async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error> {
+            async fn execute(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+            ) -> Result<u64, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
-                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args).execute(&mut *self.0).await?;
+                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .execute(&mut *self.0)
+                    .await?;
                 Ok(done.rows_affected())
             }
 
@@ -201,7 +242,9 @@ macro_rules! driver {
                 cols: &[Col],
             ) -> Result<Option<Row>, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
-                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args).fetch_optional(&mut *self.0).await?;
+                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .fetch_optional(&mut *self.0)
+                    .await?;
                 row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
             }
 
@@ -235,6 +278,14 @@ macro_rules! driver {
     };
 }
 
-driver!(sqlx::Sqlite, sqlx::sqlite::SqliteArguments, Option::<i64>::None);
+driver!(
+    sqlx::Sqlite,
+    sqlx::sqlite::SqliteArguments,
+    Option::<i64>::None
+);
 driver!(sqlx::Postgres, sqlx::postgres::PgArguments, UntypedNull);
-driver!(sqlx::MySql, sqlx::mysql::MySqlArguments, Option::<i64>::None);
+driver!(
+    sqlx::MySql,
+    sqlx::mysql::MySqlArguments,
+    Option::<i64>::None
+);

@@ -24,20 +24,32 @@ pub(crate) const OPTIONS: &[&str] = &["mode", "busy_timeout_ms"];
 
 /// Opens (and unless told otherwise creates) a SQLite database for fencelock's tables:
 /// shared by the lock backend and the SQLite fence.
-pub(crate) async fn open_pool(url: &LockerUrl, options: &LockerOptions) -> Result<Pooled<sqlx::Sqlite>> {
-    let path = url.sqlite_path().ok_or_else(|| Error::internal("not a sqlite URL"))?;
+pub(crate) async fn open_pool(
+    url: &LockerUrl,
+    options: &LockerOptions,
+) -> Result<Pooled<sqlx::Sqlite>> {
+    let path = url
+        .sqlite_path()
+        .ok_or_else(|| Error::internal("not a sqlite URL"))?;
     let read_only = match url.query.get("mode").map(String::as_str) {
         None | Some("rwc") | Some("rw") => false,
         Some("ro") => true,
         Some(other) => {
-            return Err(Error::invalid(format!("sqlite mode must be ro, rw or rwc, not {other:?}")));
+            return Err(Error::invalid(format!(
+                "sqlite mode must be ro, rw or rwc, not {other:?}"
+            )));
         }
     };
     let busy_timeout = match url.query.get("busy_timeout_ms") {
         None => Duration::from_secs(5),
-        Some(ms) => Duration::from_millis(ms.parse::<u64>().ok().filter(|ms| *ms <= 600_000).ok_or_else(
-            || Error::invalid(format!("busy_timeout_ms must be 0-600000, not {ms:?}")),
-        )?),
+        Some(ms) => Duration::from_millis(
+            ms.parse::<u64>()
+                .ok()
+                .filter(|ms| *ms <= 600_000)
+                .ok_or_else(|| {
+                    Error::invalid(format!("busy_timeout_ms must be 0-600000, not {ms:?}"))
+                })?,
+        ),
     };
     check_folder(&path)?;
     if read_only && !path.exists() {
@@ -72,18 +84,30 @@ pub(crate) async fn open_pool(url: &LockerUrl, options: &LockerOptions) -> Resul
                 let pause: u64 = rand::Rng::random_range(&mut rand::rng(), 5..50);
                 tokio::time::sleep(Duration::from_millis(pause)).await;
             }
-            Err(e) => return Err(map_sqlx_error(&format!("opening sqlite database {}", path.display()), e)),
+            Err(e) => {
+                return Err(map_sqlx_error(
+                    &format!("opening sqlite database {}", path.display()),
+                    e,
+                ));
+            }
         }
     };
     // Writes take the write lock first: a read-then-write in a deferred transaction can fail
     // with a busy snapshot under WAL whatever the busy timeout.
-    Ok(Pooled { pool, begin_sql: Some("BEGIN IMMEDIATE") })
+    Ok(Pooled {
+        pool,
+        begin_sql: Some("BEGIN IMMEDIATE"),
+    })
 }
 
 /// SQLITE_BUSY or SQLITE_LOCKED, with or without an extended code.
 fn is_busy(error: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = error else { return false };
-    db.code().and_then(|code| code.parse::<i32>().ok()).is_some_and(|code| matches!(code & 0xff, 5 | 6))
+    let sqlx::Error::Database(db) = error else {
+        return false;
+    };
+    db.code()
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }
 
 fn check_folder(path: &Path) -> Result<()> {
@@ -100,4 +124,3 @@ fn check_folder(path: &Path) -> Result<()> {
     }
     Ok(())
 }
-

@@ -13,22 +13,24 @@
 //! A deadlock or serialization failure rolls the whole transaction back, so those are run
 //! again at once (a few times) before anything is reported.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::dialect::{AcquireSql, Args, Flavor, LockSql, P, SchemaSql};
 use super::session::{SqlPool, int, text};
-use super::{SqlSettings, conflict_pause, is_conflict, is_duplicate_create, is_missing_table, map_sqlx_error};
+use super::{
+    SqlSettings, conflict_pause, is_conflict, is_duplicate_create, is_missing_table, map_sqlx_error,
+};
 use crate::backend::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::unix_micros;
 use crate::error::{Error, Result};
-use crate::sql_value::SqlValue;
 use crate::ids::OwnerId;
 use crate::name::LockName;
 use crate::options::LockerOptions;
+use crate::sql_value::SqlValue;
 use crate::url::{BackendKind, LockerUrl};
 
 /// A failure inside one SQL operation: a driver error (mapped, or retried when it is a
@@ -63,7 +65,10 @@ where
             Ok(value) => return Ok(value),
             Err(OpError::Sql(e)) if is_conflict(&e) && attempt < 5 => {
                 attempt += 1;
-                flog!(debug, "{context}: conflict with a concurrent transaction, retrying");
+                flog!(
+                    debug,
+                    "{context}: conflict with a concurrent transaction, retrying"
+                );
                 conflict_pause(attempt).await;
             }
             Err(OpError::Sql(e)) if is_missing_table(&e) => {
@@ -86,7 +91,10 @@ pub(crate) fn flavor_of(url: &LockerUrl) -> Result<(Flavor, &'static [&'static s
         BackendKind::Sqlite => Ok((Flavor::Sqlite, super::sqlite::OPTIONS)),
         BackendKind::Postgres => Ok((Flavor::Postgres, super::postgres::OPTIONS)),
         BackendKind::MySql => Ok((Flavor::MySql, super::mysql::OPTIONS)),
-        other => Err(Error::internal(format!("{} is not a SQL backend", other.as_str()))),
+        other => Err(Error::internal(format!(
+            "{} is not a SQL backend",
+            other.as_str()
+        ))),
     }
 }
 
@@ -103,7 +111,10 @@ pub(crate) async fn ensure_tables(
     what: &str,
 ) -> Result<()> {
     let mut args = args
-        .with(P::Table, SqlValue::Text(schema.tables.first().cloned().unwrap_or_default()))
+        .with(
+            P::Table,
+            SqlValue::Text(schema.tables.first().cloned().unwrap_or_default()),
+        )
         .with(P::Guard, schema.guard_key.clone())
         .with(P::GuardTimeout, SqlValue::Int(schema.guard_timeout));
     if let Some(meta) = schema.tables.get(1) {
@@ -116,7 +127,9 @@ pub(crate) async fn ensure_tables(
     let context = format!("creating the {what} {names}");
     let mut attempt = 0;
     loop {
-        let existing = count_existing(pool, schema, &args).await.map_err(|e| map_sqlx_error(&context, e))?;
+        let existing = count_existing(pool, schema, &args)
+            .await
+            .map_err(|e| map_sqlx_error(&context, e))?;
         if existing >= schema.tables.len() as i64 {
             return Ok(());
         }
@@ -130,7 +143,10 @@ pub(crate) async fn ensure_tables(
             Ok(()) => return Ok(()),
             Err(e) if is_duplicate_create(&e) && attempt < 5 => {
                 attempt += 1;
-                flog!(debug, "{context}: another process created it at the same moment; checking again");
+                flog!(
+                    debug,
+                    "{context}: another process created it at the same moment; checking again"
+                );
                 conflict_pause(attempt).await;
             }
             Err(e) => {
@@ -148,16 +164,36 @@ pub(crate) async fn ensure_tables(
     }
 }
 
-async fn count_existing(pool: &dyn SqlPool, schema: &SchemaSql, args: &Args) -> std::result::Result<i64, sqlx::Error> {
+async fn count_existing(
+    pool: &dyn SqlPool,
+    schema: &SchemaSql,
+    args: &Args,
+) -> std::result::Result<i64, sqlx::Error> {
     let mut conn = pool.connection().await?;
-    let row = conn.fetch_optional(&schema.exists.sql, schema.exists.bind(args)?, &schema.exists.cols).await?;
+    let row = conn
+        .fetch_optional(
+            &schema.exists.sql,
+            schema.exists.bind(args)?,
+            &schema.exists.cols,
+        )
+        .await?;
     Ok(row.and_then(|r| int(&r, 0)).unwrap_or(0))
 }
 
-async fn create_once(pool: &dyn SqlPool, schema: &SchemaSql, args: &Args) -> std::result::Result<(), sqlx::Error> {
-    let mut session = if schema.in_tx { pool.begin().await? } else { pool.connection().await? };
+async fn create_once(
+    pool: &dyn SqlPool,
+    schema: &SchemaSql,
+    args: &Args,
+) -> std::result::Result<(), sqlx::Error> {
+    let mut session = if schema.in_tx {
+        pool.begin().await?
+    } else {
+        pool.connection().await?
+    };
     if let Some(guard) = &schema.guard {
-        session.fetch_optional(&guard.sql, guard.bind(args)?, &guard.cols).await?;
+        session
+            .fetch_optional(&guard.sql, guard.bind(args)?, &guard.cols)
+            .await?;
     }
     let mut result = Ok(());
     for stmt in &schema.create {
@@ -168,7 +204,9 @@ async fn create_once(pool: &dyn SqlPool, schema: &SchemaSql, args: &Args) -> std
     }
     if let Some(unguard) = &schema.unguard {
         // Session-level (MySQL GET_LOCK): released even when the creation failed.
-        let _ = session.fetch_optional(&unguard.sql, unguard.bind(args)?, &unguard.cols).await;
+        let _ = session
+            .fetch_optional(&unguard.sql, unguard.bind(args)?, &unguard.cols)
+            .await;
     }
     match result {
         Ok(()) => session.commit().await,
@@ -188,7 +226,13 @@ async fn read_meta(pool: &dyn SqlPool, sql: &LockSql, seed: Option<&Args>) -> Re
     let t = &sql.table;
     let read = || async {
         let mut conn = pool.connection().await?;
-        let row = conn.fetch_optional(&sql.read_meta.sql, sql.read_meta.bind(&Args::new())?, &sql.read_meta.cols).await?;
+        let row = conn
+            .fetch_optional(
+                &sql.read_meta.sql,
+                sql.read_meta.bind(&Args::new())?,
+                &sql.read_meta.cols,
+            )
+            .await?;
         Ok::<_, sqlx::Error>(row.unwrap_or_default())
     };
     let explain = |e: sqlx::Error| {
@@ -207,9 +251,12 @@ async fn read_meta(pool: &dyn SqlPool, sql: &LockSql, seed: Option<&Args>) -> Re
     {
         let write = async {
             let mut conn = pool.connection().await?;
-            conn.execute(&sql.seed_meta.sql, sql.seed_meta.bind(args)?).await
+            conn.execute(&sql.seed_meta.sql, sql.seed_meta.bind(args)?)
+                .await
         };
-        write.await.map_err(|e| map_sqlx_error(&format!("writing the first rows of {t}_meta"), e))?;
+        write
+            .await
+            .map_err(|e| map_sqlx_error(&format!("writing the first rows of {t}_meta"), e))?;
         row = read().await.map_err(explain)?;
     }
     let version = text(&row, 0)
@@ -255,9 +302,22 @@ impl SqlBackend {
         let pool = super::open_pool(url, options, &settings).await?;
         let prepared = async {
             let seed = Args::new()
-                .with(P::Version, SqlValue::Text(super::SCHEMA_VERSION.to_string()))
-                .with(P::Deployment, SqlValue::Text(OwnerId::random()?.to_uuid_string()));
-            ensure_tables(pool.as_ref(), &sql.schema, settings.create_table, seed.clone(), "lease table").await?;
+                .with(
+                    P::Version,
+                    SqlValue::Text(super::SCHEMA_VERSION.to_string()),
+                )
+                .with(
+                    P::Deployment,
+                    SqlValue::Text(OwnerId::random()?.to_uuid_string()),
+                );
+            ensure_tables(
+                pool.as_ref(),
+                &sql.schema,
+                settings.create_table,
+                seed.clone(),
+                "lease table",
+            )
+            .await?;
             read_meta(pool.as_ref(), &sql, settings.create_table.then_some(&seed)).await
         };
         let deployment_id = match prepared.await {
@@ -276,7 +336,14 @@ impl SqlBackend {
             )),
             _ => None,
         };
-        Ok(SqlBackend { kind: url.kind, pool, sql, deployment_id, notifier, closed: AtomicBool::new(false) })
+        Ok(SqlBackend {
+            kind: url.kind,
+            pool,
+            sql,
+            deployment_id,
+            notifier,
+            closed: AtomicBool::new(false),
+        })
     }
 
     fn ensure_open(&self) -> Result<()> {
@@ -296,49 +363,81 @@ impl SqlBackend {
             .with(P::Owner, SqlValue::Bytes(owner.as_bytes().to_vec()))
     }
 
-    async fn acquire_once(&self, req: &AcquireRequest<'_>) -> std::result::Result<Attempt, OpError> {
+    async fn acquire_once(
+        &self,
+        req: &AcquireRequest<'_>,
+    ) -> std::result::Result<Attempt, OpError> {
         let mut args = Self::lock_args(req.name, req.owner)
             .with(P::Ttl, SqlValue::Int(micros(req.ttl)))
             .with(P::Holder, SqlValue::Text(req.holder.to_string()));
         match &self.sql.acquire {
             AcquireSql::Upsert { upsert, left } => {
-                let mut s = if self.sql.writes_in_tx { self.pool.begin().await? } else { self.pool.connection().await? };
+                let mut s = if self.sql.writes_in_tx {
+                    self.pool.begin().await?
+                } else {
+                    self.pool.connection().await?
+                };
                 // SQLite's clock, read once the write lock is held.
                 args.set(P::Now, SqlValue::Int(unix_micros()));
-                let row = s.fetch_optional(&upsert.sql, upsert.bind(&args)?, &upsert.cols).await?;
+                let row = s
+                    .fetch_optional(&upsert.sql, upsert.bind(&args)?, &upsert.cols)
+                    .await?;
                 let attempt = match row.as_ref().and_then(|r| int(r, 0)) {
-                    Some(token) => Attempt::Acquired { token: minted(Some(token))? },
+                    Some(token) => Attempt::Acquired {
+                        token: minted(Some(token))?,
+                    },
                     None => {
                         let left_us = match left {
                             None => row.as_ref().and_then(|r| int(r, 1)),
-                            Some(left) => {
-                                s.fetch_optional(&left.sql, left.bind(&args)?, &left.cols).await?.and_then(|r| int(&r, 0))
-                            }
+                            Some(left) => s
+                                .fetch_optional(&left.sql, left.bind(&args)?, &left.cols)
+                                .await?
+                                .and_then(|r| int(&r, 0)),
                         };
-                        Attempt::Held { expires_in: left_us.map(duration_from_micros) }
+                        Attempt::Held {
+                            expires_in: left_us.map(duration_from_micros),
+                        }
                     }
                 };
                 s.commit().await?;
                 Ok(attempt)
             }
-            AcquireSql::LockRow { seed, lock, take, token } => {
+            AcquireSql::LockRow {
+                seed,
+                lock,
+                take,
+                token,
+            } => {
                 for _ in 0..3 {
                     let mut tx = self.pool.begin().await?;
-                    let Some(row) = tx.fetch_optional(&lock.sql, lock.bind(&args)?, &lock.cols).await? else {
+                    let Some(row) = tx
+                        .fetch_optional(&lock.sql, lock.bind(&args)?, &lock.cols)
+                        .await?
+                    else {
                         // No row yet: insert it on its own, outside any transaction, then lock it.
                         tx.rollback().await?;
-                        self.pool.connection().await?.execute(&seed.sql, seed.bind(&args)?).await?;
+                        self.pool
+                            .connection()
+                            .await?
+                            .execute(&seed.sql, seed.bind(&args)?)
+                            .await?;
                         continue;
                     };
                     if int(&row, 0) == Some(1) {
                         tx.rollback().await?;
-                        return Ok(Attempt::Held { expires_in: int(&row, 1).map(duration_from_micros) });
+                        return Ok(Attempt::Held {
+                            expires_in: int(&row, 1).map(duration_from_micros),
+                        });
                     }
                     tx.execute(&take.sql, take.bind(&args)?).await?;
-                    let minted_token = tx.fetch_optional(&token.sql, token.bind(&args)?, &token.cols).await?;
+                    let minted_token = tx
+                        .fetch_optional(&token.sql, token.bind(&args)?, &token.cols)
+                        .await?;
                     let minted_token = minted(minted_token.and_then(|r| int(&r, 0)))?;
                     tx.commit().await?;
-                    return Ok(Attempt::Acquired { token: minted_token });
+                    return Ok(Attempt::Acquired {
+                        token: minted_token,
+                    });
                 }
                 Err(OpError::Fail(Error::unavailable(format!(
                     "the row of lock {:?} kept disappearing while it was taken (deleted by hand?)",
@@ -348,23 +447,48 @@ impl SqlBackend {
         }
     }
 
-    async fn renew_once(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> std::result::Result<Renewal, OpError> {
-        let mut s = if self.sql.writes_in_tx { self.pool.begin().await? } else { self.pool.connection().await? };
+    async fn renew_once(
+        &self,
+        name: &LockName,
+        owner: OwnerId,
+        ttl: Duration,
+    ) -> std::result::Result<Renewal, OpError> {
+        let mut s = if self.sql.writes_in_tx {
+            self.pool.begin().await?
+        } else {
+            self.pool.connection().await?
+        };
         let args = Self::lock_args(name, owner)
             .with(P::Ttl, SqlValue::Int(micros(ttl)))
             .with(P::Now, SqlValue::Int(unix_micros()));
-        let n = s.execute(&self.sql.renew.sql, self.sql.renew.bind(&args)?).await?;
+        let n = s
+            .execute(&self.sql.renew.sql, self.sql.renew.bind(&args)?)
+            .await?;
         s.commit().await?;
-        Ok(if n == 1 { Renewal::Renewed } else { Renewal::NotOurs })
+        Ok(if n == 1 {
+            Renewal::Renewed
+        } else {
+            Renewal::NotOurs
+        })
     }
 
-    async fn release_once(&self, name: &LockName, owner: OwnerId) -> std::result::Result<bool, OpError> {
-        let mut s = if self.sql.writes_in_tx { self.pool.begin().await? } else { self.pool.connection().await? };
+    async fn release_once(
+        &self,
+        name: &LockName,
+        owner: OwnerId,
+    ) -> std::result::Result<bool, OpError> {
+        let mut s = if self.sql.writes_in_tx {
+            self.pool.begin().await?
+        } else {
+            self.pool.connection().await?
+        };
         let mut args = Self::lock_args(name, owner);
         if let Some(channel) = self.sql.channel(name.as_str()) {
             args.set(P::Channel, SqlValue::Text(channel));
         }
-        let n = s.execute(&self.sql.release.sql, self.sql.release.bind(&args)?).await?;
+        let n = s
+            .execute(&self.sql.release.sql, self.sql.release.bind(&args)?)
+            .await?;
         s.commit().await?;
         Ok(n == 1)
     }
@@ -375,7 +499,9 @@ impl SqlBackend {
             .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
             .with(P::Now, SqlValue::Int(unix_micros()));
         let stmt = &self.sql.inspect;
-        let row = conn.fetch_optional(&stmt.sql, stmt.bind(&args)?, &stmt.cols).await?;
+        let row = conn
+            .fetch_optional(&stmt.sql, stmt.bind(&args)?, &stmt.cols)
+            .await?;
         let Some(row) = row else {
             return Ok(LockInfo::free(name, None));
         };
@@ -385,14 +511,22 @@ impl SqlBackend {
             held,
             token: int(&row, 1).filter(|t| *t > 0).map(|t| t as u64),
             holder: if held { text(&row, 2) } else { None },
-            time_left: if held { int(&row, 3).map(duration_from_micros) } else { None },
+            time_left: if held {
+                int(&row, 3).map(duration_from_micros)
+            } else {
+                None
+            },
             waiters: Vec::new(),
         })
     }
 
     /// A range of the primary key: every name starting with `prefix` lies in
     /// `[prefix, prefix + 0xFF)`, since no byte of UTF-8 is 0xFF; no other name does.
-    async fn list_once(&self, prefix: &str, limit: usize) -> std::result::Result<Vec<LockInfo>, OpError> {
+    async fn list_once(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> std::result::Result<Vec<LockInfo>, OpError> {
         let mut conn = self.pool.connection().await?;
         let mut upper = prefix.as_bytes().to_vec();
         upper.push(0xFF);
@@ -401,7 +535,9 @@ impl SqlBackend {
             .with(P::Upper, SqlValue::Bytes(upper))
             .with(P::Now, SqlValue::Int(unix_micros()));
         let stmt = &self.sql.list;
-        let rows = conn.fetch_all(&stmt.sql, stmt.bind(&args)?, &stmt.cols).await?;
+        let rows = conn
+            .fetch_all(&stmt.sql, stmt.bind(&args)?, &stmt.cols)
+            .await?;
         Ok(rows
             .into_iter()
             .take(limit)
@@ -419,14 +555,23 @@ impl SqlBackend {
     }
 
     async fn force_release_once(&self, name: &LockName) -> std::result::Result<bool, OpError> {
-        let mut s = if self.sql.writes_in_tx { self.pool.begin().await? } else { self.pool.connection().await? };
+        let mut s = if self.sql.writes_in_tx {
+            self.pool.begin().await?
+        } else {
+            self.pool.connection().await?
+        };
         let mut args = Args::new()
             .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
             .with(P::Now, SqlValue::Int(unix_micros()));
         if let Some(channel) = self.sql.channel(name.as_str()) {
             args.set(P::Channel, SqlValue::Text(channel));
         }
-        let n = s.execute(&self.sql.force_release.sql, self.sql.force_release.bind(&args)?).await?;
+        let n = s
+            .execute(
+                &self.sql.force_release.sql,
+                self.sql.force_release.bind(&args)?,
+            )
+            .await?;
         s.commit().await?;
         Ok(n == 1)
     }
@@ -444,32 +589,50 @@ impl Backend for SqlBackend {
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("acquire"), &self.sql.table, || self.acquire_once(req)).await
+        with_conflict_retries(&self.context("acquire"), &self.sql.table, || {
+            self.acquire_once(req)
+        })
+        .await
     }
 
     async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("renew"), &self.sql.table, || self.renew_once(name, owner, ttl)).await
+        with_conflict_retries(&self.context("renew"), &self.sql.table, || {
+            self.renew_once(name, owner, ttl)
+        })
+        .await
     }
 
     async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("release"), &self.sql.table, || self.release_once(name, owner)).await
+        with_conflict_retries(&self.context("release"), &self.sql.table, || {
+            self.release_once(name, owner)
+        })
+        .await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("inspect"), &self.sql.table, || self.inspect_once(name)).await
+        with_conflict_retries(&self.context("inspect"), &self.sql.table, || {
+            self.inspect_once(name)
+        })
+        .await
     }
 
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("list"), &self.sql.table, || self.list_once(prefix, limit)).await
+        with_conflict_retries(&self.context("list"), &self.sql.table, || {
+            self.list_once(prefix, limit)
+        })
+        .await
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("force release"), &self.sql.table, || self.force_release_once(name)).await
+        with_conflict_retries(&self.context("force release"), &self.sql.table, || {
+            self.force_release_once(name)
+        })
+        .await
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {

@@ -49,16 +49,21 @@ pub fn sequence(child: &str) -> Option<i64> {
 
 /// The lock nodes among `children`, in queue order: `(sequence, name)`.
 pub fn queue(children: Vec<String>) -> Vec<(i64, String)> {
-    let mut nodes: Vec<(i64, String)> =
-        children.into_iter().filter_map(|c| sequence(&c).map(|s| (s, c))).collect();
+    let mut nodes: Vec<(i64, String)> = children
+        .into_iter()
+        .filter_map(|c| sequence(&c).map(|s| (s, c)))
+        .collect();
     nodes.sort();
     nodes
 }
 
 /// Node data: `{"fencelock":1,"holder":{…}}`.
 pub fn node_data(holder_json: &str) -> Vec<u8> {
-    let holder: Value = serde_json::from_str(holder_json).unwrap_or_else(|_| Value::String(holder_json.to_string()));
-    serde_json::json!({ "fencelock": LAYOUT_VERSION, "holder": holder }).to_string().into_bytes()
+    let holder: Value = serde_json::from_str(holder_json)
+        .unwrap_or_else(|_| Value::String(holder_json.to_string()));
+    serde_json::json!({ "fencelock": LAYOUT_VERSION, "holder": holder })
+        .to_string()
+        .into_bytes()
 }
 
 /// The holder's description from node data: fencelock's JSON, or what a Curator client wrote
@@ -89,7 +94,10 @@ mod tests {
             node_prefix(&folder, owner),
             "/fencelock/batch%2F2024%2Enightly/_c_abababab-abab-abab-abab-abababababab-lock-"
         );
-        assert_eq!(sequence("_c_abababab-abab-abab-abab-abababababab-lock-0000000042"), Some(42));
+        assert_eq!(
+            sequence("_c_abababab-abab-abab-abab-abababababab-lock-0000000042"),
+            Some(42)
+        );
         assert_eq!(sequence("lock-0000000007"), Some(7));
         assert_eq!(sequence("unrelated"), None);
         assert_eq!(sequence("_c_x-lock-"), None);
@@ -100,15 +108,29 @@ mod tests {
             "_c_c-lock-2147483648".into(),
         ]);
         let names: Vec<&str> = q.iter().map(|(_, n)| n.as_str()).collect();
-        assert_eq!(names, ["_c_a-lock-0000000002", "_c_b-lock-0000000010", "_c_c-lock-2147483648"]);
+        assert_eq!(
+            names,
+            [
+                "_c_a-lock-0000000002",
+                "_c_b-lock-0000000010",
+                "_c_c-lock-2147483648"
+            ]
+        );
     }
 
     #[test]
     fn data_round_trips_and_curator_data_is_shown() {
         let data = node_data(r#"{"host":"h","pid":1}"#);
-        assert!(String::from_utf8(data.clone()).unwrap().contains("\"fencelock\":1"));
+        assert!(
+            String::from_utf8(data.clone())
+                .unwrap()
+                .contains("\"fencelock\":1")
+        );
         assert_eq!(holder_from_data(&data).unwrap(), r#"{"host":"h","pid":1}"#);
-        assert_eq!(holder_from_data(b"10.0.0.7").unwrap(), r#"{"curator":"10.0.0.7"}"#);
+        assert_eq!(
+            holder_from_data(b"10.0.0.7").unwrap(),
+            r#"{"curator":"10.0.0.7"}"#
+        );
         assert_eq!(holder_from_data(b""), None);
     }
 }

@@ -39,7 +39,9 @@ use async_trait::async_trait;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use zookeeper_client::{Acls, Client, CreateMode, EventType, OneshotWatcher, SessionState, WatchedEvent};
+use zookeeper_client::{
+    Acls, Client, CreateMode, EventType, OneshotWatcher, SessionState, WatchedEvent,
+};
 
 use self::settings::{ZkSettings, map_error};
 use super::{AcquireRequest, Attempt, Backend, LeaseEvents, LockInfo, ReleaseWatch, Renewal};
@@ -98,7 +100,10 @@ impl Session {
     }
 
     fn is_connected(&self) -> bool {
-        matches!(self.state(), SessionState::SyncConnected | SessionState::ConnectedReadOnly)
+        matches!(
+            self.state(),
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly
+        )
     }
 }
 
@@ -135,7 +140,10 @@ fn is_connection_loss(e: &ZkError) -> bool {
 }
 
 fn is_session_gone(e: &ZkError) -> bool {
-    matches!(e, ZkError::SessionExpired | ZkError::ClientClosed | ZkError::AuthFailed)
+    matches!(
+        e,
+        ZkError::SessionExpired | ZkError::ClientClosed | ZkError::AuthFailed
+    )
 }
 
 /// Waits for a one-shot watch in a task of its own, so whatever happens inside the client's
@@ -149,7 +157,12 @@ impl ZkBackend {
         let settings = ZkSettings::from_url(url)?;
         let mut hosts: Vec<&str> = settings.hosts.split(',').collect();
         hosts.sort_unstable();
-        let deployment_id = format!("zookeeper:{}{}{}", hosts.join(","), settings.chroot, settings.root);
+        let deployment_id = format!(
+            "zookeeper:{}{}{}",
+            hosts.join(","),
+            settings.chroot,
+            settings.root
+        );
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             settings,
@@ -164,7 +177,9 @@ impl ZkBackend {
             cleanup: tx,
         });
         inner.session().await?;
-        inner.runtime.spawn(cleanup_task(Arc::downgrade(&inner), rx));
+        inner
+            .runtime
+            .spawn(cleanup_task(Arc::downgrade(&inner), rx));
         Ok(ZkBackend { inner })
     }
 }
@@ -213,29 +228,44 @@ impl Inner {
 
     async fn connect_session(self: &Arc<Self>) -> Result<Arc<Session>> {
         let s = &self.settings;
-        let mut connector = Client::connector().with_session_timeout(s.session_timeout).with_fail_eagerly();
+        let mut connector = Client::connector()
+            .with_session_timeout(s.session_timeout)
+            .with_fail_eagerly();
         if let Some(digest) = s.digest() {
             connector = connector.with_auth("digest", digest);
         }
         let context = format!("connecting to ZooKeeper at {}", s.hosts);
-        let client = connector.connect(&s.hosts).await.map_err(|e| map_error(&context, e))?;
+        let client = connector
+            .connect(&s.hosts)
+            .await
+            .map_err(|e| map_error(&context, e))?;
         let client = if s.chroot.is_empty() {
             client
         } else {
             self.ensure_chroot(&client).await?;
-            client
-                .chroot(s.chroot.as_str())
-                .map_err(|_| Error::invalid(format!("ZooKeeper chroot {:?} is not a valid path", s.chroot)))?
+            client.chroot(s.chroot.as_str()).map_err(|_| {
+                Error::invalid(format!(
+                    "ZooKeeper chroot {:?} is not a valid path",
+                    s.chroot
+                ))
+            })?
         };
         let generation = self.next_generation.fetch_add(1, Ordering::AcqRel) + 1;
         let timeout = client.session_timeout();
         if timeout != s.session_timeout {
-            flog!(info, "ZooKeeper negotiated a session timeout of {timeout:?} (asked for {:?})",
+            flog!(
+                info,
+                "ZooKeeper negotiated a session timeout of {timeout:?} (asked for {:?})",
                 s.session_timeout
             );
         }
         let states = client.state_watcher();
-        let session = Arc::new(Session { id: client.session_id().0, timeout, client, generation });
+        let session = Arc::new(Session {
+            id: client.session_id().0,
+            timeout,
+            client,
+            generation,
+        });
         spawn_monitor(&self.runtime, Arc::downgrade(self), generation, states);
         Ok(session)
     }
@@ -244,11 +274,19 @@ impl Inner {
     async fn ensure_chroot(&self, client: &Client) -> Result<()> {
         let chroot = &self.settings.chroot;
         let context = format!("making sure the ZooKeeper chroot {chroot} exists");
-        if client.check_stat(chroot).await.map_err(|e| map_error(&context, e))?.is_some() {
+        if client
+            .check_stat(chroot)
+            .await
+            .map_err(|e| map_error(&context, e))?
+            .is_some()
+        {
             return Ok(());
         }
         let acls = self.settings.folder_acls();
-        match client.mkdir(chroot, &CreateMode::Persistent.with_acls(Acls::new(&acls))).await {
+        match client
+            .mkdir(chroot, &CreateMode::Persistent.with_acls(Acls::new(&acls)))
+            .await
+        {
             Ok(()) | Err(ZkError::NodeExists) => Ok(()),
             Err(e) => Err(map_error(&context, e)),
         }
@@ -271,7 +309,9 @@ impl Inner {
                 Err(e) => return Err(map_error("creating the lock folder", e)),
             }
         }
-        Err(Error::unavailable("creating the lock folder: the connection kept dropping"))
+        Err(Error::unavailable(
+            "creating the lock folder: the connection kept dropping",
+        ))
     }
 
     /// Creates `owner`'s node; returns its path and czxid, and the folder's listing taken with
@@ -301,7 +341,9 @@ impl Inner {
                 (create.await, None)
             };
             match created {
-                Ok((stat, sequence)) => return Ok((format!("{prefix}{sequence}"), stat.czxid, listed)),
+                Ok((stat, sequence)) => {
+                    return Ok((format!("{prefix}{sequence}"), stat.czxid, listed));
+                }
                 Err(ZkError::NoNode) => self.make_folder(session, folder).await?,
                 Err(e) if is_connection_loss(&e) => {
                     if let Some((path, czxid)) = self.find_own(session, folder, req.owner).await? {
@@ -312,12 +354,19 @@ impl Inner {
                 Err(e) => return Err(map_error("creating the lock node", e)),
             }
         }
-        Err(Error::unavailable("creating the lock node: the connection kept dropping"))
+        Err(Error::unavailable(
+            "creating the lock node: the connection kept dropping",
+        ))
     }
 
     /// Finds `owner`'s node in `folder` after a `sync`, so a server that lags behind the
     /// leader cannot hide a create that was applied.
-    async fn find_own(&self, session: &Session, folder: &str, owner: OwnerId) -> Result<Option<(String, i64)>> {
+    async fn find_own(
+        &self,
+        session: &Session,
+        folder: &str,
+        owner: OwnerId,
+    ) -> Result<Option<(String, i64)>> {
         let mine = layout::node_name_prefix(owner);
         for _ in 0..CONNECTION_RETRIES {
             let listed = async {
@@ -342,14 +391,19 @@ impl Inner {
                 Err(e) => return Err(map_error("looking for our lock node", e)),
             }
         }
-        Err(Error::unavailable("looking for our lock node: the connection kept dropping"))
+        Err(Error::unavailable(
+            "looking for our lock node: the connection kept dropping",
+        ))
     }
 
     /// The first node of the queue is the holder; the rest are waiters, in order.
     async fn inspect_in(&self, session: &Session, name: &LockName) -> Result<LockInfo> {
         let folder = layout::lock_folder(&self.settings.root, name);
         'again: for _ in 0..CONNECTION_RETRIES {
-            let Some(children) = self.list(session, &folder, "listing the lock queue").await? else {
+            let Some(children) = self
+                .list(session, &folder, "listing the lock queue")
+                .await?
+            else {
                 return Ok(LockInfo::free(name, None));
             };
             let queue = layout::queue(children);
@@ -372,7 +426,10 @@ impl Inner {
                     Err(e) if is_connection_loss(&e) => continue 'again,
                     Err(e) => return Err(map_error("reading a waiter", e)),
                 };
-                waiters.push(crate::backend::Waiter { node: node.clone(), holder });
+                waiters.push(crate::backend::Waiter {
+                    node: node.clone(),
+                    holder,
+                });
             }
             return Ok(LockInfo {
                 name: name.to_string(),
@@ -383,10 +440,17 @@ impl Inner {
                 waiters,
             });
         }
-        Err(Error::unavailable("inspect: the lock queue kept changing or the connection kept dropping"))
+        Err(Error::unavailable(
+            "inspect: the lock queue kept changing or the connection kept dropping",
+        ))
     }
 
-    async fn list(&self, session: &Session, folder: &str, context: &str) -> Result<Option<Vec<String>>> {
+    async fn list(
+        &self,
+        session: &Session,
+        folder: &str,
+        context: &str,
+    ) -> Result<Option<Vec<String>>> {
         for _ in 0..CONNECTION_RETRIES {
             match session.client.list_children(folder).await {
                 Ok(children) => return Ok(Some(children)),
@@ -395,7 +459,9 @@ impl Inner {
                 Err(e) => return Err(map_error(context, e)),
             }
         }
-        Err(Error::unavailable(format!("{context}: the connection kept dropping")))
+        Err(Error::unavailable(format!(
+            "{context}: the connection kept dropping"
+        )))
     }
 
     /// Where `path` stands in its folder's queue.
@@ -422,11 +488,16 @@ impl Inner {
             }
         }
         self.schedule_delete(session.generation, path);
-        Err(Error::unavailable("deleting the lock node: the connection kept dropping; it is retried in the background"))
+        Err(Error::unavailable(
+            "deleting the lock node: the connection kept dropping; it is retried in the background",
+        ))
     }
 
     fn schedule_delete(&self, generation: u64, path: &str) {
-        let _ = self.cleanup.send(Cleanup::Delete { generation, path: path.to_string() });
+        let _ = self.cleanup.send(Cleanup::Delete {
+            generation,
+            path: path.to_string(),
+        });
     }
 
     /// Deletes `owner`'s node (waiting or held): by the path we know, else by searching the
@@ -451,12 +522,23 @@ impl Inner {
     fn session_ended(&self, generation: u64, state: SessionState) {
         let lost: Vec<LeaseEvents> = {
             let mut nodes = lock(&self.nodes);
-            let ended: Vec<OwnerId> =
-                nodes.iter().filter(|(_, n)| n.generation == generation).map(|(o, _)| *o).collect();
-            ended.iter().filter_map(|o| nodes.remove(o)).filter_map(|n| n.events).collect()
+            let ended: Vec<OwnerId> = nodes
+                .iter()
+                .filter(|(_, n)| n.generation == generation)
+                .map(|(o, _)| *o)
+                .collect();
+            ended
+                .iter()
+                .filter_map(|o| nodes.remove(o))
+                .filter_map(|n| n.events)
+                .collect()
         };
         if !lost.is_empty() {
-            flog!(warn, "ZooKeeper session ended ({state}): {} lease(s) lost", lost.len());
+            flog!(
+                warn,
+                "ZooKeeper session ended ({state}): {} lease(s) lost",
+                lost.len()
+            );
         }
         for events in lost {
             events.lost(LossReason::SessionExpired);
@@ -478,7 +560,12 @@ impl Inner {
 /// Spawns [`monitor`]; a plain function, so the async functions that call it do not hold its
 /// future (monitor → reconnect → session → connect_session would otherwise be a cycle of
 /// opaque types).
-fn spawn_monitor(runtime: &Handle, weak: Weak<Inner>, generation: u64, states: zookeeper_client::StateWatcher) {
+fn spawn_monitor(
+    runtime: &Handle,
+    weak: Weak<Inner>,
+    generation: u64,
+    states: zookeeper_client::StateWatcher,
+) {
     runtime.spawn(monitor(weak, generation, states));
 }
 
@@ -490,7 +577,10 @@ async fn monitor(weak: Weak<Inner>, generation: u64, mut states: zookeeper_clien
         let Some(inner) = weak.upgrade() else { return };
         match state {
             SessionState::Disconnected => {
-                flog!(warn, "disconnected from ZooKeeper; leases are suspended until it reconnects");
+                flog!(
+                    warn,
+                    "disconnected from ZooKeeper; leases are suspended until it reconnects"
+                );
                 inner.set_suspended(generation, true);
             }
             SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
@@ -579,7 +669,9 @@ async fn cleanup_task(weak: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Cleanup
         }
         let mut still = Vec::new();
         for (generation, path) in pending.drain(..) {
-            match tokio::time::timeout(Duration::from_secs(5), session.client.delete(&path, None)).await {
+            match tokio::time::timeout(Duration::from_secs(5), session.client.delete(&path, None))
+                .await
+            {
                 Ok(Ok(()) | Err(ZkError::NoNode)) => {}
                 Ok(Err(e)) if is_session_gone(&e) => {}
                 _ => still.push((generation, path)),
@@ -609,7 +701,13 @@ const OWN_NODE_WATCH_DELAY: Duration = Duration::from_millis(100);
 
 /// Watches a held lease's own node: its deletion (a forced release) or the session's end
 /// makes the lease lost within [`OWN_NODE_WATCH_DELAY`], instead of at the next renewal.
-async fn watch_own_node(weak: Weak<Inner>, path: String, czxid: i64, generation: u64, events: LeaseEvents) {
+async fn watch_own_node(
+    weak: Weak<Inner>,
+    path: String,
+    czxid: i64,
+    generation: u64,
+    events: LeaseEvents,
+) {
     tokio::time::sleep(OWN_NODE_WATCH_DELAY).await;
     loop {
         if !events.is_held() {
@@ -627,7 +725,9 @@ async fn watch_own_node(weak: Weak<Inner>, path: String, czxid: i64, generation:
         drop(session);
         match result {
             Ok((Some(stat), watcher)) if stat.czxid == czxid => {
-                let Ok(event) = spawn_watch(&runtime, watcher).await else { return };
+                let Ok(event) = spawn_watch(&runtime, watcher).await else {
+                    return;
+                };
                 match event.event_type {
                     EventType::NodeDeleted => {
                         if events.is_held()
@@ -682,7 +782,9 @@ impl PredecessorWatch {
             return;
         };
         let node = lock(&inner.nodes).get(&self.owner).cloned();
-        let Some((predecessor, generation)) = node.and_then(|n| n.predecessor.map(|p| (p, n.generation))) else {
+        let Some((predecessor, generation)) =
+            node.and_then(|n| n.predecessor.map(|p| (p, n.generation)))
+        else {
             self.fired = true;
             return;
         };
@@ -700,7 +802,9 @@ impl PredecessorWatch {
             return;
         };
         match session.client.check_and_watch_stat(&predecessor).await {
-            Ok((Some(_), watcher)) => self.armed = Some((predecessor, spawn_watch(&inner.runtime, watcher))),
+            Ok((Some(_), watcher)) => {
+                self.armed = Some((predecessor, spawn_watch(&inner.runtime, watcher)))
+            }
             // Gone already (the watch for its creation is dropped), or the connection failed:
             // the waiter looks at the queue again at once.
             Ok((None, _)) | Err(_) => self.fired = true,
@@ -748,7 +852,9 @@ impl Backend for ZkBackend {
 
     /// The negotiated session timeout: the session is the lease.
     fn lease_ttl(&self, _requested: Duration) -> Duration {
-        self.inner.live_session().map_or(self.inner.settings.session_timeout, |s| s.timeout)
+        self.inner
+            .live_session()
+            .map_or(self.inner.settings.session_timeout, |s| s.timeout)
     }
 
     fn server_expiry(&self) -> bool {
@@ -780,7 +886,13 @@ impl Backend for ZkBackend {
         events.on_lost(move |_| {
             let _ = cleanup.send(Cleanup::Lost(owner));
         });
-        inner.runtime.spawn(watch_own_node(Arc::downgrade(inner), node.path, node.czxid, node.generation, events));
+        inner.runtime.spawn(watch_own_node(
+            Arc::downgrade(inner),
+            node.path,
+            node.czxid,
+            node.generation,
+            events,
+        ));
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -806,7 +918,9 @@ impl Backend for ZkBackend {
                     let (path, czxid, listed) = inner.create_node(&session, &folder, req).await?;
                     if czxid <= 0 {
                         let _ = inner.delete_own(&session, &path).await;
-                        return Err(Error::internal("the ZooKeeper server answered a create without its stat"));
+                        return Err(Error::internal(
+                            "the ZooKeeper server answered a create without its stat",
+                        ));
                     }
                     let node = Node {
                         path: path.clone(),
@@ -830,7 +944,9 @@ impl Backend for ZkBackend {
                     if let Some(node) = nodes.get_mut(&req.owner) {
                         node.held = true;
                         node.predecessor = None;
-                        return Ok(Attempt::Acquired { token: node.czxid as u64 });
+                        return Ok(Attempt::Acquired {
+                            token: node.czxid as u64,
+                        });
                     }
                     // Removed meanwhile (the session ended): queue again.
                 }
@@ -871,7 +987,9 @@ impl Backend for ZkBackend {
             ));
         }
         match session.client.check_stat(&node.path).await {
-            Ok(Some(stat)) if stat.czxid == node.czxid && stat.ephemeral_owner == session.id => Ok(Renewal::Renewed),
+            Ok(Some(stat)) if stat.czxid == node.czxid && stat.ephemeral_owner == session.id => {
+                Ok(Renewal::Renewed)
+            }
             Ok(_) => Ok(Renewal::NotOurs),
             Err(e) if is_session_gone(&e) => {
                 if let Some(events) = &node.events {
@@ -903,7 +1021,10 @@ impl Backend for ZkBackend {
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
         let inner = &self.inner;
         let session = inner.session().await?;
-        let Some(folders) = inner.list(&session, &inner.settings.root, "listing the lock folders").await? else {
+        let Some(folders) = inner
+            .list(&session, &inner.settings.root, "listing the lock folders")
+            .await?
+        else {
             return Ok(Vec::new());
         };
         let encoded_prefix = crate::name::encode(prefix);
@@ -934,13 +1055,20 @@ impl Backend for ZkBackend {
         let session = inner.session().await?;
         let folder = layout::lock_folder(&inner.settings.root, name);
         for _ in 0..CONNECTION_RETRIES {
-            let Some(children) = inner.list(&session, &folder, "listing the lock queue").await? else {
+            let Some(children) = inner
+                .list(&session, &folder, "listing the lock queue")
+                .await?
+            else {
                 return Ok(false);
             };
             let Some((_, first)) = layout::queue(children).into_iter().next() else {
                 return Ok(false);
             };
-            match session.client.delete(&format!("{folder}/{first}"), None).await {
+            match session
+                .client
+                .delete(&format!("{folder}/{first}"), None)
+                .await
+            {
                 Ok(()) => return Ok(true),
                 // Released meanwhile (then the next one holds: look again), or the outcome
                 // of a delete is unknown (look again: a first node gone is what we wanted).
@@ -949,12 +1077,19 @@ impl Backend for ZkBackend {
                 Err(e) => return Err(map_error("deleting the holder's lock node", e)),
             }
         }
-        Err(Error::unavailable("force release: the lock queue kept changing or the connection kept dropping"))
+        Err(Error::unavailable(
+            "force release: the lock queue kept changing or the connection kept dropping",
+        ))
     }
 
     async fn watch_for(&self, _name: &LockName, owner: OwnerId) -> Result<Box<dyn ReleaseWatch>> {
         self.inner.ensure_open()?;
-        let mut watch = PredecessorWatch { inner: Arc::downgrade(&self.inner), owner, armed: None, fired: false };
+        let mut watch = PredecessorWatch {
+            inner: Arc::downgrade(&self.inner),
+            owner,
+            armed: None,
+            fired: false,
+        };
         watch.arm().await;
         Ok(Box::new(watch))
     }

@@ -56,7 +56,9 @@ impl ZkSettings {
             }
         }
         if url.tls {
-            return Err(Error::invalid("TLS to ZooKeeper is not supported by this version of fencelock"));
+            return Err(Error::invalid(
+                "TLS to ZooKeeper is not supported by this version of fencelock",
+            ));
         }
         let session_timeout = match url.query.get("session_timeout_ms") {
             None => DEFAULT_SESSION_TIMEOUT,
@@ -65,7 +67,9 @@ impl ZkSettings {
                 .ok()
                 .filter(|ms| (100..=600_000).contains(ms))
                 .map(Duration::from_millis)
-                .ok_or_else(|| Error::invalid(format!("session_timeout_ms must be 100-600000, not {ms:?}")))?,
+                .ok_or_else(|| {
+                    Error::invalid(format!("session_timeout_ms must be 100-600000, not {ms:?}"))
+                })?,
         };
         let chroot = match url.path.trim_end_matches('/') {
             "" => String::new(),
@@ -75,13 +79,21 @@ impl ZkSettings {
                 path
             }
         };
-        let root = url.query.get("root").cloned().unwrap_or_else(|| DEFAULT_ROOT.to_string());
+        let root = url
+            .query
+            .get("root")
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_ROOT.to_string());
         validate_path("root", &root)?;
         let hosts: Vec<String> = url
             .hosts
             .iter()
             .map(|h| {
-                let host = if h.host.contains(':') { format!("[{}]", h.host) } else { h.host.clone() };
+                let host = if h.host.contains(':') {
+                    format!("[{}]", h.host)
+                } else {
+                    h.host.clone()
+                };
                 format!("{host}:{}", h.port.unwrap_or(DEFAULT_PORT))
             })
             .collect();
@@ -89,7 +101,9 @@ impl ZkSettings {
             (None, None) => None,
             (Some(user), Some(password)) => {
                 if user.contains(':') {
-                    return Err(Error::invalid("a ZooKeeper digest user name cannot contain ':'"));
+                    return Err(Error::invalid(
+                        "a ZooKeeper digest user name cannot contain ':'",
+                    ));
                 }
                 Some(format!("{user}:{password}"))
             }
@@ -99,7 +113,13 @@ impl ZkSettings {
                 ));
             }
         };
-        Ok(ZkSettings { hosts: hosts.join(","), chroot, root, session_timeout, digest })
+        Ok(ZkSettings {
+            hosts: hosts.join(","),
+            chroot,
+            root,
+            session_timeout,
+            digest,
+        })
     }
 
     /// The `user:password` credential for the digest scheme, if any.
@@ -117,7 +137,10 @@ impl ZkSettings {
     /// access for anybody else. Without: open, like Curator's default.
     pub fn folder_acls(&self) -> Vec<Acl> {
         if self.has_credentials() {
-            vec![Acl::new(Permission::READ | Permission::CREATE | Permission::DELETE, AuthId::authed())]
+            vec![Acl::new(
+                Permission::READ | Permission::CREATE | Permission::DELETE,
+                AuthId::authed(),
+            )]
         } else {
             vec![Acl::new(Permission::ALL, AuthId::anyone())]
         }
@@ -149,7 +172,10 @@ fn validate_path(what: &str, path: &str) -> Result<()> {
             return bad("has an empty, . or .. segment");
         }
     }
-    if path.chars().any(|c| c.is_control() || ('\u{e000}'..='\u{f8ff}').contains(&c) || c >= '\u{fff0}') {
+    if path
+        .chars()
+        .any(|c| c.is_control() || ('\u{e000}'..='\u{f8ff}').contains(&c) || c >= '\u{fff0}')
+    {
         return bad("contains characters ZooKeeper does not accept");
     }
     Ok(())
@@ -162,13 +188,18 @@ pub fn map_error(context: &str, err: zookeeper_client::Error) -> Error {
     let text = redact_secrets(&err.to_string());
     let message = format!("{context}: {text}");
     match err {
-        Z::ConnectionLoss | Z::Timeout | Z::NoHosts | Z::SessionMoved | Z::NotReadOnly | Z::Throttled => {
-            Error::unavailable(message)
-        }
+        Z::ConnectionLoss
+        | Z::Timeout
+        | Z::NoHosts
+        | Z::SessionMoved
+        | Z::NotReadOnly
+        | Z::Throttled => Error::unavailable(message),
         // The session's ephemeral nodes are gone; the backend makes a new session.
         Z::SessionExpired => Error::unavailable(message),
         Z::NoAuth | Z::AuthFailed => Error::auth(message),
-        Z::InvalidAcl => Error::auth(format!("{message} (the ACL names an identity this session lacks)")),
+        Z::InvalidAcl => Error::auth(format!(
+            "{message} (the ACL names an identity this session lacks)"
+        )),
         Z::ClientClosed => Error::closed(message),
         Z::BadArguments(_) => Error::invalid(message),
         // I/O and transport failures (the connection reset, TLS, SASL) come as custom errors.
@@ -217,7 +248,11 @@ mod tests {
             "zk://h?tls=true",
         ] {
             let err = settings(url).unwrap_err();
-            assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{url}: {err}");
+            assert_eq!(
+                err.code(),
+                crate::ErrorCode::InvalidArgument,
+                "{url}: {err}"
+            );
         }
     }
 
@@ -225,11 +260,20 @@ mod tests {
     fn errors_map_to_codes() {
         use zookeeper_client::Error as Z;
         assert!(map_error("x", Z::ConnectionLoss).is_retryable());
-        assert_eq!(map_error("x", Z::ConnectionLoss).code(), crate::ErrorCode::Unavailable);
+        assert_eq!(
+            map_error("x", Z::ConnectionLoss).code(),
+            crate::ErrorCode::Unavailable
+        );
         assert_eq!(map_error("x", Z::NoAuth).code(), crate::ErrorCode::Auth);
         assert_eq!(map_error("x", Z::AuthFailed).code(), crate::ErrorCode::Auth);
-        assert_eq!(map_error("x", Z::ClientClosed).code(), crate::ErrorCode::Closed);
-        assert_eq!(map_error("x", Z::QuotaExceeded).code(), crate::ErrorCode::Backend);
+        assert_eq!(
+            map_error("x", Z::ClientClosed).code(),
+            crate::ErrorCode::Closed
+        );
+        assert_eq!(
+            map_error("x", Z::QuotaExceeded).code(),
+            crate::ErrorCode::Backend
+        );
         assert!(map_error("x", Z::SessionExpired).is_retryable());
     }
 }

@@ -6,25 +6,38 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fencelock::{BootInstant, Error, Fence, Lease, LockOptions, Locker, LockerOptions, SqlValue, Statement};
+use fencelock::{
+    BootInstant, Error, Fence, Lease, LockOptions, Locker, LockerOptions, SqlValue, Statement,
+};
 use serde_json::{Value, json};
 
 const INSERT_WRITE: &str = "INSERT INTO fault_writes (write_id, cs, token, worker, lang, mode, t_sent) VALUES (?, ?, ?, ?, ?, ?, ?)";
 
 fn now_us() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
 }
 
 /// Wall-clock microseconds of a point on CLOCK_BOOTTIME, so the checker can compare it with
 /// every other process's wall-clock records (one machine, one clock).
 fn boot_to_wall_us(at: BootInstant) -> i64 {
     let (now_b, now_w) = (BootInstant::now(), now_us());
-    if at >= now_b { now_w + now_b.until(at).as_micros() as i64 } else { now_w - at.until(now_b).as_micros() as i64 }
+    if at >= now_b {
+        now_w + now_b.until(at).as_micros() as i64
+    } else {
+        now_w - at.until(now_b).as_micros() as i64
+    }
 }
 
 fn expires_at_us(lease: &Lease) -> Value {
     match lease.expires_at() {
-        Some(t) => json!(t.duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)),
+        Some(t) => json!(
+            t.duration_since(UNIX_EPOCH)
+                .map(|d| d.as_micros() as i64)
+                .unwrap_or(0)
+        ),
         None => Value::Null,
     }
 }
@@ -36,7 +49,9 @@ fn emit(line: Value) {
 }
 
 fn ms(v: &Value, key: &str) -> Option<Duration> {
-    v.get(key).and_then(Value::as_u64).map(Duration::from_millis)
+    v.get(key)
+        .and_then(Value::as_u64)
+        .map(Duration::from_millis)
 }
 
 struct Worker {
@@ -65,7 +80,8 @@ impl Worker {
     }
 
     async fn acquire(&mut self, cmd: &Value) -> Result<Value, Error> {
-        let mut options = LockOptions::default().with_ttl(ms(cmd, "ttl_ms").unwrap_or(Duration::from_secs(10)));
+        let mut options =
+            LockOptions::default().with_ttl(ms(cmd, "ttl_ms").unwrap_or(Duration::from_secs(10)));
         options = options.with_wait(ms(cmd, "wait_ms"));
         let t_req = now_us();
         let lease = self.locker.acquire(&self.lock, &options).await?;
@@ -81,8 +97,10 @@ impl Worker {
         let (name, lang) = (self.name.clone(), self.lang.clone());
         tokio::spawn(async move {
             let reason = signal.wait().await;
-            emit(json!({"rec": "lost_signal", "worker": name, "lang": lang, "cs": cs, "t": now_us(),
-                        "reason": format!("{reason:?}")}));
+            emit(
+                json!({"rec": "lost_signal", "worker": name, "lang": lang, "cs": cs, "t": now_us(),
+                        "reason": format!("{reason:?}")}),
+            );
         });
         self.last_token = Some((self.cs(), lease.token()));
         self.lease = Some(lease.clone());
@@ -90,7 +108,9 @@ impl Worker {
     }
 
     fn probe(&self) -> Value {
-        let Some(lease) = &self.lease else { return json!({"lost": Value::Null}) };
+        let Some(lease) = &self.lease else {
+            return json!({"lost": Value::Null});
+        };
         let t = now_us();
         let lost = lease.is_lost();
         let rec = self.rec(
@@ -112,7 +132,11 @@ impl Worker {
         let write_id = format!("{}/{}", cs, self.writes);
         let t = now_us();
         let (lost_before, expires_at, deadline) = match &self.lease {
-            Some(l) => (json!(l.is_lost()), expires_at_us(l), json!(boot_to_wall_us(l.deadline()))),
+            Some(l) => (
+                json!(l.is_lost()),
+                expires_at_us(l),
+                json!(boot_to_wall_us(l.deadline())),
+            ),
             None => (Value::Null, Value::Null, Value::Null),
         };
         let statement = Statement::new(INSERT_WRITE)
@@ -142,10 +166,15 @@ impl Worker {
     }
 
     async fn release(&mut self) -> Result<Value, Error> {
-        let Some(lease) = self.lease.take() else { return Ok(json!({})) };
+        let Some(lease) = self.lease.take() else {
+            return Ok(json!({}));
+        };
         let result = lease.release().await;
         let code = result.as_ref().err().map(|e| e.code().as_str());
-        emit(self.rec("released", json!({"cs": self.cs(), "t": now_us(), "code": code})));
+        emit(self.rec(
+            "released",
+            json!({"cs": self.cs(), "t": now_us(), "code": code}),
+        ));
         result.map(|_| json!({}))
     }
 
@@ -187,7 +216,9 @@ impl Worker {
         let hold = ms(cmd, "hold_ms").unwrap_or(Duration::ZERO);
         let mut done = 0u64;
         loop {
-            if count.is_some_and(|c| done >= c) || until.is_some_and(|u| tokio::time::Instant::now() >= u) {
+            if count.is_some_and(|c| done >= c)
+                || until.is_some_and(|u| tokio::time::Instant::now() >= u)
+            {
                 break;
             }
             match self.acquire(cmd).await {
@@ -239,7 +270,9 @@ fn reply(id: &Value, result: Result<Value, Error>) {
             v["ok"] = json!(true);
             v
         }
-        Err(e) => json!({"reply": id, "ok": false, "code": e.code().as_str(), "message": e.message()}),
+        Err(e) => {
+            json!({"reply": id, "ok": false, "code": e.code().as_str(), "message": e.message()})
+        }
     };
     emit(line);
 }
@@ -247,7 +280,9 @@ fn reply(id: &Value, result: Result<Value, Error>) {
 async fn init(cmd: &Value) -> Result<Worker, Error> {
     let s = |k: &str| cmd[k].as_str().unwrap_or("").to_string();
     let op_timeout = ms(cmd, "op_timeout_ms").unwrap_or(Duration::from_secs(3));
-    let options = LockerOptions::default().with_language("rust").with_operation_timeout(op_timeout);
+    let options = LockerOptions::default()
+        .with_language("rust")
+        .with_operation_timeout(op_timeout);
     let locker = Locker::connect_with(&s("lock_url"), options.clone()).await?;
     let fence = Fence::open_with(&s("fence_url"), &s("resource"), options).await?;
     Ok(Worker {
@@ -288,7 +323,10 @@ async fn main() {
             (Some("init"), _) => match init(&cmd).await {
                 Ok(w) => {
                     worker = Some(w);
-                    reply(&id, Ok(json!({"pid": std::process::id(), "broken_build": *broken})));
+                    reply(
+                        &id,
+                        Ok(json!({"pid": std::process::id(), "broken_build": *broken})),
+                    );
                 }
                 Err(e) => reply(&id, Err(e)),
             },
