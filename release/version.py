@@ -2,6 +2,7 @@
 """Prints fencelock's version: the workspace version in the root Cargo.toml, the one place it is
 set. The wheel (maturin reads the crate's version), the npm packages (stamped by
 release/npm-stage.mjs), the Maven POM and the CLI tarball all take it from here."""
+
 import pathlib
 import sys
 import tomllib

@@ -114,7 +114,13 @@ def run_uncontended(spec: Spec, seconds: float) -> Uncontended:
 
 
 def contender(
-    spec: Spec, name: str, start_at: float, stop_at: float, hold: float, think: float, out: "mp.Queue"
+    spec: Spec,
+    name: str,
+    start_at: float,
+    stop_at: float,
+    hold: float,
+    think: float,
+    out: "mp.Queue",
 ) -> None:
     """One of the 8 processes: (acquired, release started) per section, on CLOCK_MONOTONIC,
     which every process on the machine shares."""
@@ -142,7 +148,11 @@ Timeline = List[Tuple[float, float, int]]
 
 
 def run_processes(
-    context: "mp.context.SpawnContext", target: object, arguments: List[tuple], out: "mp.Queue", seconds: float
+    context: "mp.context.SpawnContext",
+    target: object,
+    arguments: List[tuple],
+    out: "mp.Queue",
+    seconds: float,
 ) -> Timeline:
     """Starts one process per argument tuple and merges their (acquired, releasing) sections,
     each tagged with its process, in acquisition order; raises if any process failed."""
@@ -198,8 +208,14 @@ def run_contended(spec: Spec, seconds: float, hold: float, think: float) -> Cont
 
 
 def alternate(
-    spec: Spec, me: int, name: str, start_at: float, stop_at: float, hold: float,
-    last_holder: "mp.sharedctypes.Synchronized[int]", out: "mp.Queue",
+    spec: Spec,
+    me: int,
+    name: str,
+    start_at: float,
+    stop_at: float,
+    hold: float,
+    last_holder: "mp.sharedctypes.Synchronized[int]",
+    out: "mp.Queue",
 ) -> None:
     """One of the two strictly alternating processes: asks for the lock only after the other
     one took it since this one's last turn, so every release goes to a parked waiter."""
@@ -285,12 +301,15 @@ def table(results: List[Result]) -> str:
         solo, shared, handoff = result.uncontended, result.contended, result.handoff
         assert solo is not None and shared is not None and handoff is not None
         ours = [] if spec.is_fencelock else ours_by_family.get(spec.family, [])
-        versus_solo = " / ".join(
-            ratio(o.uncontended.cycles_per_s, solo.cycles_per_s) for o in ours if o.uncontended
-        ) or "-"
-        versus_handoff = " / ".join(
-            ratio(handoff.p50_ms, o.handoff.p50_ms) for o in ours if o.handoff
-        ) or "-"
+        versus_solo = (
+            " / ".join(
+                ratio(o.uncontended.cycles_per_s, solo.cycles_per_s) for o in ours if o.uncontended
+            )
+            or "-"
+        )
+        versus_handoff = (
+            " / ".join(ratio(handoff.p50_ms, o.handoff.p50_ms) for o in ours if o.handoff) or "-"
+        )
         lines.append(
             f"| {spec.label} | {solo.cycles_per_s:.0f} | {solo.p50_ms:.3f} | {solo.p99_ms:.3f} "
             f"| {shared.sections_per_s:.0f} | {shared.to_other_share * 100:.0f}% "

@@ -188,7 +188,11 @@ def default_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List
     specs = [
         Spec("fencelock redis", "redis", "fencelock", redis_url, True),
         Spec(
-            "fencelock redis, release pipelined", "redis", "fencelock", redis_url, True,
+            "fencelock redis, release pipelined",
+            "redis",
+            "fencelock",
+            redis_url,
+            True,
             (("pipelined_release", True),),
         ),
         Spec("redis-py Lock", "redis", "redis-py", redis_url),
@@ -196,8 +200,12 @@ def default_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List
         Spec("pottery Redlock, 1 master", "redis", "pottery", redis_url),
         Spec("fencelock redlock, 5 masters", "redlock", "fencelock", redlock_url, True),
         Spec(
-            "fencelock redlock, 5 masters, release pipelined", "redlock", "fencelock", redlock_url,
-            True, (("pipelined_release", True),),
+            "fencelock redlock, 5 masters, release pipelined",
+            "redlock",
+            "fencelock",
+            redlock_url,
+            True,
+            (("pipelined_release", True),),
         ),
         Spec("pottery Redlock, 5 masters", "redlock", "pottery", master_urls),
         Spec("fencelock zookeeper", "zookeeper", "fencelock", zk_url, True),

@@ -37,20 +37,31 @@ _Seconds: TypeAlias = Union[int, float, timedelta]
 #: A value bound to a statement parameter.
 _SqlParam: TypeAlias = Union[None, bool, int, float, str, bytes, bytearray, memoryview]
 #: One statement of a fenced write: `(sql, params)`, `(sql,)` or a bare sql string.
-_SqlStatement: TypeAlias = Union[str, tuple[str], tuple[str, Optional[Sequence[_SqlParam]]], Sequence[Any]]
+_SqlStatement: TypeAlias = Union[
+    str, tuple[str], tuple[str, Optional[Sequence[_SqlParam]]], Sequence[Any]
+]
 
 def connect(
-    url: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None, metrics: bool = False
+    url: str,
+    *,
+    poll_interval: Optional[_Seconds] = None,
+    operation_timeout: Optional[_Seconds] = None,
+    metrics: bool = False,
 ) -> Locker:
     """Connects to the backend that `url` selects and returns a Locker."""
 
 def connect_async(
-    url: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None, metrics: bool = False
+    url: str,
+    *,
+    poll_interval: Optional[_Seconds] = None,
+    operation_timeout: Optional[_Seconds] = None,
+    metrics: bool = False,
 ) -> Awaitable[Locker]:
     """Awaitable `connect`."""
 
 def _test_panic() -> None: ...
 def _test_panic_async() -> Awaitable[None]: ...
+
 @final
 class Locker:
     """A client bound to one backend, made by `fencelock.connect(url)`."""
@@ -148,7 +159,9 @@ class Locker:
     def force_release_async(self, name: str) -> Awaitable[None]: ...
     def events(self) -> EventSubscription: ...
     def on_event(
-        self, callback: Callable[[LockEvent], object], kinds: Optional[Union[str, Sequence[str]]] = None
+        self,
+        callback: Callable[[LockEvent], object],
+        kinds: Optional[Union[str, Sequence[str]]] = None,
     ) -> EventSubscription: ...
     def close(self) -> None: ...
     def close_async(self) -> Awaitable[None]: ...
@@ -334,18 +347,32 @@ class Fence:
 
     @staticmethod
     def open(
-        url: str, resource: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None
+        url: str,
+        resource: str,
+        *,
+        poll_interval: Optional[_Seconds] = None,
+        operation_timeout: Optional[_Seconds] = None,
     ) -> Fence: ...
     @staticmethod
     def open_async(
-        url: str, resource: str, *, poll_interval: Optional[_Seconds] = None, operation_timeout: Optional[_Seconds] = None
+        url: str,
+        resource: str,
+        *,
+        poll_interval: Optional[_Seconds] = None,
+        operation_timeout: Optional[_Seconds] = None,
     ) -> Awaitable[Fence]: ...
     @property
     def resource(self) -> str: ...
-    def fenced_execute(self, token: Union[Lease, int], statements: Sequence[_SqlStatement]) -> list[int]: ...
-    def fenced_execute_async(self, token: Union[Lease, int], statements: Sequence[_SqlStatement]) -> Awaitable[list[int]]: ...
+    def fenced_execute(
+        self, token: Union[Lease, int], statements: Sequence[_SqlStatement]
+    ) -> list[int]: ...
+    def fenced_execute_async(
+        self, token: Union[Lease, int], statements: Sequence[_SqlStatement]
+    ) -> Awaitable[list[int]]: ...
     def fenced_set(self, token: Union[Lease, int], key: str, value: Union[bytes, str]) -> None: ...
-    def fenced_set_async(self, token: Union[Lease, int], key: str, value: Union[bytes, str]) -> Awaitable[None]: ...
+    def fenced_set_async(
+        self, token: Union[Lease, int], key: str, value: Union[bytes, str]
+    ) -> Awaitable[None]: ...
     def check(self, token: Union[Lease, int]) -> None: ...
     def check_async(self, token: Union[Lease, int]) -> Awaitable[None]: ...
     def highest(self) -> Optional[int]: ...

@@ -27,7 +27,9 @@ _LEVEL_CHECK_SECONDS = 2.0
 _bridge_lock = threading.Lock()
 _bridge: Optional[threading.Thread] = None
 
-_EVENT_KINDS = frozenset({"acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost", "released"})
+_EVENT_KINDS = frozenset(
+    {"acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost", "released"}
+)
 
 
 def _pump_logs(subscription: Any) -> None:
@@ -43,7 +45,9 @@ def _pump_logs(subscription: Any) -> None:
         levelno, message, lock, created = record
         if not LOGGER.isEnabledFor(levelno):
             continue
-        made = LOGGER.makeRecord(LOGGER.name, levelno, "(fencelock)", 0, message, None, None, extra={"lock_name": lock})
+        made = LOGGER.makeRecord(
+            LOGGER.name, levelno, "(fencelock)", 0, message, None, None, extra={"lock_name": lock}
+        )
         made.created = created
         made.msecs = (created - int(created)) * 1000
         LOGGER.handle(made)
@@ -58,7 +62,9 @@ def _ensure_log_bridge() -> None:
         if _bridge is not None and _bridge.is_alive():
             return
         subscription = _native._LogSubscription(LOGGER.getEffectiveLevel())
-        thread = threading.Thread(target=_pump_logs, args=(subscription,), name="fencelock-logging", daemon=True)
+        thread = threading.Thread(
+            target=_pump_logs, args=(subscription,), name="fencelock-logging", daemon=True
+        )
         thread.start()
         _bridge = thread
 
@@ -74,7 +80,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_bridge_after_fork)
 
 
-def _listen(subscription: Any, callback: Callable[[Any], object], kinds: Optional[Iterable[str]]) -> None:
+def _listen(
+    subscription: Any, callback: Callable[[Any], object], kinds: Optional[Iterable[str]]
+) -> None:
     """Runs `callback` for each event of `subscription` on a daemon thread of its own."""
     wanted = None
     if kinds is not None:

@@ -31,7 +31,10 @@ with fencelock.connect(lock_url) as locker, fencelock.Fence.open(data_url, "coun
                 lease,
                 [
                     ("UPDATE counter SET n = n + 1 WHERE id = 1", []),
-                    ("INSERT INTO log (token, n) SELECT ?, n FROM counter WHERE id = 1", [lease.token]),
+                    (
+                        "INSERT INTO log (token, n) SELECT ?, n FROM counter WHERE id = 1",
+                        [lease.token],
+                    ),
                 ],
             )
             with open(count_file + ".tmp", "w") as f:

@@ -279,7 +279,9 @@ def test_reprs_and_docs(locker: fencelock.Locker) -> None:
     assert fencelock.__version__
 
 
-def test_pipelined_release_frees_the_lock(locker: fencelock.Locker, rival: fencelock.Locker) -> None:
+def test_pipelined_release_frees_the_lock(
+    locker: fencelock.Locker, rival: fencelock.Locker
+) -> None:
     tokens = []
     for _ in range(3):
         lease = locker.acquire("pipelined", pipelined_release=True, wait=LONG)

@@ -14,12 +14,18 @@ def test_processes_contend_through_lock_and_fence(tmp_path: Path, url: str) -> N
     data_path = tmp_path / "data.db"
     run_sql(data_path, "CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
     run_sql(data_path, "INSERT INTO counter VALUES (1, 0)")
-    run_sql(data_path, "CREATE TABLE log (seq INTEGER PRIMARY KEY AUTOINCREMENT, token INTEGER, n INTEGER)")
+    run_sql(
+        data_path,
+        "CREATE TABLE log (seq INTEGER PRIMARY KEY AUTOINCREMENT, token INTEGER, n INTEGER)",
+    )
     (tmp_path / "count").write_text("0")
 
     worker = Path(__file__).with_name("_contender.py")
     args = [sys.executable, str(worker), url, f"sqlite://{data_path}", str(tmp_path), str(ROUNDS)]
-    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(PROCESSES)]
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(PROCESSES)
+    ]
     for p in procs:
         out, err = p.communicate(timeout=900)
         assert p.returncode == 0, err.decode()

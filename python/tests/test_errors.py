@@ -115,7 +115,9 @@ def test_bad_lock_options(locker: fencelock.Locker, kwargs: Dict[str, Any], frag
         assert isinstance(caught.value, ValueError)
 
 
-def test_timeout_is_refused_everywhere_and_names_ttl_and_wait(locker: fencelock.Locker, url: str) -> None:
+def test_timeout_is_refused_everywhere_and_names_ttl_and_wait(
+    locker: fencelock.Locker, url: str
+) -> None:
     calls: Dict[str, Callable[[], Any]] = {
         # mypy already refuses these (the stubs have no timeout=); the runtime says why.
         "lock": lambda: locker.lock("t", timeout=5),  # type: ignore[call-arg]
@@ -188,7 +190,11 @@ def test_sqlite_folder_missing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "kwargs,fragment",
-    [({"poll_interval": 0}, "poll_interval"), ({"operation_timeout": "10"}, "operation_timeout must be"), ({"colour": 1}, "unknown option")],
+    [
+        ({"poll_interval": 0}, "poll_interval"),
+        ({"operation_timeout": "10"}, "operation_timeout must be"),
+        ({"colour": 1}, "unknown option"),
+    ],
 )
 def test_bad_locker_options(url: str, kwargs: Dict[str, Any], fragment: str) -> None:
     with pytest.raises(fencelock.InvalidArgument, match=fragment):
@@ -276,16 +282,26 @@ except fencelock.InvalidArgument as e:
 """
 
 
-@pytest.mark.parametrize("value,ok", [("0", False), ("lots", False), ("65", False), ("3", True), ("", True)])
+@pytest.mark.parametrize(
+    "value,ok", [("0", False), ("lots", False), ("65", False), ("3", True), ("", True)]
+)
 def test_runtime_thread_count_from_the_environment(tmp_path: Path, value: str, ok: bool) -> None:
     """FENCELOCK_RUNTIME_THREADS is read when the runtime starts: in a fresh process."""
     env = {**os.environ, "FENCELOCK_RUNTIME_THREADS": value}
     url = f"sqlite://{tmp_path}/threads.db"
-    done = subprocess.run([sys.executable, "-c", _RUNTIME_PROBE, url], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNTIME_PROBE, url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     if ok:
         assert done.stdout.startswith("TOKEN "), done.stdout
         assert int(done.stdout.split()[1]) > 0
     else:
         assert done.stdout.startswith("INVALID_ARGUMENT"), done.stdout
-        assert "FENCELOCK_RUNTIME_THREADS" in done.stdout and repr(value) in done.stdout.replace('"', "'")
+        assert "FENCELOCK_RUNTIME_THREADS" in done.stdout and repr(value) in done.stdout.replace(
+            '"', "'"
+        )

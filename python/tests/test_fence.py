@@ -29,7 +29,11 @@ def test_fenced_execute_with_leases_and_tokens(locker: fencelock.Locker, table: 
         second = locker.acquire("writer")
         changed = fence.fenced_execute(
             second,
-            [("INSERT INTO kv VALUES (?, ?)", ["a", 1]), "INSERT INTO kv VALUES ('b', NULL)", ("UPDATE kv SET v = v + 1",)],
+            [
+                ("INSERT INTO kv VALUES (?, ?)", ["a", 1]),
+                "INSERT INTO kv VALUES ('b', NULL)",
+                ("UPDATE kv SET v = v + 1",),
+            ],
         )
         assert changed == [1, 1, 2]
         assert fence.highest() == second.token
@@ -49,14 +53,24 @@ def test_fenced_execute_with_leases_and_tokens(locker: fencelock.Locker, table: 
 def test_failed_statement_rolls_everything_back(locker: fencelock.Locker, table: Path) -> None:
     with fencelock.Fence.open(f"sqlite://{table}", "kv") as fence, locker.lock("w") as lease:
         with pytest.raises(fencelock.BackendError, match="nothing was written"):
-            fence.fenced_execute(lease, [("INSERT INTO kv VALUES ('x', 1)", []), ("INSERT INTO nowhere VALUES (1)", [])])
+            fence.fenced_execute(
+                lease,
+                [("INSERT INTO kv VALUES ('x', 1)", []), ("INSERT INTO nowhere VALUES (1)", [])],
+            )
         assert rows(table) == []
         assert fence.highest() is None
 
 
 def test_parameter_types(locker: fencelock.Locker, table: Path) -> None:
     with fencelock.Fence.open(f"sqlite://{table}", "kv") as fence, locker.lock("types") as lease:
-        for k, v in [("i", 7), ("f", 1.5), ("s", "text"), ("b", b"\x00\x01"), ("n", None), ("t", True)]:
+        for k, v in [
+            ("i", 7),
+            ("f", 1.5),
+            ("s", "text"),
+            ("b", b"\x00\x01"),
+            ("n", None),
+            ("t", True),
+        ]:
             fence.fenced_execute(lease, [("INSERT INTO kv VALUES (?, ?)", (k, v))])
         assert dict(rows(table)) == {"i": 7, "f": 1.5, "s": "text", "b": "0001", "n": None, "t": 1}
 
@@ -75,7 +89,9 @@ BAD_FENCE_CALLS = {
 }
 
 
-@pytest.mark.parametrize("token,statements,fragment", BAD_FENCE_CALLS.values(), ids=BAD_FENCE_CALLS.keys())
+@pytest.mark.parametrize(
+    "token,statements,fragment", BAD_FENCE_CALLS.values(), ids=BAD_FENCE_CALLS.keys()
+)
 def test_bad_fence_calls(table: Path, token: object, statements: object, fragment: str) -> None:
     with fencelock.Fence.open(f"sqlite://{table}", "kv") as fence:
         with pytest.raises(fencelock.InvalidArgument, match=fragment):
@@ -102,7 +118,9 @@ def test_fence_async(locker: fencelock.Locker, table: Path) -> None:
     async def main() -> None:
         fence = await fencelock.Fence.open_async(f"sqlite://{table}", "kv")
         async with locker.lock("async-writer") as lease:
-            assert await fence.fenced_execute_async(lease, [("INSERT INTO kv VALUES ('z', 26)", [])]) == [1]
+            assert await fence.fenced_execute_async(
+                lease, [("INSERT INTO kv VALUES ('z', 26)", [])]
+            ) == [1]
             await fence.check_async(lease)
             assert await fence.highest_async() == lease.token
         fence.close()
@@ -111,7 +129,9 @@ def test_fence_async(locker: fencelock.Locker, table: Path) -> None:
     assert rows(table) == [("z", 26)]
 
 
-def test_lost_lease_is_refused_before_anything_is_sent(locker: fencelock.Locker, table: Path, db_path: Path) -> None:
+def test_lost_lease_is_refused_before_anything_is_sent(
+    locker: fencelock.Locker, table: Path, db_path: Path
+) -> None:
     from conftest import LONG, take_over
 
     with fencelock.Fence.open(f"sqlite://{table}", "kv") as fence:

@@ -12,7 +12,12 @@ import fencelock
 def test_sigint_interrupts_a_blocked_acquire(locker: fencelock.Locker, url: str) -> None:
     lease = locker.acquire("ctrl-c", ttl=10)
     script = Path(__file__).with_name("_interrupted.py")
-    proc = subprocess.Popen([sys.executable, str(script), url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"

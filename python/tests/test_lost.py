@@ -62,14 +62,18 @@ def test_lost_signal_fires_async(url: str, db_path: Path) -> None:
             waiter = asyncio.ensure_future(lease.lost)
             await asyncio.sleep(0.05)
             assert not waiter.done()
-            await asyncio.get_running_loop().run_in_executor(None, take_over, db_path, "async-victim")
+            await asyncio.get_running_loop().run_in_executor(
+                None, take_over, db_path, "async-victim"
+            )
             assert await asyncio.wait_for(waiter, LONG) is True
             assert lease.is_lost
             with pytest.raises(fencelock.Lost):
                 await lease.extend_async()
             with pytest.raises(fencelock.Lost):
                 async with locker.lock("async-scope", ttl=TTL) as scoped:
-                    await asyncio.get_running_loop().run_in_executor(None, take_over, db_path, "async-scope")
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, take_over, db_path, "async-scope"
+                    )
                     await asyncio.wait_for(scoped.lost, LONG)
         finally:
             await locker.close_async()

@@ -30,9 +30,13 @@ def _snapshot() -> Dict[Key, float]:
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
                 for point in metric.data.data_points:
-                    attributes = tuple(sorted((str(k), str(v)) for k, v in (point.attributes or {}).items()))
+                    attributes = tuple(
+                        sorted((str(k), str(v)) for k, v in (point.attributes or {}).items())
+                    )
                     value = getattr(point, "count", None)
-                    seen[(metric.name, attributes)] = float(getattr(point, "value") if value is None else value)
+                    seen[(metric.name, attributes)] = float(
+                        getattr(point, "value") if value is None else value
+                    )
     return seen
 
 
@@ -57,7 +61,9 @@ def test_a_lock_life_shows_in_the_hosts_opentelemetry(url: str) -> None:
         locker.force_release("py-metrics-lost")
         assert lease.lost.wait(LONG)
         seen = _wait_for(("fencelock.losses", backend + (("reason", "taken_over"),)), 1)
-        seen = _wait_for(("fencelock.lease.hold", (("backend", "sqlite"), ("outcome", "released"))), 3)
+        seen = _wait_for(
+            ("fencelock.lease.hold", (("backend", "sqlite"), ("outcome", "released"))), 3
+        )
     assert seen[("fencelock.acquisitions", backend)] >= 4
     assert seen[("fencelock.acquire.duration", backend)] >= 4
     assert seen[("fencelock.acquire.wait", backend)] >= 4
@@ -71,7 +77,9 @@ def test_metrics_off_by_default_and_bad_values_are_typed_errors(url: str) -> Non
         with locker.lock("py-metrics-off", ttl=5):
             pass
     time.sleep(0.5)
-    assert _snapshot().get(acquisitions, 0) == before, "a Locker without metrics=True recorded metrics"
+    assert _snapshot().get(acquisitions, 0) == before, (
+        "a Locker without metrics=True recorded metrics"
+    )
     with pytest.raises(fencelock.InvalidArgument, match="metrics"):
         fencelock.connect(url, metrics="yes")  # type: ignore[arg-type]
     with pytest.raises(fencelock.InvalidArgument, match="metrics"):
@@ -87,6 +95,10 @@ def test_metrics_without_the_opentelemetry_api_is_a_clear_error(url: str) -> Non
         "except fencelock.InvalidArgument as e:\n"
         "    print('InvalidArgument:', e)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=LONG)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=LONG
+    )
     assert out.returncode == 0, out.stderr
-    assert "InvalidArgument:" in out.stdout and "pip install opentelemetry-api" in out.stdout, out.stdout
+    assert "InvalidArgument:" in out.stdout and "pip install opentelemetry-api" in out.stdout, (
+        out.stdout
+    )

@@ -107,7 +107,9 @@ def test_events_can_be_read_without_a_callback(url: str) -> None:
     assert list(events) == [] and events.closed
 
 
-def test_the_library_logs_through_logging(any_locker: fencelock.Locker, caplog: pytest.LogCaptureFixture) -> None:
+def test_the_library_logs_through_logging(
+    any_locker: fencelock.Locker, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING, logger="fencelock")
     name = fresh("logs")
     lease = any_locker.acquire(name, ttl=3)
@@ -115,7 +117,10 @@ def test_the_library_logs_through_logging(any_locker: fencelock.Locker, caplog: 
     assert lease.lost.wait(LONG)
 
     def logged() -> bool:
-        return any(r.name == "fencelock" and "lost" in r.getMessage() and name in r.getMessage() for r in caplog.records)
+        return any(
+            r.name == "fencelock" and "lost" in r.getMessage() and name in r.getMessage()
+            for r in caplog.records
+        )
 
     # The bridge thread notices the logger's level within 2 s; records arrive asynchronously.
     wait_until(logged)

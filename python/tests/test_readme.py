@@ -13,6 +13,8 @@ def test_readme_python_example_runs() -> None:
     section = text.split("## Python", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match, "the README has no Python example"
-    done = subprocess.run([sys.executable, "-c", match.group(1)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", match.group(1)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "report written under fencing token" in done.stdout

@@ -9,8 +9,12 @@ import pytest
 import fencelock
 
 REDIS_URL = os.environ.get("FENCELOCK_TEST_REDIS_URL")
-assert REDIS_URL or os.environ.get("FENCELOCK_REQUIRE_SERVERS") != "1", "CI must set FENCELOCK_TEST_REDIS_URL"
-pytestmark = pytest.mark.skipif(not REDIS_URL, reason="FENCELOCK_TEST_REDIS_URL is not set (tests/servers.sh env)")
+assert REDIS_URL or os.environ.get("FENCELOCK_REQUIRE_SERVERS") != "1", (
+    "CI must set FENCELOCK_TEST_REDIS_URL"
+)
+pytestmark = pytest.mark.skipif(
+    not REDIS_URL, reason="FENCELOCK_TEST_REDIS_URL is not set (tests/servers.sh env)"
+)
 
 
 def fresh(prefix: str) -> str:

@@ -68,7 +68,9 @@ def test_a_loss_while_nested_makes_every_lease_lost(locker: fencelock.Locker) ->
         outer.raise_if_lost()
 
 
-def test_without_the_option_nesting_raises_deadlock_naming_the_lock(locker: fencelock.Locker) -> None:
+def test_without_the_option_nesting_raises_deadlock_naming_the_lock(
+    locker: fencelock.Locker,
+) -> None:
     with locker.lock("plain"):
         with pytest.raises(fencelock.Deadlock, match='"plain"'):
             locker.acquire("plain")
@@ -82,6 +84,7 @@ def test_tasks_re_enter_their_own_lock_and_contend_for_others(locker: fencelock.
         async with lock as outer:
             async with lock as inner:
                 assert inner.token == outer.token
+
             # A task created inside the block is another scope: it contends.
             async def from_a_child_task() -> Optional[fencelock.Lease]:
                 return await locker.try_acquire_async("per-task", reentrant=True)

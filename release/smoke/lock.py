@@ -1,5 +1,6 @@
 """Smoke test of the installed wheel: two lockers on one SQLite file, the second is refused while
 the first holds the lock, and the next holder gets a larger token. Exits non-zero on any failure."""
+
 import sys
 import tempfile
 

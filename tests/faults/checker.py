@@ -52,7 +52,9 @@ def _int(v: Any) -> Optional[int]:
     return None if v is None else int(v)
 
 
-def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forgetful: bool = False) -> Verdict:
+def check(
+    records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forgetful: bool = False
+) -> Verdict:
     """`forgetful`: the run lost lock state on purpose (a Redis restarted without persistence),
     so a later holder's acquire says nothing about an earlier lease's deadline."""
     v = Verdict()
@@ -66,7 +68,9 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
     for r in acquired:
         tok = int(r["token"])
         if tok in tokens_seen:
-            v.fail("token-order", f"token {tok} handed out twice ({tokens_seen[tok]} and {r['cs']})")
+            v.fail(
+                "token-order", f"token {tok} handed out twice ({tokens_seen[tok]} and {r['cs']})"
+            )
         tokens_seen[tok] = r["cs"]
     by_return = sorted(acquired, key=lambda r: r["t"])
     i, best = 0, None
@@ -76,7 +80,10 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
                 best = by_return[i]
             i += 1
         if best is not None and int(best["token"]) >= int(y["token"]):
-            v.fail("token-order", f"{y['cs']} got token {y['token']} after {best['cs']} got {best['token']}")
+            v.fail(
+                "token-order",
+                f"{y['cs']} got token {y['token']} after {best['cs']} got {best['token']}",
+            )
 
     # The earliest moment each lease's client deadline had certainly passed: when a later holder's
     # acquire returned. A lease released without error was not taken over before (its release
@@ -87,13 +94,19 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
         for x in acquired:
             if x["cs"] in released:
                 continue
-            later = [y["t"] for y in acquired if int(y["token"]) > int(x["token"]) and y["t"] > x["t"]]
+            later = [
+                y["t"] for y in acquired if int(y["token"]) > int(x["token"]) and y["t"] > x["t"]
+            ]
             if later:
                 taken_over_at[x["cs"]] = min(later)
 
     def bound(cs: str, rec: dict[str, Any]) -> Optional[int]:
         """An upper bound of the lease's client deadline, as of a read taken at rec['t']."""
-        candidates = [b for b in (_int(rec.get("deadline")), _int(rec.get("expires_at")), taken_over_at.get(cs)) if b is not None]
+        candidates = [
+            b
+            for b in (_int(rec.get("deadline")), _int(rec.get("expires_at")), taken_over_at.get(cs))
+            if b is not None
+        ]
         return min(candidates) if candidates else None
 
     # fence-order and fence-answer
@@ -102,7 +115,10 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
     for row in log_rows:
         tok = int(row["token"])
         if last_token is not None and tok < last_token:
-            v.fail("fence-order", f"write {row['write_id']} (token {tok}) accepted after {last_row} (token {last_token})")
+            v.fail(
+                "fence-order",
+                f"write {row['write_id']} (token {tok}) accepted after {last_row} (token {last_token})",
+            )
         if last_token is None or tok >= last_token:
             last_token, last_row = tok, row["write_id"]
         logged[row["write_id"]] = row
@@ -112,11 +128,21 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
         if w["accepted"]:
             v.writes_accepted += 1
             if not in_log:
-                v.fail("fence-answer", f"{w['write_id']} was answered accepted but is not in the store")
+                v.fail(
+                    "fence-answer", f"{w['write_id']} was answered accepted but is not in the store"
+                )
         else:
             v.writes_rejected += 1
-            if in_log and w.get("code") in ("STALE_TOKEN", "LOST", "INVALID_ARGUMENT", "NOT_HELD", "CLOSED"):
-                v.fail("fence-answer", f"{w['write_id']} was answered {w['code']} but is in the store")
+            if in_log and w.get("code") in (
+                "STALE_TOKEN",
+                "LOST",
+                "INVALID_ARGUMENT",
+                "NOT_HELD",
+                "CLOSED",
+            ):
+                v.fail(
+                    "fence-answer", f"{w['write_id']} was answered {w['code']} but is in the store"
+                )
     writes_by_id = {w["write_id"]: w for w in writes}
     # late-write: a lease-mode write in the store, sent after the lease's deadline bound.
     for row in log_rows:
@@ -126,10 +152,15 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
         rec = answer if answer is not None else {"t": row["t_sent"]}
         b = bound(row["cs"], rec)
         if b is not None and int(row["t_sent"]) > b + TOLERANCE_US:
-            v.fail("late-write", f"{row['write_id']} (token {row['token']}) accepted though sent "
-                   f"{(int(row['t_sent']) - b) / 1000:.0f} ms after its lease's deadline")
+            v.fail(
+                "late-write",
+                f"{row['write_id']} (token {row['token']}) accepted though sent "
+                f"{(int(row['t_sent']) - b) / 1000:.0f} ms after its lease's deadline",
+            )
         if answer is not None and answer.get("lost_before"):
-            v.fail("late-write", f"{row['write_id']} accepted though its lease read lost just before")
+            v.fail(
+                "late-write", f"{row['write_id']} accepted though its lease read lost just before"
+            )
 
     # lost-probe
     probes = [r for r in records if r.get("rec") == "probe"]
@@ -139,7 +170,9 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
     for p in probes:
         b = bound(p["cs"], p)
         if not p["lost"] and b is not None and p["t"] > b + TOLERANCE_US:
-            v.fail("lost-probe", f"{p['cs']} read held {(p['t'] - b) / 1000:.0f} ms after its deadline")
+            v.fail(
+                "lost-probe", f"{p['cs']} read held {(p['t'] - b) / 1000:.0f} ms after its deadline"
+            )
         probes_by_cs[p["cs"]].append(p)
         if p["lost"] and p["cs"] not in first_lost:
             first_lost[p["cs"]] = p["t"]
@@ -157,15 +190,25 @@ def check(records: list[dict[str, Any]], log_rows: list[dict[str, Any]], *, forg
             continue
         free_at = _free_at(pauses.get(worker, []), t_lost)
         if sig["t"] > free_at + SIGNAL_MARGIN_US:
-            v.fail("lost-signal", f"{cs}: signal fired {(sig['t'] - free_at) / 1000:.0f} ms after the holder was free and knew")
+            v.fail(
+                "lost-signal",
+                f"{cs}: signal fired {(sig['t'] - free_at) / 1000:.0f} ms after the holder was free and knew",
+            )
     for cs, sig in signals.items():
         worker = sig["worker"]
         for a, b in pauses.get(worker, []):
             if a < sig["t"] < b:
                 v.fail("lost-signal", f"{cs}: signal recorded while its process was stopped")
-        held_after = [p for p in probes_by_cs.get(cs, []) if not p["lost"] and p["t"] > sig["t"] + TOLERANCE_US]
+        held_after = [
+            p
+            for p in probes_by_cs.get(cs, [])
+            if not p["lost"] and p["t"] > sig["t"] + TOLERANCE_US
+        ]
         if held_after:
-            v.fail("lost-signal", f"{cs}: signal fired, then the lease read held at {held_after[0]['t']}")
+            v.fail(
+                "lost-signal",
+                f"{cs}: signal fired, then the lease read held at {held_after[0]['t']}",
+            )
     return v
 
 

@@ -38,8 +38,16 @@ def load_plan() -> dict[str, Any]:
         return tomllib.load(f)
 
 
-async def run_one(name: str, backend: str, langs: list[str], profile: str, index: int, params: dict[str, Any],
-                  broken: bool = False, rust_worker: Optional[Path] = None) -> dict[str, Any]:
+async def run_one(
+    name: str,
+    backend: str,
+    langs: list[str],
+    profile: str,
+    index: int,
+    params: dict[str, Any],
+    broken: bool = False,
+    rust_worker: Optional[Path] = None,
+) -> dict[str, Any]:
     run = Run(name, backend, langs, profile, index, broken=broken)
     if rust_worker is not None:
         run.rust_worker = rust_worker
@@ -55,8 +63,19 @@ async def run_one(name: str, backend: str, langs: list[str], profile: str, index
     rows = run.log_rows()
     # The fence's log goes into the history too, so one file is all `harness.py check` needs.
     with open(run.dir / "history.jsonl", "a") as f:
-        f.write(json.dumps({"rec": "meta", "run": run.id, "scenario": name, "backend": backend,
-                            "forgetful": run.forgetful, "broken_build": broken}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "rec": "meta",
+                    "run": run.id,
+                    "scenario": name,
+                    "backend": backend,
+                    "forgetful": run.forgetful,
+                    "broken_build": broken,
+                }
+            )
+            + "\n"
+        )
         for row in rows:
             f.write(json.dumps({"rec": "accepted_write", **row}) + "\n")
     verdict = checker.check(run.records, rows, forgetful=run.forgetful)
@@ -82,9 +101,12 @@ async def run_one(name: str, backend: str, langs: list[str], profile: str, index
     }
     (run.dir / "summary.json").write_text(json.dumps(summary, indent=1))
     status = "ok" if not verdict.violations and not failed_expectations else "FAIL"
-    print(f"[{status}] {name:22} {backend:12} {summary['langs']:28} {summary['seconds']:6.1f}s "
-          f"cs={verdict.sections} acc={verdict.writes_accepted} rej={verdict.writes_rejected} "
-          f"violations={len(verdict.violations)} failed-expectations={len(failed_expectations)}", flush=True)
+    print(
+        f"[{status}] {name:22} {backend:12} {summary['langs']:28} {summary['seconds']:6.1f}s "
+        f"cs={verdict.sections} acc={verdict.writes_accepted} rej={verdict.writes_rejected} "
+        f"violations={len(verdict.violations)} failed-expectations={len(failed_expectations)}",
+        flush=True,
+    )
     for v in verdict.violations[:10]:
         print(f"       violation: {v}", flush=True)
     for what in failed_expectations:
@@ -113,6 +135,7 @@ def append_results(path: Path, summaries: list[dict[str, Any]]) -> None:
     if BUNDLE is not None:
         # The histories themselves, so `harness.py check BUNDLE` can check them again anywhere.
         import gzip
+
         with gzip.open(BUNDLE, "at") as z:
             for s in summaries:
                 for line in open(s["history"]):
@@ -121,7 +144,9 @@ def append_results(path: Path, summaries: list[dict[str, Any]]) -> None:
                     z.write(json.dumps(obj) + "\n")
 
 
-def plan_runs(plan: dict[str, Any], only: Optional[set[str]] = None) -> list[tuple[str, str, dict[str, Any]]]:
+def plan_runs(
+    plan: dict[str, Any], only: Optional[set[str]] = None
+) -> list[tuple[str, str, dict[str, Any]]]:
     out = []
     for name, spec in plan["scenario"].items():
         for backend in spec["backends"]:
@@ -164,15 +189,25 @@ async def main_short(args: argparse.Namespace) -> int:
     final = [s for s in summaries if "retry_of" not in s and not any(r is s for r, _ in retried)]
     final += [again for _, again in retried]
     bad = [s for s in final if s["violations"] or s["failed_expectations"]]
-    lines = [f"faults: {len(final)} scenario x backend runs ({len(retried)} retried), "
-             f"{sum(s['sections'] for s in summaries)} critical sections, "
-             f"{sum(len(s['violations']) for s in summaries)} violations, {len(bad)} failed"]
+    lines = [
+        f"faults: {len(final)} scenario x backend runs ({len(retried)} retried), "
+        f"{sum(s['sections'] for s in summaries)} critical sections, "
+        f"{sum(len(s['violations']) for s in summaries)} violations, {len(bad)} failed"
+    ]
     for first, again in retried:
-        verdict = "failed again" if again["failed_expectations"] or again["violations"] else "passed on retry"
-        lines.append(f"faults: RETRIED {first['scenario']}/{first['backend']} ({first['langs']}): "
-                     f"{'; '.join(first['failed_expectations'])} -> {verdict}")
+        verdict = (
+            "failed again"
+            if again["failed_expectations"] or again["violations"]
+            else "passed on retry"
+        )
+        lines.append(
+            f"faults: RETRIED {first['scenario']}/{first['backend']} ({first['langs']}): "
+            f"{'; '.join(first['failed_expectations'])} -> {verdict}"
+        )
     for s in bad:
-        lines.append(f"faults: FAILED {s['scenario']}/{s['backend']} ({s['langs']}), reproduce: {s['command']}")
+        lines.append(
+            f"faults: FAILED {s['scenario']}/{s['backend']} ({s['langs']}), reproduce: {s['command']}"
+        )
         lines += [f"       {what}" for what in s["violations"][:5] + s["failed_expectations"][:5]]
     print("\n".join(lines), flush=True)
     # run.sh prints it again at its very end, where a truncated CI log still shows it.
@@ -198,13 +233,18 @@ async def main_soak(args: argparse.Namespace) -> int:
     for i, backend in enumerate(backends):
         langs = [LANGS[(i + j) % len(LANGS)] for j in range(len(LANGS))]
         ttl_ms = 5000 if backend == "redlock" else 10000  # Redlock's max_ttl here is 5 s
-        params = {"clients": args.clients, "duration_s": args.minutes * 60, "ttl_ms": ttl_ms, "writes": 2,
-                  "timeout_s": args.minutes * 60 + 300}
-        summaries.append(await run_one("soak", backend, langs, f"soak-{args.minutes:g}min", i, params))
+        params = {
+            "clients": args.clients,
+            "duration_s": args.minutes * 60,
+            "ttl_ms": ttl_ms,
+            "writes": 2,
+            "timeout_s": args.minutes * 60 + 300,
+        }
+        summaries.append(
+            await run_one("soak", backend, langs, f"soak-{args.minutes:g}min", i, params)
+        )
         append_results(Path(args.results), summaries[-1:])
     return 1 if any(s["violations"] or s["failed_expectations"] for s in summaries) else 0
-
-
 
 
 async def main_broken(args: argparse.Namespace) -> int:
@@ -220,13 +260,26 @@ async def main_broken(args: argparse.Namespace) -> int:
         spec = plan["scenario"][name]
         params = dict(spec.get("params", {}))
         params.update(spec.get("backend_params", {}).get(backend, {}))
-        s = await run_one(name, backend, ["rust", "rust", "rust"], "broken", i, params, broken=True, rust_worker=exe)
+        s = await run_one(
+            name,
+            backend,
+            ["rust", "rust", "rust"],
+            "broken",
+            i,
+            params,
+            broken=True,
+            rust_worker=exe,
+        )
         summaries.append(s)
         if s["violations"]:
             caught += 1
-            print(f"faults: as it must, the checker caught the broken build in {name}/{backend}: {s['violations'][0]}")
+            print(
+                f"faults: as it must, the checker caught the broken build in {name}/{backend}: {s['violations'][0]}"
+            )
         else:
-            print(f"faults: ERROR: the checker found nothing wrong with the broken build in {name}/{backend}")
+            print(
+                f"faults: ERROR: the checker found nothing wrong with the broken build in {name}/{backend}"
+            )
     append_results(Path(args.results), summaries)
     return 0 if caught == len(cases) else 1
 
@@ -234,6 +287,7 @@ async def main_broken(args: argparse.Namespace) -> int:
 def check_files(paths: list[str]) -> int:
     """Checks recorded histories again (history.jsonl files, or .jsonl.gz bundles of several)."""
     import gzip
+
     runs: dict[str, list[dict[str, Any]]] = {}
     for p in paths:
         opener = gzip.open if p.endswith(".gz") else open
@@ -249,17 +303,23 @@ def check_files(paths: list[str]) -> int:
         expect_fail = [r["what"] for r in recs if r.get("rec") == "expect" and not r["ok"]]
         ok = not v.violations and not expect_fail
         bad += not ok
-        print(f"[{'ok' if ok else 'FAIL'}] {meta.get('run', run_id)}: {v.sections} critical sections, "
-              f"{v.writes_accepted} writes accepted, {v.writes_rejected} rejected, {len(v.violations)} violations"
-              + (" (broken build)" if meta.get("broken_build") else ""))
+        print(
+            f"[{'ok' if ok else 'FAIL'}] {meta.get('run', run_id)}: {v.sections} critical sections, "
+            f"{v.writes_accepted} writes accepted, {v.writes_rejected} rejected, {len(v.violations)} violations"
+            + (" (broken build)" if meta.get("broken_build") else "")
+        )
         for x in v.violations[:5] + expect_fail[:5]:
             print(f"       {x}")
     return 1 if bad else 0
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", default=str(STATE / "results.jsonl"), help="results file to append to")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--results", default=str(STATE / "results.jsonl"), help="results file to append to"
+    )
     ap.add_argument("--bundle", help="also append every run's history to this .jsonl.gz")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("short")
@@ -285,6 +345,7 @@ def main() -> int:
     BUNDLE = Path(args.bundle) if args.bundle else None
     if args.cmd == "report":
         import report
+
         return report.write(args.inputs, Path(args.out))
     if args.cmd == "check":
         return check_files(args.files)

@@ -28,7 +28,10 @@ def _client_inode(client_port: int, server_port: int) -> Optional[str]:
                 for line in f:
                     parts = line.split()
                     local, remote, inode = parts[1], parts[2], parts[9]
-                    if int(local.rsplit(":", 1)[1], 16) == client_port and int(remote.rsplit(":", 1)[1], 16) == server_port:
+                    if (
+                        int(local.rsplit(":", 1)[1], 16) == client_port
+                        and int(remote.rsplit(":", 1)[1], 16) == server_port
+                    ):
                         return inode
         except OSError:
             continue
@@ -126,9 +129,13 @@ class Proxy:
             return
         conn = _Conn(pid, [writer, up_writer])
         self.conns.append(conn)
-        await asyncio.gather(self._pump(reader, up_writer, pid, conn), self._pump(up_reader, writer, pid, conn))
+        await asyncio.gather(
+            self._pump(reader, up_writer, pid, conn), self._pump(up_reader, writer, pid, conn)
+        )
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pid: Optional[int], conn: _Conn) -> None:
+    async def _pump(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pid: Optional[int], conn: _Conn
+    ) -> None:
         try:
             while True:
                 data = await src.read(65536)

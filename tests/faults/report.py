@@ -61,7 +61,9 @@ def write(inputs: list[str], out: Path) -> int:
     for r in normal:
         groups[(r["scenario"], r["backend"], _langs(r))].append(r)
     order = list(plan["scenario"])
-    for key in sorted(groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[2])):
+    for key in sorted(
+        groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[2])
+    ):
         rs = groups[key]
         lines.append(
             f"| {key[0]} | {key[1]} | {key[2]} | {len(rs)} | {sum(r['sections'] for r in rs)} | "
@@ -80,38 +82,61 @@ def write(inputs: list[str], out: Path) -> int:
     ]
     failed = [r for r in normal if r["violations"] or r["failed_expectations"]]
     if failed:
-        lines += ["Runs that failed (their first finding; what was learnt is under \"Findings\" in tests/faults/README.md):", ""]
+        lines += [
+            'Runs that failed (their first finding; what was learnt is under "Findings" in tests/faults/README.md):',
+            "",
+        ]
         for r in failed:
             what = (r["violations"] or r["failed_expectations"])[0]
             lines.append(f"- {r['run']} ({r['profile']}): {what}")
         lines.append("")
 
-    lines += ["## Soak", "",
-              "`tests/faults/run.sh soak` runs 16 clients (languages rotating) on one lock per backend for 10",
-              "minutes each (acquire, probe + fenced write twice, release, again; ttl 10 s, 5 s on Redlock",
-              "whose max_ttl is 5 s here). The rows below give the duration that really ran.", ""]
+    lines += [
+        "## Soak",
+        "",
+        "`tests/faults/run.sh soak` runs 16 clients (languages rotating) on one lock per backend for 10",
+        "minutes each (acquire, probe + fenced write twice, release, again; ttl 10 s, 5 s on Redlock",
+        "whose max_ttl is 5 s here). The rows below give the duration that really ran.",
+        "",
+    ]
     if soak:
-        lines += ["| backend | clients | minutes run | critical sections | writes accepted / rejected | violations | failed exp. | reproduce |",
-                  "|---|---|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            "| backend | clients | minutes run | critical sections | writes accepted / rejected | violations | failed exp. | reproduce |",
+            "|---|---|---:|---:|---:|---:|---:|---|",
+        ]
         for r in soak:
             minutes = r["profile"].removeprefix("soak-").removesuffix("min")
             cmd = f"tests/faults/run.sh soak --minutes {minutes} --backends {r['backend']}"
-            lines.append(f"| {r['backend']} | {_langs(r)} | {minutes} | {r['sections']} | {r['writes_accepted']} / "
-                         f"{r['writes_rejected']} | {len(r['violations'])} | {len(r['failed_expectations'])} | `{cmd}` |")
+            lines.append(
+                f"| {r['backend']} | {_langs(r)} | {minutes} | {r['sections']} | {r['writes_accepted']} / "
+                f"{r['writes_rejected']} | {len(r['violations'])} | {len(r['failed_expectations'])} | `{cmd}` |"
+            )
     else:
         lines.append("No soak has been recorded yet.")
-    lines += ["", "## The broken build", "",
-              "The same scenarios with a Rust worker built with the test-only feature",
-              "`fault-injection-disable-fencing` and `FENCELOCK_FAULT_INJECTION_DISABLE_FENCING=1` (the fence",
-              "accepts every token and every lease): the checker must find violations, and CI fails if it does not.", ""]
+    lines += [
+        "",
+        "## The broken build",
+        "",
+        "The same scenarios with a Rust worker built with the test-only feature",
+        "`fault-injection-disable-fencing` and `FENCELOCK_FAULT_INJECTION_DISABLE_FENCING=1` (the fence",
+        "accepts every token and every lease): the checker must find violations, and CI fails if it does not.",
+        "",
+    ]
     if broken:
-        lines += ["| scenario | backend | violations found | properties broken | first violation |", "|---|---|---:|---|---|"]
+        lines += [
+            "| scenario | backend | violations found | properties broken | first violation |",
+            "|---|---|---:|---|---|",
+        ]
         for r in broken:
             first = r["violations"][0] if r["violations"] else "(none: the checker missed it)"
             found = ", ".join(sorted({x.split(":", 1)[0] for x in r["violations"]}))
-            lines.append(f"| {r['scenario']} | {r['backend']} | {len(r['violations'])} | {found} | {first.replace('|', '/')} |")
+            lines.append(
+                f"| {r['scenario']} | {r['backend']} | {len(r['violations'])} | {found} | {first.replace('|', '/')} |"
+            )
     else:
         lines.append("No broken-build run has been recorded yet.")
     out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}: {len(normal)} runs, {len(soak)} soak runs, {len(broken)} broken-build runs")
+    print(
+        f"wrote {out}: {len(normal)} runs, {len(soak)} soak runs, {len(broken)} broken-build runs"
+    )
     return 0

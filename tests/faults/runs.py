@@ -42,7 +42,10 @@ PORTS = {
 }
 # FENCELOCK_FAULTS_PORT_OFFSET moves them all (a soak beside a short run needs a set of its own).
 _OFFSET = int(os.environ.get("FENCELOCK_FAULTS_PORT_OFFSET", "20000")) - 20000
-PORTS = {k: int(os.environ.get("FENCELOCK_FAULTS_" + k.removeprefix("FENCELOCK_TEST_"), v + _OFFSET)) for k, v in PORTS.items()}
+PORTS = {
+    k: int(os.environ.get("FENCELOCK_FAULTS_" + k.removeprefix("FENCELOCK_TEST_"), v + _OFFSET))
+    for k, v in PORTS.items()
+}
 REDLOCK_MAX_TTL_S = 5
 ZK_SESSION_MS = 3000
 ZK_ENSEMBLE_SESSION_MS = 8000
@@ -69,8 +72,13 @@ def server_env() -> dict[str, str]:
 
 
 def servers(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(ROOT / "tests/servers.sh"), *args], env=server_env(), text=True,
-                          capture_output=True, check=check)
+    return subprocess.run(
+        ["bash", str(ROOT / "tests/servers.sh"), *args],
+        env=server_env(),
+        text=True,
+        capture_output=True,
+        check=check,
+    )
 
 
 def server_pid(name: str) -> Optional[int]:
@@ -177,13 +185,26 @@ class Worker:
             env["FENCELOCK_FAULT_INJECTION_DISABLE_FENCING"] = "1"
         stderr = open(self.run.dir / f"{self.name}.stderr", "ab")
         self.proc = await asyncio.create_subprocess_exec(
-            *self.command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env,
-            limit=1 << 24)
+            *self.command(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            limit=1 << 24,
+        )
         stderr.close()
         self.pid = self.proc.pid
         self.reader = asyncio.create_task(self._read())
-        await self.call("init", worker=self.name, lock_url=lock_url, fence_url=self.run.fence_url,
-                        resource=self.run.resource, lock=self.run.lock, op_timeout_ms=3000, timeout=60)
+        await self.call(
+            "init",
+            worker=self.name,
+            lock_url=lock_url,
+            fence_url=self.run.fence_url,
+            resource=self.run.resource,
+            lock=self.run.lock,
+            op_timeout_ms=3000,
+            timeout=60,
+        )
 
     async def _read(self) -> None:
         assert self.proc and self.proc.stdout
@@ -216,13 +237,17 @@ class Worker:
         self.pending[self.next_id] = fut
         # A command whose answer nobody awaits (a hold cut short by kill -9) is not an error.
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self.proc.stdin.write((json.dumps({"id": self.next_id, "op": op, **fields}) + "\n").encode())
+        self.proc.stdin.write(
+            (json.dumps({"id": self.next_id, "op": op, **fields}) + "\n").encode()
+        )
         return fut
 
     async def call(self, op: str, timeout: float = 120, **fields: Any) -> dict[str, Any]:
         reply = await asyncio.wait_for(self.send(op, **fields), timeout)
         if not reply.get("ok") and op == "init":
-            raise RuntimeError(f"{self.name} ({self.lang}) init failed: {reply.get('code')} {reply.get('message')}")
+            raise RuntimeError(
+                f"{self.name} ({self.lang}) init failed: {reply.get('code')} {reply.get('message')}"
+            )
         return reply
 
     def signal(self, sig: int, kind: str) -> None:
@@ -278,7 +303,8 @@ class Run:
             "CREATE TABLE fault_writes (seq INTEGER PRIMARY KEY AUTOINCREMENT, write_id TEXT NOT NULL UNIQUE,"
             " cs TEXT NOT NULL, token INTEGER NOT NULL, worker TEXT NOT NULL, lang TEXT NOT NULL, mode TEXT NOT NULL,"
             " t_sent INTEGER NOT NULL,"
-            " t_commit INTEGER DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)))")
+            " t_commit INTEGER DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)))"
+        )
         db.commit()
         db.close()
 

@@ -26,17 +26,27 @@ from runs import (
 
 
 def find_lock_record(run: Run, worker: Worker, kind: str, after: int = 0) -> list[dict[str, Any]]:
-    return [r for r in run.records if r.get("rec") == kind and r.get("worker") == worker.name and r.get("t", 0) >= after]
+    return [
+        r
+        for r in run.records
+        if r.get("rec") == kind and r.get("worker") == worker.name and r.get("t", 0) >= after
+    ]
 
 
-async def acquire_retrying(run: Run, w: Worker, ttl_ms: int, within_s: float, wait_ms: Optional[int] = None) -> dict[str, Any]:
+async def acquire_retrying(
+    run: Run, w: Worker, ttl_ms: int, within_s: float, wait_ms: Optional[int] = None
+) -> dict[str, Any]:
     """Acquire, retrying transient errors (UNAVAILABLE while a server restarts) until `within_s`."""
     deadline = time.monotonic() + within_s
     while True:
         left_ms = int((deadline - time.monotonic()) * 1000)
         wait = left_ms if wait_ms is None else min(wait_ms, left_ms)
         reply = await w.call("acquire", ttl_ms=ttl_ms, wait_ms=max(wait, 0), timeout=within_s + 30)
-        if reply.get("ok") or time.monotonic() >= deadline or reply.get("code") not in ("UNAVAILABLE", "BACKEND", "TIMEOUT"):
+        if (
+            reply.get("ok")
+            or time.monotonic() >= deadline
+            or reply.get("code") not in ("UNAVAILABLE", "BACKEND", "TIMEOUT")
+        ):
             return reply
         await asyncio.sleep(0.2)
 
@@ -51,6 +61,7 @@ def scenario(name: str) -> Callable[[Scenario], Scenario]:
     def register(fn: Scenario) -> Scenario:
         SCENARIOS[name] = fn
         return fn
+
     return register
 
 
@@ -63,13 +74,22 @@ async def contention(run: Run, p: dict[str, Any]) -> None:
         cmd["duration_ms"] = int(p["duration_s"] * 1000)
     else:
         cmd["count"] = p.get("cycles", 5)
-    replies = await asyncio.gather(*(w.call("cycle", timeout=p.get("duration_s", 60) + 120, **cmd) for w in ws))
-    run.expect(all(r.get("ok") and r.get("cycles", 0) > 0 for r in replies), "every client completed cycles")
+    replies = await asyncio.gather(
+        *(w.call("cycle", timeout=p.get("duration_s", 60) + 120, **cmd) for w in ws)
+    )
+    run.expect(
+        all(r.get("ok") and r.get("cycles", 0) > 0 for r in replies),
+        "every client completed cycles",
+    )
 
 
-async def first_of(waiting: dict[Worker, "asyncio.Future[dict[str, Any]]"], timeout: float) -> tuple[Worker, dict[str, Any]]:
+async def first_of(
+    waiting: dict[Worker, "asyncio.Future[dict[str, Any]]"], timeout: float
+) -> tuple[Worker, dict[str, Any]]:
     """The waiter whose acquire answered first, and its answer."""
-    done, _ = await asyncio.wait(list(waiting.values()), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    done, _ = await asyncio.wait(
+        list(waiting.values()), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+    )
     if not done:
         raise asyncio.TimeoutError("no waiter's acquire answered")
     fut = done.pop()
@@ -77,7 +97,9 @@ async def first_of(waiting: dict[Worker, "asyncio.Future[dict[str, Any]]"], time
     return worker, fut.result()
 
 
-async def second_turn(run: Run, waiting: dict[Worker, "asyncio.Future[dict[str, Any]]"], first: Worker, timeout: float) -> None:
+async def second_turn(
+    run: Run, waiting: dict[Worker, "asyncio.Future[dict[str, Any]]"], first: Worker, timeout: float
+) -> None:
     """After the first waiter released: the other one acquires, writes, releases."""
     for w, fut in waiting.items():
         if w is first:
@@ -109,28 +131,39 @@ async def kill9(run: Run, p: dict[str, Any]) -> None:
     t_got = now_us()
     margin_ms = p.get("margin_ms", 5000)
     run.expect(reply.get("ok"), f"a waiter ({first.name}) acquired after the kill")
-    run.expect(t_got - t_kill <= (life + margin_ms) * 1000,
-               f"the lock was free within ttl + {margin_ms} ms of the kill ({(t_got - t_kill) // 1000} ms; ttl {life} ms)")
+    run.expect(
+        t_got - t_kill <= (life + margin_ms) * 1000,
+        f"the lock was free within ttl + {margin_ms} ms of the kill ({(t_got - t_kill) // 1000} ms; ttl {life} ms)",
+    )
     w = await first.call("write", mode="lease")
     run.expect(w.get("accepted"), "the new holder's fenced write was accepted")
     await first.call("release")
     await second_turn(run, waiting, first, 60)
 
 
-async def stale_holder_writes(run: Run, a: Worker, hold: "asyncio.Future[dict[str, Any]]", what: str) -> None:
+async def stale_holder_writes(
+    run: Run, a: Worker, hold: "asyncio.Future[dict[str, Any]]", what: str
+) -> None:
     """After a fault that let another client take the lock: the stale holder's writes are rejected."""
     held = await asyncio.wait_for(hold, 120)
     run.expect(held.get("ok") and held.get("lost"), f"the stale holder reads lost after {what}")
     w1 = await a.call("write", mode="lease")
-    run.expect(not w1.get("accepted") and w1.get("code") == "LOST",
-               f"its fenced write with the lease is refused with LOST (got {w1.get('code')})")
+    run.expect(
+        not w1.get("accepted") and w1.get("code") == "LOST",
+        f"its fenced write with the lease is refused with LOST (got {w1.get('code')})",
+    )
     w2 = await a.call("write", mode="token")
-    run.expect(not w2.get("accepted") and w2.get("code") == "STALE_TOKEN",
-               f"its fenced write with the bare token is refused by the fence with STALE_TOKEN (got {w2.get('code')})")
+    run.expect(
+        not w2.get("accepted") and w2.get("code") == "STALE_TOKEN",
+        f"its fenced write with the bare token is refused by the fence with STALE_TOKEN (got {w2.get('code')})",
+    )
     sig = [r for r in run.records if r.get("rec") == "lost_signal" and r["worker"] == a.name]
     run.expect(bool(sig), "its lost signal fired")
     rel = await a.call("release")
-    run.expect(not rel.get("ok") and rel.get("code") == "LOST", f"its release reports LOST (got {rel.get('code')})")
+    run.expect(
+        not rel.get("ok") and rel.get("code") == "LOST",
+        f"its release reports LOST (got {rel.get('code')})",
+    )
 
 
 @scenario("sigstop")
@@ -149,7 +182,9 @@ async def sigstop(run: Run, p: dict[str, Any]) -> None:
     a.signal(signal.SIGSTOP, "sigstop")
     waiting = {w: w.send("acquire", ttl_ms=ttl, wait_ms=life + 60000) for w in (b, c)}
     first, reply = await first_of(waiting, life / 1000 + 60)
-    run.expect(reply.get("ok"), f"another client ({first.name}) acquired while the holder was stopped")
+    run.expect(
+        reply.get("ok"), f"another client ({first.name}) acquired while the holder was stopped"
+    )
     w = await first.call("write", mode="lease")
     run.expect(w.get("accepted"), "the new holder's fenced write was accepted")
     a.signal(signal.SIGCONT, "sigcont")
@@ -243,14 +278,20 @@ async def server_restart(run: Run, p: dict[str, Any]) -> None:
         held = await asyncio.wait_for(hold, 120)
         run.expect(held.get("lost"), "the old holder learns it lost the lock (renewal: not ours)")
         w2 = await a.call("write", mode="token")
-        run.expect(w2.get("code") == "STALE_TOKEN", f"the old holder's token is refused by the fence (got {w2.get('code')})")
+        run.expect(
+            w2.get("code") == "STALE_TOKEN",
+            f"the old holder's token is refused by the fence (got {w2.get('code')})",
+        )
         await a.call("release")
     else:
         # The restart may outlast the holder's deadline or not: either way is safe, the checker
         # holds it to what it read; then the lock must be usable again.
         await asyncio.wait_for(hold, 120)
         rel = await a.call("release")
-        run.expect(rel.get("ok") or rel.get("code") in ("LOST", "UNAVAILABLE"), f"the holder releases or reports loss ({rel.get('code')})")
+        run.expect(
+            rel.get("ok") or rel.get("code") in ("LOST", "UNAVAILABLE"),
+            f"the holder releases or reports loss ({rel.get('code')})",
+        )
         reply = await acquire_retrying(run, b, ttl, 60)
         run.expect(reply.get("ok"), "after the restart another client acquires")
         w = await b.call("write", mode="lease")
@@ -269,7 +310,10 @@ async def redlock_two_down(run: Run, p: dict[str, Any]) -> None:
     down = ["redlock-4", "redlock-5"]
     await kill_servers(run, down)
     held = await a.call("hold", ms=ttl + 2000, probe_ms=50, write_ms=300, timeout=60)
-    run.expect(held.get("ok") and not held.get("lost"), "the holder keeps its lease on 3 of 5 (renewals reach a majority)")
+    run.expect(
+        held.get("ok") and not held.get("lost"),
+        "the holder keeps its lease on 3 of 5 (renewals reach a majority)",
+    )
     await a.call("release")
     reply = await b.call("acquire", ttl_ms=ttl, wait_ms=10000, timeout=60)
     run.expect(reply.get("ok"), "another client acquires with 3 of 5 up (live)")
@@ -294,10 +338,16 @@ async def redlock_three_down(run: Run, p: dict[str, Any]) -> None:
     await kill_servers(run, down)
     held = await asyncio.wait_for(hold, 60)
     lost_probe = next((r for r in find_lock_record(run, a, "probe") if r["lost"]), None)
-    run.expect(held.get("lost") and lost_probe is not None and lost_probe["t"] - t_kill <= (ttl + 3000) * 1000,
-               "the holder reads lost within its ttl + 3 s of losing the majority")
+    run.expect(
+        held.get("lost")
+        and lost_probe is not None
+        and lost_probe["t"] - t_kill <= (ttl + 3000) * 1000,
+        "the holder reads lost within its ttl + 3 s of losing the majority",
+    )
     tries = await b.call("acquire", ttl_ms=ttl, wait_ms=ttl + 1000, timeout=60)
-    run.expect(not tries.get("ok"), f"nobody acquires with 2 of 5 up (not live; got {tries.get('code')})")
+    run.expect(
+        not tries.get("ok"), f"nobody acquires with 2 of 5 up (not live; got {tries.get('code')})"
+    )
     await a.call("release")
     await start_servers(run, down)
     t_up = now_us()
@@ -305,8 +355,10 @@ async def redlock_three_down(run: Run, p: dict[str, Any]) -> None:
     t_got = now_us()
     run.expect(reply.get("ok"), "after the restart another client acquires")
     window = (REDLOCK_MAX_TTL_S * 1000 + 200) * 1000
-    run.expect(t_got - t_up >= window - 1_500_000,
-               f"not before the restarted masters stopped abstaining ({(t_got - t_up) // 1000} ms after their start)")
+    run.expect(
+        t_got - t_up >= window - 1_500_000,
+        f"not before the restarted masters stopped abstaining ({(t_got - t_up) // 1000} ms after their start)",
+    )
     w = await b.call("write", mode="lease")
     run.expect(w.get("accepted"), "its fenced write was accepted")
     await b.call("release")
@@ -330,8 +382,10 @@ async def redlock_restart_empty(run: Run, p: dict[str, Any]) -> None:
     t_got = now_us()
     run.expect(reply.get("ok"), "a client acquires once the restarted master votes again")
     window = (REDLOCK_MAX_TTL_S * 1000 + 200) * 1000
-    run.expect(t_got - t_up >= window - 1_500_000,
-               f"not before its abstention ended ({(t_got - t_up) // 1000} ms after its restart)")
+    run.expect(
+        t_got - t_up >= window - 1_500_000,
+        f"not before its abstention ended ({(t_got - t_up) // 1000} ms after its restart)",
+    )
     w = await b.call("write", mode="lease")
     run.expect(w.get("accepted"), "its fenced write was accepted")
     await b.call("release")
@@ -363,8 +417,16 @@ async def zk_leader_loss(run: Run, p: dict[str, Any]) -> None:
         return
     leader = None
     for i in range(1, 4):
-        out = subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{server_port(f'zk-ensemble-{i}')}; printf srvr >&3; cat <&3"],
-                             capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"exec 3<>/dev/tcp/127.0.0.1/{server_port(f'zk-ensemble-{i}')}; printf srvr >&3; cat <&3",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout
         if "Mode: leader" in out:
             leader = f"zk-ensemble-{i}"
     if leader is None:
@@ -376,10 +438,16 @@ async def zk_leader_loss(run: Run, p: dict[str, Any]) -> None:
     t_kill = now_us()
     held = await asyncio.wait_for(hold, 60)
     rel = await a.call("release")
-    run.expect(held.get("ok"), f"the holder kept running (lost: {held.get('lost')}, release: {rel.get('code') or 'ok'})")
+    run.expect(
+        held.get("ok"),
+        f"the holder kept running (lost: {held.get('lost')}, release: {rel.get('code') or 'ok'})",
+    )
     reply = await acquire_retrying(run, b, 10000, 60)
     t_got = now_us()
-    run.expect(reply.get("ok"), f"another client acquires after the election ({(t_got - t_kill) // 1000} ms after the kill)")
+    run.expect(
+        reply.get("ok"),
+        f"another client acquires after the election ({(t_got - t_kill) // 1000} ms after the kill)",
+    )
     w = await b.call("write", mode="lease")
     run.expect(w.get("accepted"), "its fenced write was accepted")
     await b.call("release")

@@ -11,16 +11,54 @@ import checker
 S = 1_000_000  # one second in microseconds
 
 
-def acquired(cs: str, token: int, t_req: int, t: int, expires_at: int | None = None, deadline: int | None = None) -> dict[str, Any]:
-    return {"rec": "acquired", "worker": cs.split("#")[0], "lang": "rust", "cs": cs, "token": str(token),
-            "t_req": t_req, "t": t, "expires_at": expires_at, "deadline": deadline}
+def acquired(
+    cs: str,
+    token: int,
+    t_req: int,
+    t: int,
+    expires_at: int | None = None,
+    deadline: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "rec": "acquired",
+        "worker": cs.split("#")[0],
+        "lang": "rust",
+        "cs": cs,
+        "token": str(token),
+        "t_req": t_req,
+        "t": t,
+        "expires_at": expires_at,
+        "deadline": deadline,
+    }
 
 
-def write(cs: str, n: int, token: int, t: int, accepted: bool, code: str | None = None, lost_before: bool = False,
-          expires_at: int | None = None, mode: str = "lease") -> dict[str, Any]:
-    return {"rec": "write", "worker": cs.split("#")[0], "lang": "rust", "cs": cs, "write_id": f"{cs}/{n}",
-            "token": str(token), "mode": mode, "t": t, "t_end": t + 1000, "lost_before": lost_before,
-            "expires_at": expires_at, "deadline": None, "accepted": accepted, "code": code}
+def write(
+    cs: str,
+    n: int,
+    token: int,
+    t: int,
+    accepted: bool,
+    code: str | None = None,
+    lost_before: bool = False,
+    expires_at: int | None = None,
+    mode: str = "lease",
+) -> dict[str, Any]:
+    return {
+        "rec": "write",
+        "worker": cs.split("#")[0],
+        "lang": "rust",
+        "cs": cs,
+        "write_id": f"{cs}/{n}",
+        "token": str(token),
+        "mode": mode,
+        "t": t,
+        "t_end": t + 1000,
+        "lost_before": lost_before,
+        "expires_at": expires_at,
+        "deadline": None,
+        "accepted": accepted,
+        "code": code,
+    }
 
 
 def row(cs: str, n: int, token: int, t: int, mode: str = "lease") -> dict[str, Any]:
@@ -28,12 +66,27 @@ def row(cs: str, n: int, token: int, t: int, mode: str = "lease") -> dict[str, A
 
 
 def probe(cs: str, t: int, lost: bool, expires_at: int | None = None) -> dict[str, Any]:
-    return {"rec": "probe", "worker": cs.split("#")[0], "lang": "rust", "cs": cs, "t": t, "lost": lost,
-            "expires_at": expires_at, "deadline": None}
+    return {
+        "rec": "probe",
+        "worker": cs.split("#")[0],
+        "lang": "rust",
+        "cs": cs,
+        "t": t,
+        "lost": lost,
+        "expires_at": expires_at,
+        "deadline": None,
+    }
 
 
 def signal(cs: str, t: int) -> dict[str, Any]:
-    return {"rec": "lost_signal", "worker": cs.split("#")[0], "lang": "rust", "cs": cs, "t": t, "reason": "expired"}
+    return {
+        "rec": "lost_signal",
+        "worker": cs.split("#")[0],
+        "lang": "rust",
+        "cs": cs,
+        "t": t,
+        "reason": "expired",
+    }
 
 
 def fault(kind: str, worker: str, t: int) -> dict[str, Any]:
@@ -83,15 +136,24 @@ class CheckerTest(unittest.TestCase):
         self.assertIn("fence-answer", props(checker.check(recs, rows)))
 
     def test_late_write(self) -> None:
-        recs = [acquired("A#1", 10, 0, 1000, expires_at=2 * S), write("A#1", 1, 10, 3 * S, True, expires_at=2 * S)]
+        recs = [
+            acquired("A#1", 10, 0, 1000, expires_at=2 * S),
+            write("A#1", 1, 10, 3 * S, True, expires_at=2 * S),
+        ]
         self.assertEqual(props(checker.check(recs, [row("A#1", 1, 10, 3 * S)])), {"late-write"})
 
     def test_late_write_bounded_by_a_later_holder_on_zookeeper(self) -> None:
         """No expires_at (ZooKeeper from Python or Node): a later holder's acquire bounds the deadline."""
-        recs = [acquired("A#1", 10, 0, 1000), acquired("B#1", 20, 1 * S, 4 * S), write("A#1", 1, 10, 5 * S, True)]
+        recs = [
+            acquired("A#1", 10, 0, 1000),
+            acquired("B#1", 20, 1 * S, 4 * S),
+            write("A#1", 1, 10, 5 * S, True),
+        ]
         self.assertEqual(props(checker.check(recs, [row("A#1", 1, 10, 5 * S)])), {"late-write"})
         # ... unless the run made the server forget its locks
-        self.assertEqual(checker.check(recs, [row("A#1", 1, 10, 5 * S)], forgetful=True).violations, [])
+        self.assertEqual(
+            checker.check(recs, [row("A#1", 1, 10, 5 * S)], forgetful=True).violations, []
+        )
 
     def test_lost_probe(self) -> None:
         recs, rows = self.stale_holder()
@@ -110,8 +172,11 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(props(checker.check(recs, rows)), {"lost-signal"})
 
     def test_token_order(self) -> None:
-        recs = [acquired("A#1", 20, 0, 1000), {"rec": "released", "cs": "A#1", "t": 2000, "code": None},
-                acquired("B#1", 10, 3000, 4000)]
+        recs = [
+            acquired("A#1", 20, 0, 1000),
+            {"rec": "released", "cs": "A#1", "t": 2000, "code": None},
+            acquired("B#1", 10, 3000, 4000),
+        ]
         self.assertEqual(props(checker.check(recs, [])), {"token-order"})
         recs = [acquired("A#1", 10, 0, 1000), acquired("B#1", 10, 3000, 4000)]
         self.assertIn("token-order", props(checker.check(recs, [])))

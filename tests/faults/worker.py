@@ -15,9 +15,7 @@ from typing import Any, Optional
 
 import fencelock
 
-INSERT_WRITE = (
-    "INSERT INTO fault_writes (write_id, cs, token, worker, lang, mode, t_sent) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
+INSERT_WRITE = "INSERT INTO fault_writes (write_id, cs, token, worker, lang, mode, t_sent) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 # Errors a retry cannot cure: a cycle ends instead of spinning.
 FATAL = ("INVALID_ARGUMENT", "AUTH", "CLOSED", "INTERNAL")
@@ -58,7 +56,9 @@ class Worker:
         self.lang = "python"
         op_timeout = seconds(cmd, "op_timeout_ms", 3.0)
         self.locker = fencelock.connect(cmd["lock_url"], operation_timeout=op_timeout)
-        self.fence = fencelock.Fence.open(cmd["fence_url"], cmd["resource"], operation_timeout=op_timeout)
+        self.fence = fencelock.Fence.open(
+            cmd["fence_url"], cmd["resource"], operation_timeout=op_timeout
+        )
         self.lock = cmd["lock"]
         self.lease: Any = None
         self.last: Optional[tuple[str, int]] = None
@@ -79,7 +79,15 @@ class Worker:
         t = now_us()
         self.sections += 1
         cs = self.cs()
-        self.rec("acquired", cs=cs, token=str(lease.token), t_req=t_req, t=t, expires_at=expires_at_us(lease), deadline=None)
+        self.rec(
+            "acquired",
+            cs=cs,
+            token=str(lease.token),
+            t_req=t_req,
+            t=t,
+            expires_at=expires_at_us(lease),
+            deadline=None,
+        )
 
         def on_lost() -> None:
             lease.lost.wait()
@@ -95,7 +103,14 @@ class Worker:
             return {"lost": None}
         t = now_us()
         lost = self.lease.is_lost
-        self.rec("probe", cs=self.cs(), t=t, lost=lost, expires_at=expires_at_us(self.lease), deadline=None)
+        self.rec(
+            "probe",
+            cs=self.cs(),
+            t=t,
+            lost=lost,
+            expires_at=expires_at_us(self.lease),
+            deadline=None,
+        )
         return {"lost": lost}
 
     def write(self, mode: str) -> dict[str, Any]:
@@ -111,7 +126,9 @@ class Worker:
         statement = (INSERT_WRITE, [write_id, cs, token, self.name, self.lang, mode, t])
         accepted, code = True, None
         try:
-            self.fence.fenced_execute(lease if (mode == "lease" and lease is not None) else token, [statement])
+            self.fence.fenced_execute(
+                lease if (mode == "lease" and lease is not None) else token, [statement]
+            )
         except fencelock.LockError as e:
             accepted, code = False, e.code
         self.rec(
@@ -172,7 +189,10 @@ class Worker:
         writes = cmd.get("writes", 1)
         hold = seconds(cmd, "hold_ms", 0.0) or 0.0
         done = 0
-        while not ((count is not None and done >= count) or (until is not None and time.monotonic() >= until)):
+        while not (
+            (count is not None and done >= count)
+            or (until is not None and time.monotonic() >= until)
+        ):
             try:
                 self.acquire(cmd)
             except fencelock.LockError as e:
@@ -217,7 +237,14 @@ def main() -> None:
         try:
             cmd = json.loads(line)
         except ValueError:
-            emit({"reply": None, "ok": False, "code": "INVALID_ARGUMENT", "message": "not a JSON line"})
+            emit(
+                {
+                    "reply": None,
+                    "ok": False,
+                    "code": "INVALID_ARGUMENT",
+                    "message": "not a JSON line",
+                }
+            )
             continue
         rid = cmd.get("id")
         try:
