@@ -8,9 +8,9 @@ import time
 from typing import List
 
 import pytest
+from conftest import LONG
 
 import fencelock
-from conftest import LONG
 
 
 def test_lock_is_lazy_and_yields_a_lease(locker: fencelock.Locker) -> None:

@@ -4,9 +4,9 @@ import asyncio
 from typing import List
 
 import pytest
+from conftest import LONG
 
 import fencelock
-from conftest import LONG
 
 
 def test_fifty_tasks_contend(url: str) -> None:

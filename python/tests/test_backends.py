@@ -6,56 +6,13 @@ server does not answer. The core's own suites test each backend in depth.
 """
 
 import asyncio
-import os
 import uuid
-from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import List
 
 import pytest
-
-import fencelock
 from conftest import LONG, in_another_thread
 
-SERVER_VARIABLES = [
-    "FENCELOCK_TEST_REDIS_URL",
-    "FENCELOCK_TEST_REDIS_CLUSTER_URL",
-    "FENCELOCK_TEST_REDLOCK_URL",
-    "FENCELOCK_TEST_ZK_URL",
-    "FENCELOCK_TEST_POSTGRES_URL",
-    "FENCELOCK_TEST_MARIADB_URL",
-]
-
-
-def backend_params() -> List[object]:
-    params: List[object] = [pytest.param("sqlite", id="sqlite")]
-    for var in SERVER_VARIABLES:
-        backend = var[len("FENCELOCK_TEST_") : -len("_URL")].lower()
-        if os.environ.get(var):
-            params.append(pytest.param(os.environ[var], id=backend))
-    return params
-
-
-# CI sets FENCELOCK_REQUIRE_SERVERS=1: there a server that does not answer fails the test.
-REQUIRE_SERVERS = os.environ.get("FENCELOCK_REQUIRE_SERVERS") == "1"
-
-# A backend that cannot be used is tried once, not once per test.
-_unusable: Dict[str, str] = {}
-
-
-@pytest.fixture(params=backend_params())
-def any_locker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[fencelock.Locker]:
-    url = request.param if request.param != "sqlite" else f"sqlite://{tmp_path / 'locks.db'}"
-    if url in _unusable:
-        pytest.skip(_unusable[url])
-    try:
-        locker = fencelock.connect(url, operation_timeout=10)
-    except fencelock.Unavailable as e:
-        if REQUIRE_SERVERS:
-            raise
-        _unusable[url] = f"server not answering: {e}"
-        pytest.skip(_unusable[url])
-    yield locker
-    locker.close()
+import fencelock
 
 
 def fresh(prefix: str) -> str:

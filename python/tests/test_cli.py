@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import List
 
 import pytest
+from conftest import LONG
 
 import fencelock
 from fencelock import _cli
-
-from conftest import LONG
 
 # The console script pip installed next to this interpreter (the test venv's bin/).
 SCRIPT = Path(sys.executable).parent / "fencelock"

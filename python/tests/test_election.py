@@ -7,10 +7,10 @@ import threading
 from typing import List
 
 import pytest
+from conftest import LONG, in_another_thread
+from test_backends import fresh
 
 import fencelock
-from conftest import LONG, in_another_thread
-from test_backends import any_locker, fresh  # noqa: F401  (the every-backend fixture)
 
 
 def test_leadership_on_every_backend(any_locker: fencelock.Locker) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 import pytest
+from conftest import LONG, take_over
 
 import fencelock
-from conftest import LONG, take_over
 
 CODES = {
     fencelock.Timeout: "TIMEOUT",

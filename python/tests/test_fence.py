@@ -5,9 +5,9 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
+from conftest import run_sql
 
 import fencelock
-from conftest import run_sql
 
 
 @pytest.fixture

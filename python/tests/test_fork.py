@@ -5,9 +5,9 @@ import json
 import os
 
 import pytest
+from conftest import LONG
 
 import fencelock
-from conftest import LONG
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 

@@ -5,9 +5,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import LONG, take_over
 
 import fencelock
-from conftest import LONG, take_over
 
 # A short ttl, so renewals (every ttl/3) notice the takeover quickly.
 TTL = 0.6

@@ -8,12 +8,12 @@ import time
 from typing import Dict, Tuple
 
 import pytest
+from conftest import LONG
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import fencelock
-from conftest import LONG
 
 # One provider for the test process, set before any Locker with metrics connects.
 _reader = InMemoryMetricReader()
@@ -34,8 +34,10 @@ def _snapshot() -> Dict[Key, float]:
                         sorted((str(k), str(v)) for k, v in (point.attributes or {}).items())
                     )
                     value = getattr(point, "count", None)
+                    # getattr: mypy knows the union of point types, and a histogram's has no value.
+                    sum_or_gauge = getattr(point, "value", None)
                     seen[(metric.name, attributes)] = float(
-                        getattr(point, "value") if value is None else value
+                        sum_or_gauge if value is None else value
                     )
     return seen
 

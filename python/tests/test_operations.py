@@ -8,10 +8,10 @@ import time
 from typing import List
 
 import pytest
+from conftest import LONG
+from test_backends import fresh
 
 import fencelock
-from conftest import LONG
-from test_backends import any_locker, fresh  # noqa: F401  (the fixture is used by name)
 
 
 def wait_until(predicate, within: float = LONG) -> None:  # type: ignore[no-untyped-def]

@@ -7,10 +7,10 @@ import threading
 from typing import List, Optional
 
 import pytest
+from conftest import LONG
+from test_backends import fresh
 
 import fencelock
-from conftest import LONG
-from test_backends import any_locker, fresh  # noqa: F401  (the every-backend fixture)
 
 
 def test_nested_with_blocks_share_one_lease_on_every_backend(any_locker: fencelock.Locker) -> None:
