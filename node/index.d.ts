@@ -67,10 +67,20 @@ export interface LogRecord {
  * Sends fencelock's log records at `level` ('info' by default) and above to `logger`,
  * process-wide, replacing the one set before; `null` stops. Exceptions `logger` throws are ignored.
  */
-export declare function setLogger(logger: ((record: LogRecord) => void) | null, options?: { level?: LogLevel }): void;
+export declare function setLogger(
+  logger: ((record: LogRecord) => void) | null,
+  options?: { level?: LogLevel },
+): void;
 
 /** The lifecycle event names a Locker emits (and 'event' for all of them). */
-export type LockEventKind = 'acquired' | 'renewed' | 'renewalRetried' | 'suspended' | 'resumed' | 'lost' | 'released';
+export type LockEventKind =
+  | 'acquired'
+  | 'renewed'
+  | 'renewalRetried'
+  | 'suspended'
+  | 'resumed'
+  | 'lost'
+  | 'released';
 
 /** One thing that happened to one lease, in order for each lease. */
 export interface LockEvent {
@@ -128,7 +138,12 @@ export interface LockInfo {
   held: boolean;
   /** The last token minted for this lock (the holder's while held); null if never taken. */
   token: bigint | null;
-  holder: { host?: string | null; pid?: number | null; language?: string | null; text?: string | null } | null;
+  holder: {
+    host?: string | null;
+    pid?: number | null;
+    language?: string | null;
+    text?: string | null;
+  } | null;
   /** ms left on the server's clock (TTL backends, while held). */
   timeLeft: number | null;
   /** The waiters queued behind the holder, first in line first (ZooKeeper; empty elsewhere). */
@@ -175,12 +190,20 @@ export declare class Locker extends EventEmitter implements AsyncDisposable {
   tryAcquire(name: string, options?: LockOptions): Promise<Lease | null>;
   /** Runs `fn` while holding `name`; releases when it settles; rejects with LOST if the lease was lost meanwhile. */
   withLock<T>(name: string, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
-  withLock<T>(name: string, options: AcquireOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  withLock<T>(
+    name: string,
+    options: AcquireOptions,
+    fn: (lease: Lease) => T | Promise<T>,
+  ): Promise<T>;
   /** Campaigns for leadership of `name` (waits to win its lock); resolves to the Leadership. */
   campaign(name: string, options?: CampaignOptions): Promise<Leadership>;
   /** Runs `fn` while leading `name`; resigns when it settles; rejects with LOST if leadership was lost meanwhile. */
   withLeadership<T>(name: string, fn: (leadership: Leadership) => T | Promise<T>): Promise<T>;
-  withLeadership<T>(name: string, options: CampaignOptions, fn: (leadership: Leadership) => T | Promise<T>): Promise<T>;
+  withLeadership<T>(
+    name: string,
+    options: CampaignOptions,
+    fn: (leadership: Leadership) => T | Promise<T>,
+  ): Promise<T>;
   /** Who leads `name` now and in which term, without campaigning; null when nobody does. */
   leader(name: string): Promise<Leader | null>;
   /** Who holds `name`, read without acquiring it. */
@@ -238,12 +261,20 @@ export declare class Leadership implements AsyncDisposable {
 /** Who leads an election now, as an observer sees it. */
 export interface Leader {
   term: bigint;
-  holder: { host?: string | null; pid?: number | null; language?: string | null; text?: string | null } | null;
+  holder: {
+    host?: string | null;
+    pid?: number | null;
+    language?: string | null;
+    text?: string | null;
+  } | null;
 }
 
 /** One statement run inside a fence's transaction: `[sql, params]`, `{ sql, params }` or bare sql. */
 export type SqlParam = null | undefined | number | bigint | boolean | string | Uint8Array;
-export type SqlStatement = string | [sql: string, params?: readonly SqlParam[]] | { sql: string; params?: readonly SqlParam[] };
+export type SqlStatement =
+  | string
+  | [sql: string, params?: readonly SqlParam[]]
+  | { sql: string; params?: readonly SqlParam[] };
 
 /** A lease, or a bare token (bigint) from another process. */
 export type FenceToken = Lease | bigint;

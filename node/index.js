@@ -58,7 +58,9 @@ function fromNative(err) {
   if (m && CODE_SET.has(m[1])) return new LockError(m[1], m[2]);
   if (m && m[1] === 'ABORTED') return new AbortError();
   // Anything else is a bug in this layer (a value the native module could not convert).
-  return new LockError('INTERNAL', `a bug in fencelock: unexpected native error: ${message}`, { cause: err });
+  return new LockError('INTERNAL', `a bug in fencelock: unexpected native error: ${message}`, {
+    cause: err,
+  });
 }
 
 function invalid(message) {
@@ -72,7 +74,8 @@ function describe(value) {
     return `the string ${text.length > 40 ? text.slice(0, 37) + '..."' : text}`;
   }
   if (typeof value === 'bigint') return `the bigint ${value}n`;
-  if (typeof value === 'number' || typeof value === 'boolean') return `the ${typeof value} ${value}`;
+  if (typeof value === 'number' || typeof value === 'boolean')
+    return `the ${typeof value} ${value}`;
   if (typeof value === 'function') return 'a function';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'object') return `an object (${value.constructor?.name ?? 'Object'})`;
@@ -87,12 +90,14 @@ function checkString(value, what) {
 // Numbers only; NaN, infinities, negatives and values above 2^53 are refused by the native
 // module with messages that name the option (src/options.rs), and ranges by the core.
 function checkMs(value, what) {
-  if (typeof value !== 'number') throw invalid(`${what} must be a number of milliseconds, not ${describe(value)}`);
+  if (typeof value !== 'number')
+    throw invalid(`${what} must be a number of milliseconds, not ${describe(value)}`);
   return value;
 }
 
 function checkBool(value, what) {
-  if (typeof value !== 'boolean') throw invalid(`${what} must be true or false, not ${describe(value)}`);
+  if (typeof value !== 'boolean')
+    throw invalid(`${what} must be true or false, not ${describe(value)}`);
   return value;
 }
 
@@ -118,14 +123,32 @@ function checkKeys(options, known, call) {
   for (const key of Object.keys(options)) {
     if (key === 'timeout') throw invalid(TIMEOUT_MESSAGE);
     if (!known.includes(key)) {
-      throw invalid(`${call}() got an unknown option ${JSON.stringify(key)}; it takes ${known.join(', ')}`);
+      throw invalid(
+        `${call}() got an unknown option ${JSON.stringify(key)}; it takes ${known.join(', ')}`,
+      );
     }
   }
   return options;
 }
 
-const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder', 'reentrant', 'pipelinedRelease'];
-const TRY_ACQUIRE_OPTIONS = ['ttl', 'autoRenew', 'maxHold', 'holder', 'reentrant', 'pipelinedRelease'];
+const ACQUIRE_OPTIONS = [
+  'ttl',
+  'wait',
+  'signal',
+  'autoRenew',
+  'maxHold',
+  'holder',
+  'reentrant',
+  'pipelinedRelease',
+];
+const TRY_ACQUIRE_OPTIONS = [
+  'ttl',
+  'autoRenew',
+  'maxHold',
+  'holder',
+  'reentrant',
+  'pipelinedRelease',
+];
 const CAMPAIGN_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'holder'];
 const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel', 'metrics'];
 // A fence takes no locks, so it has no metrics.
@@ -148,19 +171,24 @@ function lockOptions(options, known, call) {
   const given = checkKeys(options, known, call);
   const out = {};
   if (given.ttl !== undefined) {
-    if (given.ttl === null) throw invalid('ttl must be a number of milliseconds, not null (the default is 30000)');
+    if (given.ttl === null)
+      throw invalid('ttl must be a number of milliseconds, not null (the default is 30000)');
     out.ttl = checkMs(given.ttl, 'ttl');
   }
   // Absent or null: wait forever.
   if (given.wait !== undefined && given.wait !== null) out.wait = checkMs(given.wait, 'wait');
   if (given.autoRenew !== undefined) out.autoRenew = checkBool(given.autoRenew, 'autoRenew');
-  if (given.maxHold !== undefined && given.maxHold !== null) out.maxHold = checkMs(given.maxHold, 'maxHold');
-  if (given.holder !== undefined && given.holder !== null) out.holder = checkString(given.holder, 'holder');
+  if (given.maxHold !== undefined && given.maxHold !== null)
+    out.maxHold = checkMs(given.maxHold, 'maxHold');
+  if (given.holder !== undefined && given.holder !== null)
+    out.holder = checkString(given.holder, 'holder');
   if (given.reentrant !== undefined) out.reentrant = checkBool(given.reentrant, 'reentrant');
-  if (given.pipelinedRelease !== undefined) out.pipelinedRelease = checkBool(given.pipelinedRelease, 'pipelinedRelease');
+  if (given.pipelinedRelease !== undefined)
+    out.pipelinedRelease = checkBool(given.pipelinedRelease, 'pipelinedRelease');
   let signal;
   if (given.signal !== undefined && given.signal !== null) {
-    if (!isAbortSignal(given.signal)) throw invalid(`signal must be an AbortSignal, not ${describe(given.signal)}`);
+    if (!isAbortSignal(given.signal))
+      throw invalid(`signal must be an AbortSignal, not ${describe(given.signal)}`);
     signal = given.signal;
   }
   return { options: out, signal };
@@ -177,14 +205,16 @@ function connectOptions(options, call, known) {
   }
   let logger;
   if (given.logger !== undefined && given.logger !== null) {
-    if (typeof given.logger !== 'function') throw invalid(`logger must be a function, not ${describe(given.logger)}`);
+    if (typeof given.logger !== 'function')
+      throw invalid(`logger must be a function, not ${describe(given.logger)}`);
     logger = { fn: given.logger, level: checkLogLevel(given.logLevel) };
   } else if (given.logLevel !== undefined && given.logLevel !== null) {
     throw invalid('logLevel needs a logger');
   }
   let metrics = false;
   if (given.metrics !== undefined && given.metrics !== null) {
-    if (typeof given.metrics !== 'boolean') throw invalid(`metrics must be true or false, not ${describe(given.metrics)}`);
+    if (typeof given.metrics !== 'boolean')
+      throw invalid(`metrics must be true or false, not ${describe(given.metrics)}`);
     metrics = given.metrics;
   }
   return { options: out, logger, metrics };
@@ -200,13 +230,18 @@ function metricsRecorder() {
   try {
     api = require('@opentelemetry/api');
   } catch {
-    throw invalid('metrics: true records into OpenTelemetry\'s JS API, which is not installed: npm install @opentelemetry/api (and an SDK with an exporter to see the metrics)');
+    throw invalid(
+      "metrics: true records into OpenTelemetry's JS API, which is not installed: npm install @opentelemetry/api (and an SDK with an exporter to see the metrics)",
+    );
   }
   const meter = api.metrics.getMeter('fencelock');
   const instruments = new Map();
   for (const { name, kind, unit, description } of native.metricInstruments()) {
     const options = unit ? { unit, description } : { description };
-    const instrument = kind === 'counter' ? meter.createCounter(name, options) : meter.createHistogram(name, options);
+    const instrument =
+      kind === 'counter'
+        ? meter.createCounter(name, options)
+        : meter.createHistogram(name, options);
     instruments.set(name, { kind, instrument });
   }
   return (measurement) => {
@@ -223,7 +258,8 @@ function metricsRecorder() {
 
 function checkLogLevel(level) {
   if (level === undefined || level === null) return 'info';
-  if (!LOG_LEVELS.includes(level)) throw invalid(`logLevel must be one of ${LOG_LEVELS.join(', ')}, not ${describe(level)}`);
+  if (!LOG_LEVELS.includes(level))
+    throw invalid(`logLevel must be one of ${LOG_LEVELS.join(', ')}, not ${describe(level)}`);
   return level;
 }
 
@@ -242,7 +278,12 @@ function setLogger(fn, options) {
   const level = checkLogLevel(given.level);
   native.setLogger((record) => {
     try {
-      fn({ level: record.level, message: record.message, lock: record.lock ?? null, timestamp: new Date(record.timestamp) });
+      fn({
+        level: record.level,
+        message: record.message,
+        lock: record.lock ?? null,
+        timestamp: new Date(record.timestamp),
+      });
     } catch {
       // A logger that throws must not take the process down from a native callback.
     }
@@ -269,7 +310,8 @@ class Lease {
   #controller = null;
 
   constructor(key, nativeLease) {
-    if (key !== PRIVATE) throw new TypeError('a Lease comes from locker.acquire(), tryAcquire() or withLock()');
+    if (key !== PRIVATE)
+      throw new TypeError('a Lease comes from locker.acquire(), tryAcquire() or withLock()');
     this.#native = nativeLease;
     this.#name = nativeLease.name;
     this.#token = BigInt(nativeLease.token);
@@ -309,7 +351,8 @@ class Lease {
       this.#controller = controller;
       const name = this.#name;
       const abort = (reason, message) => {
-        if (!controller.signal.aborted) controller.abort(new LockError('LOST', message ?? lostMessage(name, reason)));
+        if (!controller.signal.aborted)
+          controller.abort(new LockError('LOST', message ?? lostMessage(name, reason)));
       };
       // The core calls back from whichever thread notices the loss; the native module queues
       // the call onto this thread. It does not keep the process alive.
@@ -504,7 +547,9 @@ class Locker extends EventEmitter {
   }
 
   async #acquire(name, options, signal, scope) {
-    const nativeLease = await this.#cancellable(signal, (cancel) => this.#native.acquire(name, options, scope, cancel));
+    const nativeLease = await this.#cancellable(signal, (cancel) =>
+      this.#native.acquire(name, options, scope, cancel),
+    );
     return new Lease(PRIVATE, nativeLease);
   }
 
@@ -524,7 +569,9 @@ class Locker extends EventEmitter {
   async tryAcquire(name, options) {
     checkString(name, 'lock name');
     if (options && typeof options === 'object' && 'wait' in options) {
-      throw invalid('tryAcquire() tries once and takes no wait option; use acquire(name, { wait }) to wait');
+      throw invalid(
+        'tryAcquire() tries once and takes no wait option; use acquire(name, { wait }) to wait',
+      );
     }
     // As acquire: a name the caller's own scope holds is DEADLOCK without reentrant (the core's
     // rule, the same in every language), a nested lease with it.
@@ -548,7 +595,10 @@ class Locker extends EventEmitter {
       options = undefined;
     }
     checkString(name, 'lock name');
-    if (typeof fn !== 'function') throw invalid(`withLock() needs a function to run while holding the lock, not ${describe(fn)}`);
+    if (typeof fn !== 'function')
+      throw invalid(
+        `withLock() needs a function to run while holding the lock, not ${describe(fn)}`,
+      );
     const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withLock');
     const scope = currentScope();
     const lease = await this.#acquire(name, opts, signal, scope);
@@ -571,7 +621,9 @@ class Locker extends EventEmitter {
   async campaign(name, options) {
     checkString(name, 'election name');
     const { options: opts, signal } = lockOptions(options, CAMPAIGN_OPTIONS, 'campaign');
-    const nativeLease = await this.#cancellable(signal, (cancel) => this.#native.campaign(name, opts, cancel));
+    const nativeLease = await this.#cancellable(signal, (cancel) =>
+      this.#native.campaign(name, opts, cancel),
+    );
     return new Leadership(PRIVATE, new Lease(PRIVATE, nativeLease));
   }
 
@@ -585,7 +637,8 @@ class Locker extends EventEmitter {
       options = undefined;
     }
     checkString(name, 'election name');
-    if (typeof fn !== 'function') throw invalid(`withLeadership() needs a function to run while leading, not ${describe(fn)}`);
+    if (typeof fn !== 'function')
+      throw invalid(`withLeadership() needs a function to run while leading, not ${describe(fn)}`);
     const leadership = await this.campaign(name, options);
     let result;
     try {
@@ -687,12 +740,16 @@ async function connect(url, options) {
 function tokenArgs(token) {
   if (token instanceof Lease) return [leaseNatives.get(token), undefined];
   if (typeof token === 'bigint') {
-    if (token < 0n || token >= 1n << 63n) throw invalid(`token must be between 0 and 2^63 - 1, got ${token}n`);
+    if (token < 0n || token >= 1n << 63n)
+      throw invalid(`token must be between 0 and 2^63 - 1, got ${token}n`);
     return [undefined, token.toString()];
   }
-  if (typeof token === 'number' && Number.isSafeInteger(token) && token >= 0) return [undefined, String(token)];
+  if (typeof token === 'number' && Number.isSafeInteger(token) && token >= 0)
+    return [undefined, String(token)];
   if (typeof token === 'number') {
-    throw invalid(`token must be a Lease or a bigint; the number ${token} cannot be a token (tokens exceed 2^53: use bigint)`);
+    throw invalid(
+      `token must be a Lease or a bigint; the number ${token} cannot be a token (tokens exceed 2^53: use bigint)`,
+    );
   }
   throw invalid(`token must be a Lease or a bigint, not ${describe(token)}`);
 }
@@ -707,22 +764,31 @@ function sqlParam(value, at) {
     case 'number':
       if (!Number.isFinite(value)) throw invalid(`${at} must be a finite number, not ${value}`);
       if (Number.isInteger(value)) {
-        if (!Number.isSafeInteger(value)) throw invalid(`${at}: the integer ${value} is above 2^53; pass a bigint`);
+        if (!Number.isSafeInteger(value))
+          throw invalid(`${at}: the integer ${value} is above 2^53; pass a bigint`);
         return { kind: 'int', text: String(value) };
       }
       return { kind: 'float', number: value };
     case 'string':
       return { kind: 'text', text: value };
     default:
-      if (value instanceof Uint8Array) return { kind: 'bytes', bytes: Buffer.from(value.buffer, value.byteOffset, value.byteLength) };
-      throw invalid(`${at} is ${describe(value)}; parameters may be null, number, bigint, boolean, string or Buffer`);
+      if (value instanceof Uint8Array)
+        return {
+          kind: 'bytes',
+          bytes: Buffer.from(value.buffer, value.byteOffset, value.byteLength),
+        };
+      throw invalid(
+        `${at} is ${describe(value)}; parameters may be null, number, bigint, boolean, string or Buffer`,
+      );
   }
 }
 
 // [[sql, params], ...], [{ sql, params }, ...] or bare sql strings.
 function sqlStatements(statements) {
   if (!Array.isArray(statements)) {
-    throw invalid('statements must be an array of [sql, params] pairs, e.g. [["UPDATE t SET n = n + 1 WHERE id = ?", [7]]]');
+    throw invalid(
+      'statements must be an array of [sql, params] pairs, e.g. [["UPDATE t SET n = n + 1 WHERE id = ?", [7]]]',
+    );
   }
   return statements.map((item, i) => {
     const n = i + 1;
@@ -735,12 +801,18 @@ function sqlStatements(statements) {
     } else if (item !== null && typeof item === 'object' && !Array.isArray(item)) {
       ({ sql, params } = item);
     } else {
-      throw invalid(`statement ${n} must be a [sql, params] pair, a { sql, params } object or an sql string`);
+      throw invalid(
+        `statement ${n} must be a [sql, params] pair, a { sql, params } object or an sql string`,
+      );
     }
     checkString(sql, `the sql of statement ${n}`);
     if (params === undefined || params === null) params = [];
-    if (!Array.isArray(params)) throw invalid(`the params of statement ${n} must be an array, not ${describe(params)}`);
-    return { sql, params: params.map((p, j) => sqlParam(p, `parameter ${j + 1} of statement ${n}`)) };
+    if (!Array.isArray(params))
+      throw invalid(`the params of statement ${n} must be an array, not ${describe(params)}`);
+    return {
+      sql,
+      params: params.map((p, j) => sqlParam(p, `parameter ${j + 1} of statement ${n}`)),
+    };
   });
 }
 
@@ -792,7 +864,8 @@ class Fence {
     checkString(key, 'key');
     let bytes;
     if (typeof value === 'string') bytes = Buffer.from(value, 'utf8');
-    else if (value instanceof Uint8Array) bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+    else if (value instanceof Uint8Array)
+      bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
     else throw invalid(`value must be a string or a Buffer, not ${describe(value)}`);
     try {
       await this.#native.fencedSet(lease, bare, key, bytes);

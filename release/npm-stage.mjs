@@ -8,7 +8,15 @@
 // Another platform is one more entry in PLATFORMS and one more package built on that platform.
 //
 //   node release/npm-stage.mjs --version V --module M.node --command BIN --out DIR
-import { chmodSync, copyFileSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  cpSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -82,7 +90,9 @@ const { scripts, devDependencies, napi, files, ...kept } = sourceManifest;
 writeManifest(mainDir, {
   ...kept,
   ...common,
-  files: shipped.filter((entry) => entry !== 'README.md').map((entry) => (entry.includes('.') ? entry : `${entry}/`)),
+  files: shipped
+    .filter((entry) => entry !== 'README.md')
+    .map((entry) => (entry.includes('.') ? entry : `${entry}/`)),
   optionalDependencies: Object.fromEntries(
     Object.keys(PLATFORMS).map((key) => [`${sourceManifest.name}-${key}`, version]),
   ),

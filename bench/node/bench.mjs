@@ -21,8 +21,10 @@ import Redlock from 'redlock';
 import { connect } from '../../node/index.mjs';
 
 const REDIS_URL = process.env.FENCELOCK_BENCH_REDIS_URL || 'redis://127.0.0.1:7001';
-const REDLOCK_URLS = (process.env.FENCELOCK_BENCH_REDLOCK_URLS ||
-  'redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,redis://127.0.0.1:7004,redis://127.0.0.1:7005').split(',');
+const REDLOCK_URLS = (
+  process.env.FENCELOCK_BENCH_REDLOCK_URLS ||
+  'redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,redis://127.0.0.1:7004,redis://127.0.0.1:7005'
+).split(',');
 const CYCLES = Number(process.env.FENCELOCK_BENCH_CYCLES || 3000);
 const HANDOFFS_FAST = Number(process.env.FENCELOCK_BENCH_HANDOFFS || 400);
 const HANDOFFS_SLOW = Number(process.env.FENCELOCK_BENCH_SLOW_HANDOFFS || 30);
@@ -35,7 +37,12 @@ function quantile(sorted, q) {
 
 function stats(samples, elapsedMs) {
   const sorted = [...samples].sort((a, b) => a - b);
-  return { ops: (samples.length / elapsedMs) * 1000, p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), n: samples.length };
+  return {
+    ops: (samples.length / elapsedMs) * 1000,
+    p50: quantile(sorted, 0.5),
+    p99: quantile(sorted, 0.99),
+    n: samples.length,
+  };
 }
 
 async function uncontended(cycle, n) {
@@ -119,7 +126,9 @@ function makeRedlock(urls, settings = {}) {
 const rows = [];
 function row(workload, who, s) {
   rows.push({ workload, who, ...s });
-  console.error(`${workload} | ${who}: ${s.ops.toFixed(0)} ops/s, p50 ${s.p50.toFixed(3)} ms, p99 ${s.p99.toFixed(3)} ms`);
+  console.error(
+    `${workload} | ${who}: ${s.ops.toFixed(0)} ops/s, p50 ${s.p50.toFixed(3)} ms, p99 ${s.p99.toFixed(3)} ms`,
+  );
 }
 
 const id = randomUUID().slice(0, 8);
@@ -127,31 +136,95 @@ const single = await connect(REDIS_URL);
 const { redlock: rl1, clients: c1 } = makeRedlock([REDIS_URL], { retryCount: -1 });
 const { redlock: rl5, clients: c5 } = makeRedlock(REDLOCK_URLS, { retryCount: -1 });
 
-row('uncontended, 1 master', 'node-redlock', await uncontended(async () => (await rl1.acquire([`bench:rl1:${id}`], TTL)).release(), CYCLES));
-row('uncontended, 1 master', 'fencelock', await uncontended(async () => (await single.acquire(`bench-fl1-${id}`, { ttl: TTL })).release(), CYCLES));
-row('uncontended, 1 master', 'fencelock, release pipelined', await uncontended(async () => (await single.acquire(`bench-fl1p-${id}`, { ttl: TTL, pipelinedRelease: true })).release(), CYCLES));
-row('uncontended, 5 masters', 'node-redlock', await uncontended(async () => (await rl5.acquire([`bench:rl5:${id}`], TTL)).release(), CYCLES));
+row(
+  'uncontended, 1 master',
+  'node-redlock',
+  await uncontended(async () => (await rl1.acquire([`bench:rl1:${id}`], TTL)).release(), CYCLES),
+);
+row(
+  'uncontended, 1 master',
+  'fencelock',
+  await uncontended(
+    async () => (await single.acquire(`bench-fl1-${id}`, { ttl: TTL })).release(),
+    CYCLES,
+  ),
+);
+row(
+  'uncontended, 1 master',
+  'fencelock, release pipelined',
+  await uncontended(
+    async () =>
+      (await single.acquire(`bench-fl1p-${id}`, { ttl: TTL, pipelinedRelease: true })).release(),
+    CYCLES,
+  ),
+);
+row(
+  'uncontended, 5 masters',
+  'node-redlock',
+  await uncontended(async () => (await rl5.acquire([`bench:rl5:${id}`], TTL)).release(), CYCLES),
+);
 let redlockLocker = null;
 try {
-  redlockLocker = await connect(`redlock://${REDLOCK_URLS.map((u) => u.replace(/^redis:\/\//, '')).join(',')}`);
+  redlockLocker = await connect(
+    `redlock://${REDLOCK_URLS.map((u) => u.replace(/^redis:\/\//, '')).join(',')}`,
+  );
 } catch (e) {
   console.error(`fencelock over 5 masters: not measured (${e.code}: ${e.message})`);
 }
 if (redlockLocker) {
-  row('uncontended, 5 masters', 'fencelock', await uncontended(async () => (await redlockLocker.acquire(`bench-fl5-${id}`, { ttl: TTL })).release(), CYCLES));
-  row('uncontended, 5 masters', 'fencelock, release pipelined', await uncontended(async () => (await redlockLocker.acquire(`bench-fl5p-${id}`, { ttl: TTL, pipelinedRelease: true })).release(), CYCLES));
+  row(
+    'uncontended, 5 masters',
+    'fencelock',
+    await uncontended(
+      async () => (await redlockLocker.acquire(`bench-fl5-${id}`, { ttl: TTL })).release(),
+      CYCLES,
+    ),
+  );
+  row(
+    'uncontended, 5 masters',
+    'fencelock, release pipelined',
+    await uncontended(
+      async () =>
+        (
+          await redlockLocker.acquire(`bench-fl5p-${id}`, { ttl: TTL, pipelinedRelease: true })
+        ).release(),
+      CYCLES,
+    ),
+  );
 }
 
 const other = await connect(REDIS_URL);
-row('handoff, 1 master', 'node-redlock (default retry delay)', await handoff([redlockAcquirer(rl1, `bench:h1:${id}`), redlockAcquirer(makeRedlock([REDIS_URL], { retryCount: -1 }).redlock, `bench:h1:${id}`)], HANDOFFS_SLOW));
-row('handoff, 1 master', 'fencelock', await handoff([fencelockAcquirer(single, `bench-h1-${id}`), fencelockAcquirer(other, `bench-h1-${id}`)], HANDOFFS_FAST));
+row(
+  'handoff, 1 master',
+  'node-redlock (default retry delay)',
+  await handoff(
+    [
+      redlockAcquirer(rl1, `bench:h1:${id}`),
+      redlockAcquirer(makeRedlock([REDIS_URL], { retryCount: -1 }).redlock, `bench:h1:${id}`),
+    ],
+    HANDOFFS_SLOW,
+  ),
+);
+row(
+  'handoff, 1 master',
+  'fencelock',
+  await handoff(
+    [fencelockAcquirer(single, `bench-h1-${id}`), fencelockAcquirer(other, `bench-h1-${id}`)],
+    HANDOFFS_FAST,
+  ),
+);
 
 console.log('\n| workload | library | ops/s | p50 ms | p99 ms | fencelock vs node-redlock |');
 console.log('|---|---|---|---|---|---|');
 for (const r of rows) {
   const base = rows.find((b) => b.workload === r.workload && b.who.startsWith('node-redlock'));
-  const ratio = r.who === 'fencelock' && base ? `${(r.ops / base.ops).toFixed(2)}x ops/s, ${(base.p50 / r.p50).toFixed(1)}x p50` : '';
-  console.log(`| ${r.workload} | ${r.who} | ${r.ops.toFixed(0)} | ${r.p50.toFixed(3)} | ${r.p99.toFixed(3)} | ${ratio} |`);
+  const ratio =
+    r.who === 'fencelock' && base
+      ? `${(r.ops / base.ops).toFixed(2)}x ops/s, ${(base.p50 / r.p50).toFixed(1)}x p50`
+      : '';
+  console.log(
+    `| ${r.workload} | ${r.who} | ${r.ops.toFixed(0)} | ${r.p50.toFixed(3)} | ${r.p99.toFixed(3)} | ${ratio} |`,
+  );
 }
 
 await single.close();

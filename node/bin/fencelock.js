@@ -32,7 +32,9 @@ function locate() {
 
 const binary = locate();
 if (binary === null) {
-  process.stderr.write('fencelock: the fencelock binary is not in this package (native/), in its platform package nor on PATH; rebuild the package (npm run build) or install fencelock-<platform>\n');
+  process.stderr.write(
+    'fencelock: the fencelock binary is not in this package (native/), in its platform package nor on PATH; rebuild the package (npm run build) or install fencelock-<platform>\n',
+  );
   process.exit(125);
 }
 
@@ -61,7 +63,10 @@ child.on('exit', (code, signal) => {
     // Die of the same signal, so our parent sees what the binary's parent would have seen.
     process.kill(process.pid, signal);
     // A signal that does not kill by default: exit as a shell would report it.
-    setTimeout(() => process.exit(128 + (require('node:os').constants.signals[signal] || 0)), 100).unref();
+    setTimeout(
+      () => process.exit(128 + (require('node:os').constants.signals[signal] || 0)),
+      100,
+    ).unref();
     return;
   }
   process.exit(code ?? 125);

@@ -22,7 +22,12 @@ const root = dirname(here);
 const args = process.argv.slice(2);
 const at = args.indexOf('--profile');
 const profile = at >= 0 ? args[at + 1] : process.env.FENCELOCK_PROFILE || 'release';
-const libc = process.platform === 'linux' ? (process.report?.getReport()?.header?.glibcVersionRuntime ? '-gnu' : '-musl') : '';
+const libc =
+  process.platform === 'linux'
+    ? process.report?.getReport()?.header?.glibcVersionRuntime
+      ? '-gnu'
+      : '-musl'
+    : '';
 const moduleFile = join(here, `fencelock.${process.platform}-${process.arch}${libc}.node`);
 const cliFile = join(here, 'native', process.platform === 'win32' ? 'fencelock.exe' : 'fencelock');
 
@@ -37,12 +42,28 @@ if (!existsSync(join(root, 'Cargo.toml')) || !existsSync(join(here, 'Cargo.toml'
 }
 
 const cargo = process.env.CARGO || 'cargo';
-const cargoArgs = ['build', '-p', 'fencelock-node', '-p', 'fencelock-cli', '--profile', profile, '--message-format=json-render-diagnostics'];
+const cargoArgs = [
+  'build',
+  '-p',
+  'fencelock-node',
+  '-p',
+  'fencelock-cli',
+  '--profile',
+  profile,
+  '--message-format=json-render-diagnostics',
+];
 console.error(`fencelock: ${cargo} ${cargoArgs.join(' ')}`);
 const started = Date.now();
-const run = spawnSync(cargo, cargoArgs, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 30, encoding: 'utf8' });
+const run = spawnSync(cargo, cargoArgs, {
+  cwd: root,
+  stdio: ['ignore', 'pipe', 'inherit'],
+  maxBuffer: 1 << 30,
+  encoding: 'utf8',
+});
 if (run.error) {
-  console.error(`fencelock: cannot run ${cargo} (Rust is needed to build the native module): ${run.error.message}`);
+  console.error(
+    `fencelock: cannot run ${cargo} (Rust is needed to build the native module): ${run.error.message}`,
+  );
   process.exit(1);
 }
 if (run.status !== 0) {
@@ -59,7 +80,8 @@ for (const line of run.stdout.split('\n')) {
   if (msg.target.name === 'fencelock_node' && msg.target.kind.includes('cdylib')) {
     library = msg.filenames.find((f) => /\.(so|dylib|dll)$/.test(f));
   }
-  if (msg.target.name === 'fencelock' && msg.target.kind.includes('bin')) executable = msg.executable;
+  if (msg.target.name === 'fencelock' && msg.target.kind.includes('bin'))
+    executable = msg.executable;
 }
 if (!library || !executable) {
   console.error('fencelock: cargo did not report the native module and the fencelock binary');
@@ -76,4 +98,6 @@ function install(from, to, mode) {
 }
 install(library, moduleFile, 0o755);
 install(executable, cliFile, 0o755);
-console.error(`fencelock: built (${profile}) in ${Math.round((Date.now() - started) / 1000)}s: ${moduleFile}, ${cliFile}`);
+console.error(
+  `fencelock: built (${profile}) in ${Math.round((Date.now() - started) / 1000)}s: ${moduleFile}, ${cliFile}`,
+);

@@ -3,7 +3,15 @@
 // Inside each critical section it checks, with a marker file made with O_EXCL, that nobody
 // else is inside; does a read-modify-write of a counter in a plain file (an overlap would lose
 // an update); and writes through the fence: the counter row and a log row with its token.
-import { openSync, closeSync, readFileSync, writeFileSync, renameSync, unlinkSync, constants } from 'node:fs';
+import {
+  openSync,
+  closeSync,
+  readFileSync,
+  writeFileSync,
+  renameSync,
+  unlinkSync,
+  constants,
+} from 'node:fs';
 import { join } from 'node:path';
 
 import { connect, Fence } from '../index.mjs';

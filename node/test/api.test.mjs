@@ -24,7 +24,10 @@ test('acquire gives a lease with a bigint token, a name and an expiry', async ()
     assert.equal(typeof lease.token, 'bigint');
     assert.ok(lease.token > 0n && lease.token < 1n << 63n);
     assert.ok(lease.expiresAt instanceof Date);
-    assert.ok(lease.expiresAt.getTime() >= before + 9_000 && lease.expiresAt.getTime() <= Date.now() + 10_000);
+    assert.ok(
+      lease.expiresAt.getTime() >= before + 9_000 &&
+        lease.expiresAt.getTime() <= Date.now() + 10_000,
+    );
     assert.equal(lease.isHeld, true);
     assert.equal(lease.isLost, false);
     assert.equal(lease.signal.aborted, false);
@@ -65,7 +68,10 @@ test('tryAcquire gives null when held; acquire with a wait times out with TIMEOU
   try {
     const lease = await locker.acquire('busy');
     assert.equal(await locker.tryAcquire('busy'), null);
-    await assert.rejects(locker.acquire('busy', { wait: 200 }), (e) => e instanceof LockError && e.code === 'TIMEOUT');
+    await assert.rejects(
+      locker.acquire('busy', { wait: 200 }),
+      (e) => e instanceof LockError && e.code === 'TIMEOUT',
+    );
     await assert.rejects(locker.acquire('busy', { wait: 0 }), { code: 'TIMEOUT' });
     await lease.release();
     const again = await locker.tryAcquire('busy');
@@ -96,7 +102,10 @@ test('withLock runs the function holding the lock and releases after it', async 
     );
     assert.equal((await locker.inspect('scoped')).held, false);
     // Releasing inside is quiet.
-    assert.equal(await locker.withLock('scoped', async (lease) => (await lease.release(), 'ok')), 'ok');
+    assert.equal(
+      await locker.withLock('scoped', async (lease) => (await lease.release(), 'ok')),
+      'ok',
+    );
   } finally {
     await locker.close();
   }
@@ -106,10 +115,16 @@ test('a nested withLock or acquire of the same name in the same scope is DEADLOC
   const { locker } = await sqliteLocker();
   try {
     await locker.withLock('outer', async () => {
-      await assert.rejects(locker.withLock('outer', async () => {}), { code: 'DEADLOCK' });
+      await assert.rejects(
+        locker.withLock('outer', async () => {}),
+        { code: 'DEADLOCK' },
+      );
       await assert.rejects(locker.acquire('outer'), { code: 'DEADLOCK' });
       // tryAcquire too (the core's rule, the same in every language): the name is the scope's own.
-      await assert.rejects(locker.tryAcquire('outer'), (e) => e.code === 'DEADLOCK' && e.message.includes('"outer"'));
+      await assert.rejects(
+        locker.tryAcquire('outer'),
+        (e) => e.code === 'DEADLOCK' && e.message.includes('"outer"'),
+      );
       // Another name nests fine.
       await locker.withLock('inner', async () => {});
     });
@@ -172,29 +187,47 @@ test('a fence takes a lease or a bigint, refuses older tokens and rolls back', a
     await first.release();
     const second = await locker.acquire('fenced');
     const rows = await fence.fencedExecute(second, [
-      { sql: 'UPDATE counter SET n = n + 1, note = ?, blob = ?, f = ? WHERE id = ?', params: ['text', Buffer.from([1, 2]), 1.5, 1n] },
+      {
+        sql: 'UPDATE counter SET n = n + 1, note = ?, blob = ?, f = ? WHERE id = ?',
+        params: ['text', Buffer.from([1, 2]), 1.5, 1n],
+      },
     ]);
     assert.deepEqual(rows, [1]);
     assert.equal(await fence.highest(), second.token);
     await fence.check(second);
     await fence.check(second.token);
     await assert.rejects(fence.check(first.token), { code: 'STALE_TOKEN' });
-    await assert.rejects(fence.fencedExecute(first.token, ['UPDATE counter SET n = 100']), { code: 'STALE_TOKEN' });
-    await assert.rejects(fence.fencedExecute(first, ['UPDATE counter SET n = 100']), { code: 'NOT_HELD' });
+    await assert.rejects(fence.fencedExecute(first.token, ['UPDATE counter SET n = 100']), {
+      code: 'STALE_TOKEN',
+    });
+    await assert.rejects(fence.fencedExecute(first, ['UPDATE counter SET n = 100']), {
+      code: 'NOT_HELD',
+    });
     // A failing statement rolls the whole transaction back.
-    await assert.rejects(fence.fencedExecute(second, ['UPDATE counter SET n = 100', 'INSERT INTO nowhere VALUES (1)']), { code: 'BACKEND' });
+    await assert.rejects(
+      fence.fencedExecute(second, ['UPDATE counter SET n = 100', 'INSERT INTO nowhere VALUES (1)']),
+      { code: 'BACKEND' },
+    );
     await assert.rejects(fence.fencedSet(second, 'k', 'v'), { code: 'INVALID_ARGUMENT' });
     await second.release();
   } finally {
     await fence.close();
     await locker.close();
   }
-  assert.deepEqual(runSql(dataPath, 'SELECT n, note, hex(blob), f FROM counter'), [[1, 'text', '0102', 1.5]]);
+  assert.deepEqual(runSql(dataPath, 'SELECT n, note, hex(blob), f FROM counter'), [
+    [1, 'text', '0102', 1.5],
+  ]);
 });
 
 test('a panic in Rust surfaces as code INTERNAL, never a crash', async () => {
-  assert.throws(() => fencelock._testPanic(), (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message));
-  await assert.rejects(fencelock._testPanicAsync(), (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message));
+  assert.throws(
+    () => fencelock._testPanic(),
+    (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message),
+  );
+  await assert.rejects(
+    fencelock._testPanicAsync(),
+    (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message),
+  );
   // The module still works afterwards.
   const { locker } = await sqliteLocker();
   await (await locker.acquire('after-panic')).release();
@@ -205,10 +238,22 @@ test('the CommonJS and ESM entry points export the same objects', () => {
   const cjs = require('../index.js');
   assert.equal(cjs.connect, fencelock.connect);
   assert.equal(cjs.LockError, fencelock.LockError);
-  assert.deepEqual([...cjs.ERROR_CODES], [
-    'TIMEOUT', 'LOST', 'NOT_HELD', 'UNAVAILABLE', 'INVALID_ARGUMENT', 'AUTH',
-    'STALE_TOKEN', 'BACKEND', 'DEADLOCK', 'CLOSED', 'INTERNAL',
-  ]);
+  assert.deepEqual(
+    [...cjs.ERROR_CODES],
+    [
+      'TIMEOUT',
+      'LOST',
+      'NOT_HELD',
+      'UNAVAILABLE',
+      'INVALID_ARGUMENT',
+      'AUTH',
+      'STALE_TOKEN',
+      'BACKEND',
+      'DEADLOCK',
+      'CLOSED',
+      'INTERNAL',
+    ],
+  );
   assert.equal(typeof fencelock.version, 'string');
   assert.throws(() => new fencelock.Lease(), TypeError);
 });
@@ -218,7 +263,9 @@ test('the lease signal fires when a lease expires without renewal', async () => 
   try {
     const lease = await locker.acquire('short', { ttl: 300, autoRenew: false });
     const signal = lease.signal;
-    const aborted = new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    const aborted = new Promise((resolve) =>
+      signal.addEventListener('abort', resolve, { once: true }),
+    );
     await within(aborted, LONG, 'the lost signal');
     assert.equal(signal.aborted, true);
     assert.ok(signal.reason instanceof LockError && signal.reason.code === 'LOST');
@@ -245,7 +292,10 @@ void short.signal;
 console.log('held', lease.token);
 `,
   );
-  const r = spawnSync(process.execPath, [script, `sqlite://${join(dir, 'locks.db')}`], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(process.execPath, [script, `sqlite://${join(dir, 'locks.db')}`], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /^held \d+n$/m);
 });
@@ -270,7 +320,10 @@ console.log((await locker.inspect('dropped')).held ? 'still held' : 'released');
 await locker.close();
 `,
   );
-  const r = spawnSync(process.execPath, ['--expose-gc', script, url], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(process.execPath, ['--expose-gc', script, url], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout.trim(), 'released');
 });
@@ -291,7 +344,9 @@ test('pipelinedRelease: release resolves once sent and the lock is free for the 
     const next = await rival.acquire('pipelined', { wait: 10_000 });
     assert.ok(next.token > last);
     await next.release();
-    await assert.rejects(locker.acquire('x', { pipelinedRelease: 'yes' }), { code: 'INVALID_ARGUMENT' });
+    await assert.rejects(locker.acquire('x', { pipelinedRelease: 'yes' }), {
+      code: 'INVALID_ARGUMENT',
+    });
   } finally {
     await locker.close();
     await rival.close();

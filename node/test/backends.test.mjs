@@ -8,7 +8,17 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { fencelock, backends, connectOrSkip, fresh, LONG, runSql, sleep, tempDir, within } from './helpers.mjs';
+import {
+  fencelock,
+  backends,
+  connectOrSkip,
+  fresh,
+  LONG,
+  runSql,
+  sleep,
+  tempDir,
+  within,
+} from './helpers.mjs';
 
 const { Fence, AbortError, LockError } = fencelock;
 const PROCESSES = 8;
@@ -17,7 +27,9 @@ const contender = fileURLToPath(new URL('./_contender.mjs', import.meta.url));
 
 function runContender(args) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [contender, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [contender, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
@@ -50,7 +62,9 @@ for (const backend of backends()) {
       writeFileSync(join(dir, 'count'), '0');
       const name = fresh('contention');
       const args = [url, `sqlite://${dataPath}`, dir, name, String(ROUNDS)];
-      const results = await Promise.all(Array.from({ length: PROCESSES }, () => runContender(args)));
+      const results = await Promise.all(
+        Array.from({ length: PROCESSES }, () => runContender(args)),
+      );
       for (const r of results) {
         assert.equal(r.code, 0, r.err);
         assert.equal(r.out.trim(), 'done 0', 'a process found another inside the lock');
@@ -58,9 +72,13 @@ for (const backend of backends()) {
       const total = PROCESSES * ROUNDS;
       assert.deepEqual(runSql(dataPath, 'SELECT n FROM counter WHERE id = 1'), [[total]]);
       const rows = runSql(dataPath, 'SELECT token, n FROM log ORDER BY seq');
-      assert.deepEqual(rows.map((r) => r[1]), Array.from({ length: total }, (_, i) => i + 1));
+      assert.deepEqual(
+        rows.map((r) => r[1]),
+        Array.from({ length: total }, (_, i) => i + 1),
+      );
       const tokens = rows.map((r) => BigInt(r[0]));
-      for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], 'tokens must strictly increase');
+      for (let i = 1; i < tokens.length; i++)
+        assert.ok(tokens[i] > tokens[i - 1], 'tokens must strictly increase');
     });
 
     test('100 concurrent acquires in one process: one holder at a time, tokens increasing', async (t) => {
@@ -86,7 +104,8 @@ for (const backend of backends()) {
           '100 acquisitions',
         );
         assert.equal(tokens.length, 100);
-        for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], 'tokens must strictly increase');
+        for (let i = 1; i < tokens.length; i++)
+          assert.ok(tokens[i] > tokens[i - 1], 'tokens must strictly increase');
       } finally {
         await locker.close();
       }
@@ -108,7 +127,10 @@ for (const backend of backends()) {
         assert.ok(ticks >= 5, `only ${ticks} timer ticks in 500 ms while an acquire waited`);
         const reason = new Error('the caller gave up');
         controller.abort(reason);
-        await assert.rejects(waiting, (e) => e instanceof AbortError && e.name === 'AbortError' && e.cause === reason);
+        await assert.rejects(
+          waiting,
+          (e) => e instanceof AbortError && e.name === 'AbortError' && e.cause === reason,
+        );
         // Already aborted: rejects at once.
         await assert.rejects(locker.acquire(name, { signal: controller.signal }), AbortError);
         await sleep(200);
@@ -135,7 +157,11 @@ for (const backend of backends()) {
         const { signal } = lease;
         assert.equal(signal.aborted, false);
         // ZooKeeper's liveness is its session: the lease ends with the session timeout instead.
-        await within(new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true })), 60_000, 'the lost signal');
+        await within(
+          new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true })),
+          60_000,
+          'the lost signal',
+        );
         assert.ok(signal.reason instanceof LockError && signal.reason.code === 'LOST');
         assert.equal(lease.isLost, true);
         assert.throws(() => lease.throwIfLost(), { code: 'LOST' });
@@ -151,7 +177,11 @@ for (const backend of backends()) {
       try {
         await assert.rejects(
           locker.withLock(fresh('lost-scope'), { ttl: 500, autoRenew: false }, async (lease) => {
-            await within(new Promise((r) => lease.signal.addEventListener('abort', r, { once: true })), 60_000, 'the loss');
+            await within(
+              new Promise((r) => lease.signal.addEventListener('abort', r, { once: true })),
+              60_000,
+              'the loss',
+            );
           }),
           { code: 'LOST' },
         );
@@ -162,13 +192,15 @@ for (const backend of backends()) {
   });
 }
 
-test('a takeover behind the holder\'s back aborts lease.signal (SQLite row changed by hand)', async () => {
+test("a takeover behind the holder's back aborts lease.signal (SQLite row changed by hand)", async () => {
   const dir = tempDir();
   const dbPath = join(dir, 'locks.db');
   const locker = await fencelock.connect(`sqlite://${dbPath}`);
   try {
     const lease = await locker.acquire('victim', { ttl: 600 });
-    const aborted = new Promise((resolve) => lease.signal.addEventListener('abort', resolve, { once: true }));
+    const aborted = new Promise((resolve) =>
+      lease.signal.addEventListener('abort', resolve, { once: true }),
+    );
     const { takeOver } = await import('./helpers.mjs');
     takeOver(dbPath, 'victim');
     await within(aborted, LONG, 'the lost signal');

@@ -12,7 +12,11 @@ const pkg = fileURLToPath(new URL('..', import.meta.url));
 const shim = join(pkg, JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')).bin.fencelock);
 
 function fencelockCommand(args, env = {}) {
-  return spawnSync(process.execPath, [shim, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+  return spawnSync(process.execPath, [shim, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 120_000,
+  });
 }
 
 test('bin runs the packaged binary: --help', () => {
@@ -23,7 +27,16 @@ test('bin runs the packaged binary: --help', () => {
 
 test('bin passes arguments, the token and the exit code through', () => {
   const url = `sqlite://${join(tempDir(), 'locks.db')}`;
-  const r = fencelockCommand(['run', '--url', url, 'cli-job', '--', 'sh', '-c', 'echo "token=$FENCELOCK_TOKEN name=$FENCELOCK_NAME"; exit 7']);
+  const r = fencelockCommand([
+    'run',
+    '--url',
+    url,
+    'cli-job',
+    '--',
+    'sh',
+    '-c',
+    'echo "token=$FENCELOCK_TOKEN name=$FENCELOCK_NAME"; exit 7',
+  ]);
   assert.equal(r.status, 7, r.stderr);
   assert.match(r.stdout, /^token=\d+ name=cli-job$/m);
   const status = fencelockCommand(['status', '--url', url, 'cli-job']);
@@ -32,7 +45,16 @@ test('bin passes arguments, the token and the exit code through', () => {
 
 test('bin reports death by signal as the shell would', () => {
   const url = `sqlite://${join(tempDir(), 'locks.db')}`;
-  const r = fencelockCommand(['run', '--url', url, 'cli-signal', '--', 'sh', '-c', 'kill -TERM $$']);
+  const r = fencelockCommand([
+    'run',
+    '--url',
+    url,
+    'cli-signal',
+    '--',
+    'sh',
+    '-c',
+    'kill -TERM $$',
+  ]);
   // The binary exits 128+15 for a command killed by SIGTERM (design §5).
   assert.equal(r.status, 143, r.stderr);
 });

@@ -34,7 +34,10 @@ for (const backend of backends()) {
           assert.equal(seen.holder?.text, leader === a ? 'candidate a' : 'candidate b');
           await assert.rejects(waiter.campaign(name, { wait: 0 }), { code: 'TIMEOUT' });
           // The other candidate campaigns; it wins once the leader resigns.
-          const next = waiter.campaign(name, { holder: waiter === a ? 'candidate a' : 'candidate b', ttl: 10_000 });
+          const next = waiter.campaign(name, {
+            holder: waiter === a ? 'candidate a' : 'candidate b',
+            ttl: 10_000,
+          });
           await sleep(50);
           await current.resign();
           assert.equal(current.isLeader, false);
@@ -43,7 +46,8 @@ for (const backend of backends()) {
           [leader, waiter] = [waiter, leader];
         }
         terms.push(current.term);
-        for (let i = 1; i < terms.length; i += 1) assert.ok(terms[i] > terms[i - 1], `terms ${terms.join(', ')}`);
+        for (let i = 1; i < terms.length; i += 1)
+          assert.ok(terms[i] > terms[i - 1], `terms ${terms.join(', ')}`);
         await current[Symbol.asyncDispose]();
         assert.equal(await b.leader(name), null);
       } finally {
@@ -58,7 +62,11 @@ for (const backend of backends()) {
       try {
         const leadership = await a.campaign(fresh('loss'), { ttl: 500, autoRenew: false });
         const { signal } = leadership;
-        await within(new Promise((r) => signal.addEventListener('abort', r, { once: true })), 60_000, 'the loss');
+        await within(
+          new Promise((r) => signal.addEventListener('abort', r, { once: true })),
+          60_000,
+          'the loss',
+        );
         assert.ok(signal.reason instanceof LockError && signal.reason.code === 'LOST');
         assert.equal(leadership.isLeader, false);
         assert.throws(() => leadership.throwIfLost(), { code: 'LOST' });

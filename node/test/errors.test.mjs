@@ -46,9 +46,21 @@ const cases = [
   ['connect: options not an object', 'INVALID_ARGUMENT', () => connect(url, 'fast')],
   ['connect: unknown option', 'INVALID_ARGUMENT', () => connect(url, { poll: 5 })],
   ['connect: pollInterval 0', 'INVALID_ARGUMENT', () => connect(url, { pollInterval: 0 })],
-  ['connect: operationTimeout NaN', 'INVALID_ARGUMENT', () => connect(url, { operationTimeout: NaN })],
-  ['connect: operationTimeout a string', 'INVALID_ARGUMENT', () => connect(url, { operationTimeout: '10s' })],
-  ['connect: nobody listening', 'UNAVAILABLE', () => connect('redis://127.0.0.1:1', { operationTimeout: 3_000 })],
+  [
+    'connect: operationTimeout NaN',
+    'INVALID_ARGUMENT',
+    () => connect(url, { operationTimeout: NaN }),
+  ],
+  [
+    'connect: operationTimeout a string',
+    'INVALID_ARGUMENT',
+    () => connect(url, { operationTimeout: '10s' }),
+  ],
+  [
+    'connect: nobody listening',
+    'UNAVAILABLE',
+    () => connect('redis://127.0.0.1:1', { operationTimeout: 3_000 }),
+  ],
   // names
   ['acquire: name not a string', 'INVALID_ARGUMENT', () => locker.acquire(42)],
   ['acquire: name missing', 'INVALID_ARGUMENT', () => locker.acquire()],
@@ -64,7 +76,11 @@ const cases = [
   ['ttl a bigint', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 1000n })],
   ['ttl above 2^53', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 2 ** 53 + 2 })],
   ['ttl below the minimum', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 50 })],
-  ['ttl above the maximum', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 8 * 24 * 3600 * 1000 })],
+  [
+    'ttl above the maximum',
+    'INVALID_ARGUMENT',
+    () => locker.acquire('x', { ttl: 8 * 24 * 3600 * 1000 }),
+  ],
   ['ttl null', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: null })],
   ['wait negative', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: -5 })],
   ['wait Infinity', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: Infinity })],
@@ -79,15 +95,27 @@ const cases = [
   ['unknown option', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttll: 5000 })],
   ['timeout option', 'INVALID_ARGUMENT', () => locker.acquire('x', { timeout: 1000 })],
   ['reentrant not a boolean', 'INVALID_ARGUMENT', () => locker.acquire('x', { reentrant: 'yes' })],
-  ['tryAcquire reentrant not a boolean', 'INVALID_ARGUMENT', () => locker.tryAcquire('x', { reentrant: 1 })],
-  ['withLock reentrant not a boolean', 'INVALID_ARGUMENT', () => locker.withLock('x', { reentrant: null }, () => {})],
+  [
+    'tryAcquire reentrant not a boolean',
+    'INVALID_ARGUMENT',
+    () => locker.tryAcquire('x', { reentrant: 1 }),
+  ],
+  [
+    'withLock reentrant not a boolean',
+    'INVALID_ARGUMENT',
+    () => locker.withLock('x', { reentrant: null }, () => {}),
+  ],
   // elections
   ['campaign with a non-string name', 'INVALID_ARGUMENT', () => locker.campaign(7)],
   ['campaign with an empty name', 'INVALID_ARGUMENT', () => locker.campaign('')],
   ['campaign with reentrant', 'INVALID_ARGUMENT', () => locker.campaign('x', { reentrant: true })],
   ['campaign with maxHold', 'INVALID_ARGUMENT', () => locker.campaign('x', { maxHold: 1000 })],
   ['campaign ttl a string', 'INVALID_ARGUMENT', () => locker.campaign('x', { ttl: '1s' })],
-  ['campaign signal not an AbortSignal', 'INVALID_ARGUMENT', () => locker.campaign('x', { signal: 5 })],
+  [
+    'campaign signal not an AbortSignal',
+    'INVALID_ARGUMENT',
+    () => locker.campaign('x', { signal: 5 }),
+  ],
   ['campaign options not an object', 'INVALID_ARGUMENT', () => locker.campaign('x', 'ttl')],
   ['leader with a non-string name', 'INVALID_ARGUMENT', () => locker.leader(null)],
   ['withLeadership without a function', 'INVALID_ARGUMENT', () => locker.withLeadership('x', {})],
@@ -108,8 +136,16 @@ const cases = [
   ['a fence refuses a lost lease', 'LOST', () => fence.fencedExecute(lost, ['SELECT 1'])],
   ['acquire on a closed locker', 'CLOSED', () => closedLocker.acquire('x')],
   ['inspect on a closed locker', 'CLOSED', () => closedLocker.inspect('x')],
-  ['nested withLock of the same name', 'DEADLOCK', () => locker.withLock('outer', () => locker.withLock('outer', () => {}))],
-  ['nested tryAcquire of the same name', 'DEADLOCK', () => locker.withLock('outer', () => locker.tryAcquire('outer'))],
+  [
+    'nested withLock of the same name',
+    'DEADLOCK',
+    () => locker.withLock('outer', () => locker.withLock('outer', () => {})),
+  ],
+  [
+    'nested tryAcquire of the same name',
+    'DEADLOCK',
+    () => locker.withLock('outer', () => locker.tryAcquire('outer')),
+  ],
   // fences
   ['Fence.open: empty resource', 'INVALID_ARGUMENT', () => Fence.open(url, '')],
   ['Fence.open: url not a string', 'INVALID_ARGUMENT', () => Fence.open(null, 'r')],
@@ -123,7 +159,11 @@ const cases = [
   ['params not an array', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', 1]])],
   ['parameter an object', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', [{}]]])],
   ['parameter NaN', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', [NaN]]])],
-  ['parameter bigint above 64 bits', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', [2n ** 64n]]])],
+  [
+    'parameter bigint above 64 bits',
+    'INVALID_ARGUMENT',
+    () => fence.fencedExecute(1n, [['SELECT ?', [2n ** 64n]]]),
+  ],
   ['fencedSet value a number', 'INVALID_ARGUMENT', () => fence.fencedSet(1n, 'k', 5)],
   // panics
   ['a panic in a sync export', 'INTERNAL', () => fencelock._testPanic()],
@@ -170,7 +210,11 @@ test('a bad FENCELOCK_RUNTIME_THREADS makes connect fail with INVALID_ARGUMENT n
   const url = `sqlite://${join(tempDir(), 'locks.db')}`;
   const script = `require(${JSON.stringify(index)}).connect(${JSON.stringify(url)})
   .then((l) => l.close().then(() => console.log('connected')), (e) => console.log(e.code + ': ' + e.message));`;
-  for (const [value, expected] of [['0', /^INVALID_ARGUMENT: FENCELOCK_RUNTIME_THREADS must be/], ['lots', /^INVALID_ARGUMENT: FENCELOCK_RUNTIME_THREADS/], ['2', /^connected/]]) {
+  for (const [value, expected] of [
+    ['0', /^INVALID_ARGUMENT: FENCELOCK_RUNTIME_THREADS must be/],
+    ['lots', /^INVALID_ARGUMENT: FENCELOCK_RUNTIME_THREADS/],
+    ['2', /^connected/],
+  ]) {
     const out = spawnSync(process.execPath, ['-e', script], {
       encoding: 'utf8',
       timeout: LONG,

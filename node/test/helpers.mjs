@@ -41,7 +41,11 @@ export function backends() {
   const list = [{ id: 'sqlite', url: () => `sqlite://${join(tempDir(), 'locks.db')}` }];
   for (const variable of SERVER_VARIABLES) {
     const url = process.env[variable];
-    if (url) list.push({ id: variable.slice('FENCELOCK_TEST_'.length, -'_URL'.length).toLowerCase(), url: () => url });
+    if (url)
+      list.push({
+        id: variable.slice('FENCELOCK_TEST_'.length, -'_URL'.length).toLowerCase(),
+        url: () => url,
+      });
   }
   return list;
 }

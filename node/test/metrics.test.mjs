@@ -29,7 +29,10 @@ async function snapshot() {
   for (const scope of resourceMetrics.scopeMetrics) {
     for (const metric of scope.metrics) {
       for (const point of metric.dataPoints) {
-        const attributes = Object.entries(point.attributes).map(([k, v]) => `${k}=${v}`).sort().join(',');
+        const attributes = Object.entries(point.attributes)
+          .map(([k, v]) => `${k}=${v}`)
+          .sort()
+          .join(',');
         const value = typeof point.value === 'number' ? point.value : point.value.count;
         seen.set(`${metric.descriptor.name}|${attributes}`, value);
       }
@@ -44,7 +47,8 @@ async function waitFor(key, atLeast) {
   for (;;) {
     const seen = await snapshot();
     if ((seen.get(key) ?? 0) >= atLeast) return seen;
-    if (Date.now() - started > LONG) assert.fail(`${key} never reached ${atLeast}: ${JSON.stringify([...seen])}`);
+    if (Date.now() - started > LONG)
+      assert.fail(`${key} never reached ${atLeast}: ${JSON.stringify([...seen])}`);
     await sleep(50);
   }
 }
@@ -54,7 +58,8 @@ const sqliteUrl = () => `sqlite://${join(tempDir(), 'locks.db')}`;
 test("a lock's life shows in the host's OpenTelemetry, with the core's instrument table", async () => {
   const locker = await fencelock.connect(sqliteUrl(), { metrics: true });
   try {
-    for (let i = 0; i < 3; i++) await locker.withLock('node-metrics', { ttl: 5_000 }, async () => {});
+    for (let i = 0; i < 3; i++)
+      await locker.withLock('node-metrics', { ttl: 5_000 }, async () => {});
     const lease = await locker.acquire('node-metrics-lost', { ttl: 600 });
     await locker.forceRelease('node-metrics-lost');
     // Polled: the lease's signal does not keep the process alive by itself.
@@ -82,9 +87,19 @@ test('metrics are off by default, and bad values are typed errors', async () => 
     await locker.close();
   }
   await sleep(300);
-  assert.equal((await snapshot()).get(key) ?? 0, before, 'a Locker without metrics recorded metrics');
-  await assert.rejects(fencelock.connect(sqliteUrl(), { metrics: 'yes' }), (e) => e.code === 'INVALID_ARGUMENT' && /metrics/.test(e.message));
-  await assert.rejects(fencelock.Fence.open(sqliteUrl(), 'r', { metrics: true }), (e) => e.code === 'INVALID_ARGUMENT' && /metrics/.test(e.message));
+  assert.equal(
+    (await snapshot()).get(key) ?? 0,
+    before,
+    'a Locker without metrics recorded metrics',
+  );
+  await assert.rejects(
+    fencelock.connect(sqliteUrl(), { metrics: 'yes' }),
+    (e) => e.code === 'INVALID_ARGUMENT' && /metrics/.test(e.message),
+  );
+  await assert.rejects(
+    fencelock.Fence.open(sqliteUrl(), 'r', { metrics: true }),
+    (e) => e.code === 'INVALID_ARGUMENT' && /metrics/.test(e.message),
+  );
 });
 
 test('metrics without @opentelemetry/api installed is a clear INVALID_ARGUMENT', () => {
@@ -102,7 +117,10 @@ Module._resolveFilename = function (request, ...rest) {
   const index = fileURLToPath(new URL('../index.js', import.meta.url));
   const script = `require(${JSON.stringify(index)}).connect(${JSON.stringify(sqliteUrl())}, { metrics: true })
   .then(() => console.log('connected'), (e) => console.log(e.code + ': ' + e.message));`;
-  const out = spawnSync(process.execPath, ['-r', hide, '-e', script], { encoding: 'utf8', timeout: LONG });
+  const out = spawnSync(process.execPath, ['-r', hide, '-e', script], {
+    encoding: 'utf8',
+    timeout: LONG,
+  });
   assert.equal(out.status, 0, out.stderr);
   assert.match(out.stdout, /^INVALID_ARGUMENT: .*npm install @opentelemetry\/api/);
 });

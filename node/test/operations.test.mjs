@@ -32,12 +32,17 @@ for (const backend of backends()) {
         assert.deepEqual(info.waiters, []);
         const listed = await locker.list(name.slice(0, -1));
         assert.equal(listed.truncated, false);
-        assert.deepEqual(listed.locks.map((l) => l.name), [name]);
+        assert.deepEqual(
+          listed.locks.map((l) => l.name),
+          [name],
+        );
         assert.equal(listed.locks[0].token, lease.token);
         // The prefix is data: a wildcard matches only a name that spells it.
         assert.equal((await locker.list(`${name.slice(0, -4)}*`)).locks.length, 0);
 
-        const lost = new Promise((resolve) => lease.signal.addEventListener('abort', resolve, { once: true }));
+        const lost = new Promise((resolve) =>
+          lease.signal.addEventListener('abort', resolve, { once: true }),
+        );
         await locker.forceRelease(name);
         // Within one renewal interval (ttl/3; ZooKeeper at once) plus a generous margin.
         await within(lost, 2_000 + 10_000, 'the lost signal');
@@ -58,7 +63,10 @@ for (const backend of backends()) {
         await assert.rejects(locker.list('x'.repeat(256)), (e) => e.code === 'INVALID_ARGUMENT');
         await assert.rejects(locker.list(7), (e) => e.code === 'INVALID_ARGUMENT');
         await assert.rejects(locker.forceRelease(''), (e) => e.code === 'INVALID_ARGUMENT');
-        await assert.rejects(locker.forceRelease(fresh('never-held')), (e) => e.code === 'NOT_HELD');
+        await assert.rejects(
+          locker.forceRelease(fresh('never-held')),
+          (e) => e.code === 'NOT_HELD',
+        );
       } finally {
         await locker.close();
       }
@@ -84,10 +92,16 @@ for (const backend of backends()) {
         const firstLife = kinds.slice(0, kinds.indexOf('released') + 1);
         const secondLife = kinds.slice(firstLife.length);
         assert.equal(firstLife[0], 'acquired');
-        assert.ok(firstLife.slice(1, -1).every((k) => k === 'renewed'), kinds.join());
+        assert.ok(
+          firstLife.slice(1, -1).every((k) => k === 'renewed'),
+          kinds.join(),
+        );
         assert.equal(secondLife[0], 'acquired');
         assert.equal(secondLife.at(-1), 'lost');
-        assert.ok(secondLife.slice(1, -1).every((k) => k === 'renewed'), kinds.join());
+        assert.ok(
+          secondLife.slice(1, -1).every((k) => k === 'renewed'),
+          kinds.join(),
+        );
         assert.ok(seen.slice(0, firstLife.length).every((e) => e.token === first.token));
         assert.ok(seen.slice(firstLife.length).every((e) => e.token === second.token));
         assert.match(lostEvents[0].reason, /no longer ours/);
@@ -108,8 +122,15 @@ test('the logger receives the library records', async () => {
     const name = fresh('logs');
     const lease = await locker.acquire(name, { ttl: 3_000 });
     await locker.forceRelease(name);
-    await within(new Promise((r) => lease.signal.addEventListener('abort', r, { once: true })), LONG, 'the loss');
-    await until(() => records.some((r) => r.lock === name && /lost/.test(r.message)), 'the loss record');
+    await within(
+      new Promise((r) => lease.signal.addEventListener('abort', r, { once: true })),
+      LONG,
+      'the loss',
+    );
+    await until(
+      () => records.some((r) => r.lock === name && /lost/.test(r.message)),
+      'the loss record',
+    );
     const record = records.find((r) => r.lock === name && /lost/.test(r.message));
     assert.equal(record.level, 'warn');
     assert.ok(record.message.includes(name));
@@ -119,6 +140,12 @@ test('the logger receives the library records', async () => {
     setLogger(null);
     await locker.close();
   }
-  assert.throws(() => setLogger(() => {}, { level: 'loud' }), (e) => e.code === 'INVALID_ARGUMENT');
-  await assert.rejects(fencelock.connect(url, { logLevel: 'warn' }), (e) => e.code === 'INVALID_ARGUMENT');
+  assert.throws(
+    () => setLogger(() => {}, { level: 'loud' }),
+    (e) => e.code === 'INVALID_ARGUMENT',
+  );
+  await assert.rejects(
+    fencelock.connect(url, { logLevel: 'warn' }),
+    (e) => e.code === 'INVALID_ARGUMENT',
+  );
 });

@@ -54,5 +54,8 @@ test('the README election example runs', () => {
   const block = blocks.find((b) => b.includes('campaign('));
   assert.ok(block, 'README.md has an election example');
   const out = runBlock(block);
-  assert.match(out, /leading in term \d+\nobservers see term \d+ held by worker-1\nafter resigning: null/);
+  assert.match(
+    out,
+    /leading in term \d+\nobservers see term \d+ held by worker-1\nafter resigning: null/,
+  );
 });

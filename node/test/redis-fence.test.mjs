@@ -7,7 +7,9 @@ import { fencelock, connectOrSkip, fresh, REQUIRE_SERVERS } from './helpers.mjs'
 const { Fence } = fencelock;
 const REDIS_URL = process.env.FENCELOCK_TEST_REDIS_URL;
 
-test('fencedSet accepts newer tokens and refuses stale ones', { skip: !REDIS_URL && !REQUIRE_SERVERS && 'FENCELOCK_TEST_REDIS_URL is not set' }, async (t) => {
+test('fencedSet accepts newer tokens and refuses stale ones', {
+  skip: !REDIS_URL && !REQUIRE_SERVERS && 'FENCELOCK_TEST_REDIS_URL is not set',
+}, async (t) => {
   assert.ok(REDIS_URL, 'FENCELOCK_REQUIRE_SERVERS=1 needs FENCELOCK_TEST_REDIS_URL');
   const locker = await connectOrSkip(t, REDIS_URL);
   if (!locker) return;

@@ -9,7 +9,11 @@ const { LockError } = fencelock;
 
 function aborted(signal, what) {
   if (signal.aborted) return Promise.resolve();
-  return within(new Promise((r) => signal.addEventListener('abort', r, { once: true })), 60_000, what);
+  return within(
+    new Promise((r) => signal.addEventListener('abort', r, { once: true })),
+    60_000,
+    what,
+  );
 }
 
 for (const backend of backends()) {
@@ -77,7 +81,7 @@ for (const backend of backends()) {
       }
     });
 
-    test('a loss while nested aborts every nested lease\'s signal', async (t) => {
+    test("a loss while nested aborts every nested lease's signal", async (t) => {
       const a = await connectOrSkip(t, backend.url());
       if (!a) return;
       try {
@@ -85,11 +89,16 @@ for (const backend of backends()) {
         await assert.rejects(
           a.withLock(name, { reentrant: true, ttl: 500, autoRenew: false }, async (outer) => {
             const inner = await a.acquire(name, { reentrant: true });
-            const innermost = await a.withLock(name, { reentrant: true }, async (l) => {
-              await aborted(l.signal, 'the innermost loss');
-              return l;
-            }).catch((e) => e);
-            assert.ok(innermost instanceof LockError && innermost.code === 'LOST', `innermost: ${innermost}`);
+            const innermost = await a
+              .withLock(name, { reentrant: true }, async (l) => {
+                await aborted(l.signal, 'the innermost loss');
+                return l;
+              })
+              .catch((e) => e);
+            assert.ok(
+              innermost instanceof LockError && innermost.code === 'LOST',
+              `innermost: ${innermost}`,
+            );
             await aborted(inner.signal, 'the inner loss');
             await aborted(outer.signal, 'the outer loss');
             for (const lease of [outer, inner]) {
@@ -110,12 +119,18 @@ for (const backend of backends()) {
       if (!a) return;
       try {
         const name = fresh('deadlock');
-        const names = (e) => e instanceof LockError && e.code === 'DEADLOCK' && e.message.includes(JSON.stringify(name));
+        const names = (e) =>
+          e instanceof LockError &&
+          e.code === 'DEADLOCK' &&
+          e.message.includes(JSON.stringify(name));
         await a.withLock(name, async () => {
           await sleep(5);
           await assert.rejects(a.acquire(name), names);
           await assert.rejects(a.tryAcquire(name), names);
-          await assert.rejects(a.withLock(name, () => {}), names);
+          await assert.rejects(
+            a.withLock(name, () => {}),
+            names,
+          );
           // reentrant only on the nested call is enough: the scope holds it.
           await a.withLock(name, { reentrant: true }, () => {});
         });

@@ -1,10 +1,33 @@
 // Compiled by `tsc --noEmit` in run-tests.sh (never run): the public types as users see them.
-import { connect, setLogger, type LockEvent, type LockList, type LogRecord, Fence, LockError, AbortError, ERROR_CODES, type ErrorCode, type Lease, type LockInfo, type Leadership, type Leader } from 'fencelock';
+import {
+  connect,
+  setLogger,
+  type LockEvent,
+  type LockList,
+  type LogRecord,
+  Fence,
+  LockError,
+  AbortError,
+  ERROR_CODES,
+  type ErrorCode,
+  type Lease,
+  type LockInfo,
+  type Leadership,
+  type Leader,
+} from 'fencelock';
 
 async function example(): Promise<bigint> {
-  const locker = await connect('sqlite:///tmp/x.db', { pollInterval: 50, operationTimeout: 10_000 });
+  const locker = await connect('sqlite:///tmp/x.db', {
+    pollInterval: 50,
+    operationTimeout: 10_000,
+  });
   const controller = new AbortController();
-  const lease: Lease = await locker.acquire('job', { ttl: 30_000, wait: null, signal: controller.signal, autoRenew: true });
+  const lease: Lease = await locker.acquire('job', {
+    ttl: 30_000,
+    wait: null,
+    signal: controller.signal,
+    autoRenew: true,
+  });
   const token: bigint = lease.token;
   const when: Date | null = lease.expiresAt;
   const lost: AbortSignal = lease.signal;
@@ -19,7 +42,9 @@ async function example(): Promise<bigint> {
   const listed: LockList = await locker.list('jo');
   const truncated: boolean = listed.truncated;
   await locker.forceRelease('job');
-  locker.on('lost', (e: LockEvent) => console.log(e.kind, e.token, e.reason, e.timestamp.getTime()));
+  locker.on('lost', (e: LockEvent) =>
+    console.log(e.kind, e.token, e.reason, e.timestamp.getTime()),
+  );
   locker.on('event', (e) => e.backend);
   setLogger((r: LogRecord) => console.log(r.level, r.message, r.lock), { level: 'debug' });
   setLogger(null);
@@ -28,7 +53,13 @@ async function example(): Promise<bigint> {
   const nested: bigint = await locker.withLock('job', { reentrant: true }, () =>
     locker.withLock('job', { reentrant: true }, (inner) => inner.token),
   );
-  const leadership: Leadership = await locker.campaign('reports', { ttl: 10_000, wait: null, signal: controller.signal, holder: 'me', autoRenew: true });
+  const leadership: Leadership = await locker.campaign('reports', {
+    ttl: 10_000,
+    wait: null,
+    signal: controller.signal,
+    holder: 'me',
+    autoRenew: true,
+  });
   const term: bigint = leadership.term;
   const leading: boolean = leadership.isLeader;
   const onLoss: AbortSignal = leadership.signal;
@@ -43,7 +74,11 @@ async function example(): Promise<bigint> {
     void led.term;
   }
   const fence = await Fence.open('sqlite:///tmp/data.db', 'counter');
-  const rows: number[] = await fence.fencedExecute(lease, [['UPDATE t SET n = ? WHERE id = ?', [1, 2n]], 'SELECT 1', { sql: 'SELECT ?', params: [null] }]);
+  const rows: number[] = await fence.fencedExecute(lease, [
+    ['UPDATE t SET n = ? WHERE id = ?', [1, 2n]],
+    'SELECT 1',
+    { sql: 'SELECT ?', params: [null] },
+  ]);
   await fence.fencedSet(token, 'key', Buffer.from('v'));
   const highest: bigint | null = await fence.highest();
   {
@@ -61,7 +96,24 @@ async function example(): Promise<bigint> {
     }
   }
   await locker.close();
-  void [when, lost, maybe, n, s, info, rows, highest, nested, term, leading, onLoss, termLease, who, whoTerm, ran];
+  void [
+    when,
+    lost,
+    maybe,
+    n,
+    s,
+    info,
+    rows,
+    highest,
+    nested,
+    term,
+    leading,
+    onLoss,
+    termLease,
+    who,
+    whoTerm,
+    ran,
+  ];
   return token;
 }
 void example;

@@ -15,7 +15,8 @@ try {
   if (rival !== null) throw new Error('a second locker acquired a held lock');
   await lease.release();
   const next = await second.acquire('smoke', { ttl: 10_000, wait: 5_000 });
-  if (!(next.token > lease.token)) throw new Error(`token did not increase: ${lease.token} then ${next.token}`);
+  if (!(next.token > lease.token))
+    throw new Error(`token did not increase: ${lease.token} then ${next.token}`);
   await next.release();
   const from = createRequire(import.meta.url).resolve('fencelock');
   console.log(`node: tokens ${lease.token} < ${next.token} from ${from}`);

@@ -10,7 +10,9 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const require = createRequire(import.meta.url);
-const fencelock = require(join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'node', 'index.js'));
+const fencelock = require(
+  join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'node', 'index.js'),
+);
 
 const INSERT_WRITE =
   'INSERT INTO fault_writes (write_id, cs, token, worker, lang, mode, t_sent) VALUES (?, ?, ?, ?, ?, ?, ?)';
@@ -49,12 +51,27 @@ class Worker {
 
   async acquire(cmd) {
     const tReq = nowUs();
-    const lease = await this.locker.acquire(this.lock, { ttl: cmd.ttl_ms ?? 10000, wait: cmd.wait_ms ?? null });
+    const lease = await this.locker.acquire(this.lock, {
+      ttl: cmd.ttl_ms ?? 10000,
+      wait: cmd.wait_ms ?? null,
+    });
     const t = nowUs();
     this.sections += 1;
     const cs = this.cs();
-    this.rec('acquired', { cs, token: lease.token.toString(), t_req: tReq, t, expires_at: expiresAtUs(lease), deadline: null });
-    const onLost = () => this.rec('lost_signal', { cs, t: nowUs(), reason: String(lease.signal.reason?.message ?? '') });
+    this.rec('acquired', {
+      cs,
+      token: lease.token.toString(),
+      t_req: tReq,
+      t,
+      expires_at: expiresAtUs(lease),
+      deadline: null,
+    });
+    const onLost = () =>
+      this.rec('lost_signal', {
+        cs,
+        t: nowUs(),
+        reason: String(lease.signal.reason?.message ?? ''),
+      });
     if (lease.signal.aborted) onLost();
     else lease.signal.addEventListener('abort', onLost, { once: true });
     this.lease = lease;
@@ -66,7 +83,13 @@ class Worker {
     if (!this.lease) return { lost: null };
     const t = nowUs();
     const lost = this.lease.isLost;
-    this.rec('probe', { cs: this.cs(), t, lost, expires_at: expiresAtUs(this.lease), deadline: null });
+    this.rec('probe', {
+      cs: this.cs(),
+      t,
+      lost,
+      expires_at: expiresAtUs(this.lease),
+      deadline: null,
+    });
     return { lost };
   }
 
@@ -155,7 +178,12 @@ class Worker {
       try {
         await this.acquire(cmd);
       } catch (e) {
-        this.rec('error', { op: 'acquire', t: nowUs(), code: e.code ?? 'WORKER', message: String(e.message) });
+        this.rec('error', {
+          op: 'acquire',
+          t: nowUs(),
+          code: e.code ?? 'WORKER',
+          message: String(e.message),
+        });
         if (FATAL.has(e.code)) return { cycles: done, error: e.code };
         await sleep(100);
         continue;
