@@ -103,7 +103,10 @@ test('withLock runs the function holding the lock and releases after it', async 
     assert.equal((await locker.inspect('scoped')).held, false);
     // Releasing inside is quiet.
     assert.equal(
-      await locker.withLock('scoped', async (lease) => (await lease.release(), 'ok')),
+      await locker.withLock('scoped', async (lease) => {
+        await lease.release();
+        return 'ok';
+      }),
       'ok',
     );
   } finally {
