@@ -8,24 +8,34 @@ import dev.fencelock.ffi.NativeException
 enum class ErrorCode {
     /** Not acquired before the `wait` deadline. */
     TIMEOUT,
+
     /** The lease was lost (expired, session expired, taken over), or used after that. */
     LOST,
+
     /** Release or extend after an explicit release. */
     NOT_HELD,
+
     /** The backend is unreachable, or no quorum. */
     UNAVAILABLE,
+
     /** Bad name, ttl, wait, URL or option. */
     INVALID_ARGUMENT,
+
     /** Authentication or authorization refused. */
     AUTH,
+
     /** A fence rejected an older token. */
     STALE_TOKEN,
+
     /** Any other backend error, with its message. */
     BACKEND,
+
     /** A non-reentrant acquire of a name the same thread or coroutine already holds. */
     DEADLOCK,
+
     /** The Locker was closed. */
     CLOSED,
+
     /** A bug in fencelock, including a caught Rust panic. */
     INTERNAL,
 }
@@ -107,18 +117,19 @@ private fun NativeErrorCode.toPublic(): ErrorCode = when (this) {
 /** The public exception for what the native library threw; anything else passes through. */
 internal fun translate(e: Throwable): Throwable = when (e) {
     is NativeException.Failure -> exceptionFor(e.code.toPublic(), e.detail)
+
     // uniffi's own report of a panic it caught (the library's guards should catch them first).
     is InternalException -> LockInternalException("a bug in fencelock: ${e.message}; please report it")
+
     else -> e
 }
 
-internal inline fun <T> ffi(call: () -> T): T =
-    try {
-        call()
-    } catch (e: NativeException) {
-        throw translate(e)
-    } catch (e: InternalException) {
-        throw translate(e)
-    }
+internal inline fun <T> ffi(call: () -> T): T = try {
+    call()
+} catch (e: NativeException) {
+    throw translate(e)
+} catch (e: InternalException) {
+    throw translate(e)
+}
 
 internal fun invalidArgument(message: String): Nothing = throw LockInvalidArgumentException(message)

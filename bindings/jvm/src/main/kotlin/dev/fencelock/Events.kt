@@ -11,18 +11,25 @@ import java.util.concurrent.atomic.AtomicBoolean
 enum class LockEventKind(val spelling: String) {
     /** The lock was taken. */
     ACQUIRED("acquired"),
+
     /** A renewal (or an `extend`) was confirmed. */
     RENEWED("renewed"),
+
     /** A renewal failed with a transient error; it is retried until the client deadline. */
     RENEWAL_RETRIED("renewal_retried"),
+
     /** The connection the lease depends on is down (ZooKeeper): stop writing. */
     SUSPENDED("suspended"),
+
     /** That connection is back and the lease is still held. */
     RESUMED("resumed"),
+
     /** The lease was lost: expired, taken over, force-released by an operator, session ended. */
     LOST("lost"),
+
     /** The holder released the lock. */
-    RELEASED("released");
+    RELEASED("released"),
+    ;
 
     companion object {
         /** Every kind: what [Locker.onEvent] listens to unless told otherwise. */

@@ -79,15 +79,26 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
         fun open(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Fence =
             blocking { openSuspending(url, resource, options) }
 
-        suspend fun openSuspending(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Fence {
-            if (options.metrics) invalidArgument("metrics: a Fence takes no locks, so it has no metrics; turn them on for the Locker")
+        suspend fun openSuspending(
+            url: String,
+            resource: String,
+            options: ConnectOptions = ConnectOptions.DEFAULTS,
+        ): Fence {
+            if (options.metrics) {
+                invalidArgument(
+                    "metrics: a Fence takes no locks, so it has no metrics; turn them on for the Locker",
+                )
+            }
             return Fence(ffi { nativeOpenFence(url, resource, options.toNative()) })
         }
 
         @JvmStatic
         @JvmOverloads
-        fun openAsync(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): CompletableFuture<Fence> =
-            Runtime.futures.future { openSuspending(url, resource, options) }
+        fun openAsync(
+            url: String,
+            resource: String,
+            options: ConnectOptions = ConnectOptions.DEFAULTS,
+        ): CompletableFuture<Fence> = Runtime.futures.future { openSuspending(url, resource, options) }
     }
 }
 

@@ -13,8 +13,10 @@ import java.util.concurrent.atomic.AtomicBoolean
 enum class LossReason {
     /** The client deadline passed without a confirmed renewal. */
     EXPIRED,
+
     /** A renewal or release found the lock was not ours any more. */
     TAKEN_OVER,
+
     /** The backend session ended (ZooKeeper). */
     SESSION_EXPIRED,
 }

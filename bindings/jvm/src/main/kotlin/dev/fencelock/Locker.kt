@@ -54,7 +54,11 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * throws [LockLostException] once the block has returned (unless the block threw: its
      * exception wins, the release's is added as suppressed).
      */
-    suspend fun <T> withLock(name: String, options: LockOptions = LockOptions.DEFAULTS, block: suspend (Lease) -> T): T {
+    suspend fun <T> withLock(
+        name: String,
+        options: LockOptions = LockOptions.DEFAULTS,
+        block: suspend (Lease) -> T,
+    ): T {
         val scope = Scopes.ofCoroutine()
         val lease = acquireIn(name, options, scope)
         return holding(lease) { withContext(LockScope(scope)) { block(lease) } }
@@ -157,7 +161,11 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      */
     @JvmOverloads
     fun onEvent(listener: LockEventListener, kinds: Set<LockEventKind> = LockEventKind.ALL): EventSubscription {
-        if (kinds.isEmpty()) invalidArgument("onEvent needs at least one event kind; the kinds are ${LockEventKind.entries}")
+        if (kinds.isEmpty()) {
+            invalidArgument(
+                "onEvent needs at least one event kind; the kinds are ${LockEventKind.entries}",
+            )
+        }
         return EventSubscription(ffi { native.subscribe() }, listener, kinds.toSet()).start()
     }
 
@@ -178,7 +186,11 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      */
     private fun waitFor(name: String, options: LockOptions, tryOnce: Boolean): Lease? {
         Runtime.ensureLoaded()
-        val pending = when (val start = ffi { native.startAcquire(name, options.toNative(), Scopes.ofThread(), tryOnce, SLICE_MILLIS) }) {
+        val pending = when (
+            val start = ffi {
+                native.startAcquire(name, options.toNative(), Scopes.ofThread(), tryOnce, SLICE_MILLIS)
+            }
+        ) {
             is NativeAcquireStart.Acquired -> return Lease(start.lease, name, start.token)
             NativeAcquireStart.Busy -> return null
             is NativeAcquireStart.Waiting -> start.pending

@@ -40,7 +40,8 @@ internal class OpenTelemetrySink private constructor(
                 val builder = Attributes.builder()
                 for (i in 0 until m.attributes.size - 1 step 2) builder.put(m.attributes[i], m.attributes[i + 1])
                 val recorded = builder.build()
-                counters[m.instrument]?.add(m.value.toLong(), recorded) ?: histograms[m.instrument]?.record(m.value, recorded)
+                counters[m.instrument]?.add(m.value.toLong(), recorded)
+                    ?: histograms[m.instrument]?.record(m.value, recorded)
             }
         }
     }
@@ -52,7 +53,8 @@ internal class OpenTelemetrySink private constructor(
             val histograms = HashMap<String, DoubleHistogram>()
             for (instrument in metricInstruments()) {
                 if (instrument.counter) {
-                    counters[instrument.name] = meter.counterBuilder(instrument.name).setDescription(instrument.description).build()
+                    counters[instrument.name] =
+                        meter.counterBuilder(instrument.name).setDescription(instrument.description).build()
                 } else {
                     histograms[instrument.name] = meter.histogramBuilder(instrument.name)
                         .setUnit(instrument.unit).setDescription(instrument.description).build()

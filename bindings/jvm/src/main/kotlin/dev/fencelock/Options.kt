@@ -49,8 +49,10 @@ data class LockOptions(
     /** Builds [LockOptions] from Java; every setter's default is the field's. */
     class Builder internal constructor(private var options: LockOptions) {
         fun ttl(ttl: Duration?) = apply {
-            options = options.copy(ttl = ttl ?: invalidArgument("ttl must not be null; leave it out for the default of 30 s"))
+            options =
+                options.copy(ttl = ttl ?: invalidArgument("ttl must not be null; leave it out for the default of 30 s"))
         }
+
         /** `null` waits forever; [Duration.ZERO] tries once. */
         fun wait(wait: Duration?) = apply { options = options.copy(wait = wait) }
         fun autoRenew(on: Boolean) = apply { options = options.copy(autoRenew = on) }

@@ -37,40 +37,90 @@ class BadInputsTest {
         cases.add(new Case("empty name", invalid, bad, () -> locker.acquireBlocking("")));
         cases.add(new Case("name with NUL", invalid, bad, () -> locker.acquireBlocking("a\0b")));
         cases.add(new Case("name of 256 bytes", invalid, bad, () -> locker.acquireBlocking("n".repeat(256))));
-        cases.add(new Case("ttl of zero", invalid, bad,
-            () -> locker.acquireBlocking("x", LockOptions.builder().ttl(Duration.ZERO).build())));
-        cases.add(new Case("ttl of 50 ms", invalid, bad,
-            () -> locker.tryAcquireBlocking("x", LockOptions.builder().ttl(Duration.ofMillis(50)).build())));
-        cases.add(new Case("ttl of 8 days", invalid, bad,
-            () -> locker.acquireBlocking("x", LockOptions.builder().ttl(Duration.ofDays(8)).build())));
-        cases.add(new Case("negative ttl", invalid, bad, () -> LockOptions.builder().ttl(Duration.ofSeconds(-1))));
+        cases.add(new Case(
+                "ttl of zero",
+                invalid,
+                bad,
+                () -> locker.acquireBlocking(
+                        "x", LockOptions.builder().ttl(Duration.ZERO).build())));
+        cases.add(new Case(
+                "ttl of 50 ms",
+                invalid,
+                bad,
+                () -> locker.tryAcquireBlocking(
+                        "x", LockOptions.builder().ttl(Duration.ofMillis(50)).build())));
+        cases.add(new Case(
+                "ttl of 8 days",
+                invalid,
+                bad,
+                () -> locker.acquireBlocking(
+                        "x", LockOptions.builder().ttl(Duration.ofDays(8)).build())));
+        cases.add(new Case(
+                "negative ttl", invalid, bad, () -> LockOptions.builder().ttl(Duration.ofSeconds(-1))));
         cases.add(new Case("null ttl", invalid, bad, () -> LockOptions.builder().ttl(null)));
-        cases.add(new Case("negative wait", invalid, bad, () -> LockOptions.builder().wait(Duration.ofMillis(-5))));
-        cases.add(new Case("wait of two years", invalid, bad,
-            () -> locker.acquireBlocking("x", LockOptions.builder().wait(Duration.ofDays(730)).build())));
-        cases.add(new Case("maxHold of zero", invalid, bad,
-            () -> locker.acquireBlocking("x", LockOptions.builder().maxHold(Duration.ZERO).build())));
-        cases.add(new Case("holder text over 1024 bytes", invalid, bad,
-            () -> locker.acquireBlocking("x", LockOptions.builder().holder("h".repeat(2000)).build())));
+        cases.add(new Case(
+                "negative wait", invalid, bad, () -> LockOptions.builder().wait(Duration.ofMillis(-5))));
+        cases.add(new Case(
+                "wait of two years",
+                invalid,
+                bad,
+                () -> locker.acquireBlocking(
+                        "x", LockOptions.builder().wait(Duration.ofDays(730)).build())));
+        cases.add(new Case(
+                "maxHold of zero",
+                invalid,
+                bad,
+                () -> locker.acquireBlocking(
+                        "x", LockOptions.builder().maxHold(Duration.ZERO).build())));
+        cases.add(new Case(
+                "holder text over 1024 bytes",
+                invalid,
+                bad,
+                () -> locker.acquireBlocking(
+                        "x", LockOptions.builder().holder("h".repeat(2000)).build())));
         cases.add(new Case("unknown URL scheme", invalid, bad, () -> Locker.connect("ftp://127.0.0.1/locks")));
         cases.add(new Case("not a URL", invalid, bad, () -> Locker.connect("not a url")));
         cases.add(new Case("port out of range", invalid, bad, () -> Locker.connect("redis://127.0.0.1:99999")));
-        cases.add(new Case("poll interval of zero", invalid, bad,
-            () -> Locker.connect(url, ConnectOptions.builder().pollInterval(Duration.ZERO).build())));
-        cases.add(new Case("operation timeout of 1 ms", invalid, bad,
-            () -> Locker.connect(url, ConnectOptions.builder().operationTimeout(Duration.ofMillis(1)).build())));
+        cases.add(new Case(
+                "poll interval of zero",
+                invalid,
+                bad,
+                () -> Locker.connect(
+                        url,
+                        ConnectOptions.builder().pollInterval(Duration.ZERO).build())));
+        cases.add(new Case(
+                "operation timeout of 1 ms",
+                invalid,
+                bad,
+                () -> Locker.connect(
+                        url,
+                        ConnectOptions.builder()
+                                .operationTimeout(Duration.ofMillis(1))
+                                .build())));
         cases.add(new Case("negative token at a fence", invalid, bad, () -> fence.checkBlocking(-1L)));
-        cases.add(new Case("unsupported statement parameter", invalid, bad,
-            () -> fence.fencedExecuteBlocking(1L, List.of(Statement.of("SELECT ?", new Object())))));
-        cases.add(new Case("list with a prefix of 256 bytes", invalid, bad, () -> locker.listBlocking("p".repeat(256))));
-        cases.add(new Case("list with a prefix of 128 two-byte characters", invalid, bad, () -> locker.listBlocking("\u00e9".repeat(128))));
+        cases.add(new Case(
+                "unsupported statement parameter",
+                invalid,
+                bad,
+                () -> fence.fencedExecuteBlocking(1L, List.of(Statement.of("SELECT ?", new Object())))));
+        cases.add(
+                new Case("list with a prefix of 256 bytes", invalid, bad, () -> locker.listBlocking("p".repeat(256))));
+        cases.add(new Case(
+                "list with a prefix of 128 two-byte characters",
+                invalid,
+                bad,
+                () -> locker.listBlocking("\u00e9".repeat(128))));
         cases.add(new Case("list with a NUL in the prefix", invalid, bad, () -> locker.listBlocking("jobs/\0")));
         cases.add(new Case("force release of an empty name", invalid, bad, () -> locker.forceReleaseBlocking("")));
-        cases.add(new Case("force release of a name with NUL", invalid, bad, () -> locker.forceReleaseBlocking("a\0b")));
+        cases.add(
+                new Case("force release of a name with NUL", invalid, bad, () -> locker.forceReleaseBlocking("a\0b")));
         cases.add(new Case("inspect a name of 256 bytes", invalid, bad, () -> locker.inspectBlocking("n".repeat(256))));
-        cases.add(new Case("onEvent with no kinds", invalid, bad, () -> locker.onEvent(event -> { }, Set.of())));
-        cases.add(new Case("force release of a free lock", LockNotHeldException.class, ErrorCode.NOT_HELD,
-            () -> locker.forceReleaseBlocking("never-taken")));
+        cases.add(new Case("onEvent with no kinds", invalid, bad, () -> locker.onEvent(event -> {}, Set.of())));
+        cases.add(new Case(
+                "force release of a free lock",
+                LockNotHeldException.class,
+                ErrorCode.NOT_HELD,
+                () -> locker.forceReleaseBlocking("never-taken")));
         cases.add(new Case("force release of a released lock", LockNotHeldException.class, ErrorCode.NOT_HELD, () -> {
             locker.acquireBlocking("force-twice").releaseBlocking();
             locker.forceReleaseBlocking("force-twice");
@@ -88,7 +138,7 @@ class BadInputsTest {
         cases.add(new Case("onEvent on a closed Locker", LockClosedException.class, ErrorCode.CLOSED, () -> {
             Locker closed = Locker.connect(url);
             closed.close();
-            closed.onEvent(event -> { });
+            closed.onEvent(event -> {});
         }));
         cases.add(new Case("extend to a ttl of 10 ms", invalid, bad, () -> {
             try (Lease lease = locker.acquireBlocking("extend-short")) {
@@ -100,14 +150,20 @@ class BadInputsTest {
             lease.releaseBlocking();
             lease.releaseBlocking();
         }));
-        cases.add(new Case("the same thread acquires again without reentrant", LockDeadlockException.class, ErrorCode.DEADLOCK, () -> {
-            try (Lease lease = locker.acquireBlocking("again")) {
-                locker.acquireBlocking("again");
-            }
-        }));
+        cases.add(new Case(
+                "the same thread acquires again without reentrant",
+                LockDeadlockException.class,
+                ErrorCode.DEADLOCK,
+                () -> {
+                    try (Lease lease = locker.acquireBlocking("again")) {
+                        locker.acquireBlocking("again");
+                    }
+                }));
         cases.add(new Case("wait of zero while held", LockTimeoutException.class, ErrorCode.TIMEOUT, () -> {
-            try (Locker other = Locker.connect(url); Lease lease = locker.acquireBlocking("busy")) {
-                other.acquireBlocking("busy", LockOptions.builder().wait(Duration.ZERO).build());
+            try (Locker other = Locker.connect(url);
+                    Lease lease = locker.acquireBlocking("busy")) {
+                other.acquireBlocking(
+                        "busy", LockOptions.builder().wait(Duration.ZERO).build());
             }
         }));
         cases.add(new Case("acquire on a closed Locker", LockClosedException.class, ErrorCode.CLOSED, () -> {
@@ -129,26 +185,50 @@ class BadInputsTest {
             }
         }));
         cases.add(new Case("campaign with an empty name", invalid, bad, () -> locker.campaignBlocking("")));
-        cases.add(new Case("campaign with reentrant", invalid, bad,
-            () -> locker.campaignBlocking("elect", LockOptions.builder().reentrant(true).build())));
+        cases.add(new Case(
+                "campaign with reentrant",
+                invalid,
+                bad,
+                () -> locker.campaignBlocking(
+                        "elect", LockOptions.builder().reentrant(true).build())));
         cases.add(new Case("leader of a name with NUL", invalid, bad, () -> locker.leaderBlocking("a\0b")));
-        cases.add(new Case("campaign with a wait of zero while another leads", LockTimeoutException.class, ErrorCode.TIMEOUT, () -> {
-            try (Locker other = Locker.connect(url); Leadership leading = locker.campaignBlocking("elect-busy")) {
-                other.campaignBlocking("elect-busy", LockOptions.builder().wait(Duration.ZERO).build());
-            }
-        }));
+        cases.add(new Case(
+                "campaign with a wait of zero while another leads",
+                LockTimeoutException.class,
+                ErrorCode.TIMEOUT,
+                () -> {
+                    try (Locker other = Locker.connect(url);
+                            Leadership leading = locker.campaignBlocking("elect-busy")) {
+                        other.campaignBlocking(
+                                "elect-busy",
+                                LockOptions.builder().wait(Duration.ZERO).build());
+                    }
+                }));
         cases.add(new Case("resign twice", LockNotHeldException.class, ErrorCode.NOT_HELD, () -> {
             Leadership leadership = locker.campaignBlocking("elect-twice");
             leadership.resignBlocking();
             leadership.resignBlocking();
         }));
-        cases.add(new Case("runAsLeader whose leadership was taken away", LockLostException.class, ErrorCode.LOST,
-            () -> locker.runAsLeader("elect-lost", LockOptions.builder().ttl(Duration.ofSeconds(1)).build(), leadership -> {
-                locker.forceReleaseBlocking("elect-lost");
-                return leadership.waitLost(TEN_SECONDS);
-            })));
-        cases.add(new Case("a server that is not there", LockUnavailableException.class, ErrorCode.UNAVAILABLE,
-            () -> Locker.connect("redis://127.0.0.1:1", ConnectOptions.builder().operationTimeout(Duration.ofSeconds(2)).build())));
+        cases.add(new Case(
+                "runAsLeader whose leadership was taken away",
+                LockLostException.class,
+                ErrorCode.LOST,
+                () -> locker.runAsLeader(
+                        "elect-lost",
+                        LockOptions.builder().ttl(Duration.ofSeconds(1)).build(),
+                        leadership -> {
+                            locker.forceReleaseBlocking("elect-lost");
+                            return leadership.waitLost(TEN_SECONDS);
+                        })));
+        cases.add(new Case(
+                "a server that is not there",
+                LockUnavailableException.class,
+                ErrorCode.UNAVAILABLE,
+                () -> Locker.connect(
+                        "redis://127.0.0.1:1",
+                        ConnectOptions.builder()
+                                .operationTimeout(Duration.ofSeconds(2))
+                                .build())));
 
         List<DynamicTest> tests = new ArrayList<>();
         for (Case c : cases) {
@@ -159,8 +239,10 @@ class BadInputsTest {
             }));
         }
         tests.add(DynamicTest.dynamicTest("a refused password is AUTH and never shown", () -> {
-            String pg = System.getenv().getOrDefault("FENCELOCK_TEST_POSTGRES_URL",
-                "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test");
+            String pg = System.getenv()
+                    .getOrDefault(
+                            "FENCELOCK_TEST_POSTGRES_URL",
+                            "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test");
             String wrong = pg.replaceFirst(":[^:@/]+@", ":not-the-password-42@");
             assertTrue(wrong.contains("not-the-password-42"), "the test URL has a password");
             FencelockException e = assertThrows(FencelockException.class, () -> Locker.connect(wrong));

@@ -7,7 +7,6 @@ import java.io.File;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -22,7 +21,8 @@ import org.junit.jupiter.api.Test;
 class ReadmeExampleTest {
     @Test
     void theReadmeJavaExampleCompilesAndRuns() throws Exception {
-        Path readme = Path.of(System.getProperty("user.dir"), "..", "..", "README.md").normalize();
+        Path readme =
+                Path.of(System.getProperty("user.dir"), "..", "..", "README.md").normalize();
         compileAndRun(readme, "(?s).*holding nightly-report with token \\d+.*");
     }
 
@@ -53,7 +53,7 @@ class ReadmeExampleTest {
 
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         ProcessBuilder run = new ProcessBuilder(java, "-cp", dir + File.pathSeparator + classPath, className.group(1))
-            .redirectErrorStream(true);
+                .redirectErrorStream(true);
         run.environment().put("FENCELOCK_URL", "sqlite://" + dir.resolve("locks.db"));
         Process process = run.start();
         assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the example did not finish");

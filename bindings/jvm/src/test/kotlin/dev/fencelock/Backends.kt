@@ -38,8 +38,10 @@ object Backends {
                 "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=30s&max_skew=100ms",
             ),
             "zookeeper" to env("FENCELOCK_TEST_ZK_URL", "zk://127.0.0.1:2181"),
-            "postgres" to env("FENCELOCK_TEST_POSTGRES_URL", "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test"),
-            "mariadb" to env("FENCELOCK_TEST_MARIADB_URL", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"),
+            "postgres" to
+                env("FENCELOCK_TEST_POSTGRES_URL", "postgres://fencelock:fencelock-test@127.0.0.1:5432/fencelock_test"),
+            "mariadb" to
+                env("FENCELOCK_TEST_MARIADB_URL", "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test"),
         )
     }
 

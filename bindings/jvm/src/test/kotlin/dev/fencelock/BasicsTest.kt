@@ -1,10 +1,10 @@
 package dev.fencelock
 
 import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.TimeoutCancellationException
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeout
-import kotlinx.coroutines.TimeoutCancellationException
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertFalse
 import org.junit.jupiter.api.Assertions.assertNull
@@ -28,34 +28,37 @@ class BasicsTest {
 
     @ParameterizedTest
     @MethodSource("backends")
-    fun `acquire, tokens increase, another client's try-acquire sees the holder, release frees`(backend: String): Unit = runBlocking {
-        Backends.connect(backend).use { locker ->
-            Backends.connect(backend).use { other ->
-                val name = Backends.uniqueName("basics")
-                val first = locker.acquire(name, LockOptions(ttl = Duration.ofSeconds(10)))
-                assertEquals(name, first.name)
-                assertTrue(first.token > 0)
-                assertTrue(first.isHeld)
-                assertFalse(first.isLost)
-                assertNull(other.tryAcquire(name), "a second holder while the first holds")
-                val info = other.inspect(name)
-                assertTrue(info.held)
-                assertEquals(first.token, info.token)
-                assertEquals("jvm", info.holder?.language)
-                first.release()
-                assertFalse(first.isHeld)
-                assertThrows(LockNotHeldException::class.java) { first.releaseBlocking() }
-                val second = other.tryAcquire(name) ?: fail("the lock is free after release")
-                assertTrue(second.token > first.token, "tokens strictly increase: ${second.token} > ${first.token}")
-                second.close()
-                second.close() // quiet: already released
+    fun `acquire, tokens increase, another client's try-acquire sees the holder, release frees`(backend: String): Unit =
+        runBlocking {
+            Backends.connect(backend).use { locker ->
+                Backends.connect(backend).use { other ->
+                    val name = Backends.uniqueName("basics")
+                    val first = locker.acquire(name, LockOptions(ttl = Duration.ofSeconds(10)))
+                    assertEquals(name, first.name)
+                    assertTrue(first.token > 0)
+                    assertTrue(first.isHeld)
+                    assertFalse(first.isLost)
+                    assertNull(other.tryAcquire(name), "a second holder while the first holds")
+                    val info = other.inspect(name)
+                    assertTrue(info.held)
+                    assertEquals(first.token, info.token)
+                    assertEquals("jvm", info.holder?.language)
+                    first.release()
+                    assertFalse(first.isHeld)
+                    assertThrows(LockNotHeldException::class.java) { first.releaseBlocking() }
+                    val second = other.tryAcquire(name) ?: fail("the lock is free after release")
+                    assertTrue(second.token > first.token, "tokens strictly increase: ${second.token} > ${first.token}")
+                    second.close()
+                    second.close() // quiet: already released
+                }
             }
         }
-    }
 
     @ParameterizedTest
     @MethodSource("backends")
-    fun `a wait that runs out throws LockTimeoutException, and a cancelled acquire leaves nothing behind`(backend: String): Unit = runBlocking {
+    fun `a wait that runs out throws LockTimeoutException, and a cancelled acquire leaves nothing behind`(
+        backend: String,
+    ): Unit = runBlocking {
         Backends.connect(backend).use { holder ->
             Backends.connect(backend).use { waiter ->
                 val name = Backends.uniqueName("timeout")
@@ -100,7 +103,9 @@ class BasicsTest {
 
     @ParameterizedTest
     @MethodSource("backends")
-    fun `withLock releases, re-entry counts per coroutine and per thread, DEADLOCK without reentrant`(backend: String): Unit = runBlocking {
+    fun `withLock releases, re-entry counts per coroutine and per thread, DEADLOCK without reentrant`(
+        backend: String,
+    ): Unit = runBlocking {
         Backends.connect(backend).use { locker ->
             val name = Backends.uniqueName("scope")
             val token = locker.withLock(name, LockOptions(ttl = Duration.ofSeconds(10))) { lease ->

@@ -78,7 +78,10 @@ class ContentionTest {
             assertEquals(threads * rounds, unprotected, "an update was lost: two holders overlapped")
             assertEquals(tokens.sorted().distinct(), tokens.toList(), "tokens did not strictly increase: $tokens")
             lockers[0].acquireBlocking(name).use { lease ->
-                assertTrue(fencedCountIs(fence, lease, counter, threads * rounds), "the fenced counter is not ${threads * rounds}")
+                assertTrue(
+                    fencedCountIs(fence, lease, counter, threads * rounds),
+                    "the fenced counter is not ${threads * rounds}",
+                )
             }
         } finally {
             pool.shutdownNow()
@@ -114,7 +117,13 @@ class ContentionTest {
                 value to token
             }
         }.sortedBy { it.first }
-        assertEquals((1..2 * rounds).map(Int::toLong), turns.map { it.first }, "an update was lost: two holders overlapped")
+        assertEquals(
+            (1..2 * rounds).map(Int::toLong),
+            turns.map {
+                it.first
+            },
+            "an update was lost: two holders overlapped",
+        )
         val tokens = turns.map { it.second }
         assertEquals(tokens.sorted().distinct(), tokens, "tokens did not strictly increase across processes: $tokens")
         assertEquals((2 * rounds).toString(), counterFile.readText().trim())
@@ -148,7 +157,9 @@ object ContentionWorker {
                         fence.fencedExecuteBlocking(
                             lease,
                             listOf(
-                                Statement.of("CREATE TABLE IF NOT EXISTS jvm_counter (name TEXT PRIMARY KEY, n INTEGER NOT NULL)"),
+                                Statement.of(
+                                    "CREATE TABLE IF NOT EXISTS jvm_counter (name TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+                                ),
                                 Statement.of("INSERT OR IGNORE INTO jvm_counter (name, n) VALUES (?, 0)", name),
                                 Statement.of("UPDATE jvm_counter SET n = n + 1 WHERE name = ?", name),
                             ),

@@ -26,7 +26,7 @@ import java.util.concurrent.atomic.AtomicInteger
  * fence, and a killed leader replaced within its ttl.
  */
 class ElectionTest {
-    private val TTL: Duration = Backends.RENEWING_TTL
+    private val ttl: Duration = Backends.RENEWING_TTL
 
     @ParameterizedTest
     @MethodSource("dev.fencelock.Backends#names")
@@ -41,7 +41,7 @@ class ElectionTest {
             val work = lockers.mapIndexed { i, locker ->
                 pool.submit {
                     repeat(3) {
-                        locker.runAsLeader(election, LockOptions(ttl = TTL, holder = "candidate $i")) { leadership ->
+                        locker.runAsLeader(election, LockOptions(ttl = ttl, holder = "candidate $i")) { leadership ->
                             assertEquals(1, leading.incrementAndGet(), "two candidates led at once")
                             terms.add(leadership.term)
                             val seen = observer.leaderBlocking(election) ?: fail("the observer saw no leader")
@@ -74,13 +74,13 @@ class ElectionTest {
                 assertThrows(LockInvalidArgumentException::class.java) {
                     first.campaignBlocking(election, LockOptions(reentrant = true))
                 }
-                val leadership = first.campaign(election, LockOptions(ttl = TTL))
+                val leadership = first.campaign(election, LockOptions(ttl = ttl))
                 assertTrue(leadership.isLeader)
                 assertEquals(election, leadership.name)
                 assertThrows(LockTimeoutException::class.java) {
-                    second.campaignBlocking(election, LockOptions(ttl = TTL, wait = Duration.ofMillis(200)))
+                    second.campaignBlocking(election, LockOptions(ttl = ttl, wait = Duration.ofMillis(200)))
                 }
-                val waiting = second.campaignAsync(election, LockOptions(ttl = TTL, wait = Duration.ofSeconds(30)))
+                val waiting = second.campaignAsync(election, LockOptions(ttl = ttl, wait = Duration.ofSeconds(30)))
                 delay(300)
                 assertFalse(waiting.isDone, "a second candidate led while the first still did")
                 val resigned = System.nanoTime()
@@ -94,7 +94,7 @@ class ElectionTest {
                 leadership.close() // quiet after an explicit resign
                 next.close()
                 assertNull(second.leader(election))
-                val result = first.withLeadership(election, LockOptions(ttl = TTL)) { it.term }
+                val result = first.withLeadership(election, LockOptions(ttl = ttl)) { it.term }
                 assertTrue(result > next.term)
             }
         }
@@ -102,39 +102,43 @@ class ElectionTest {
 
     @ParameterizedTest
     @MethodSource("dev.fencelock.Backends#names")
-    fun `a deposed leader is told within one renewal and a fence refuses its writes`(backend: String): Unit = runBlocking {
-        Backends.connect(backend).use { candidate ->
-            Backends.connect(backend).use { operator ->
-                val election = Backends.uniqueName("deposed")
-                Fence.open(ContentionTest.fenceUrl, election).use { fence ->
-                    val deposed = candidate.campaign(election, LockOptions(ttl = TTL))
-                    fence.fencedExecuteBlocking(deposed.lease, listOf(Statement.of("SELECT 1")))
-                    val lost = deposed.lostFuture()
-                    operator.forceRelease(election)
-                    val reason = lost.get(TTL.toMillis() / 3 + Backends.MARGIN_MS, TimeUnit.MILLISECONDS)
-                    assertTrue(reason == LossReason.TAKEN_OVER || reason == LossReason.SESSION_EXPIRED, "lost as $reason")
-                    assertFalse(deposed.isLeader)
-                    assertThrows(LockLostException::class.java) { deposed.ensureLeader() }
-                    val next = operator.campaign(election, LockOptions(ttl = TTL, wait = Duration.ofSeconds(30)))
-                    assertTrue(next.term > deposed.term)
-                    fence.fencedExecuteBlocking(next.lease, listOf(Statement.of("SELECT 1")))
-                    assertThrows(StaleTokenException::class.java) {
-                        fence.fencedExecuteBlocking(deposed.term, listOf(Statement.of("SELECT 1")))
-                    }
-                    // Leaving withLeadership after the loss is never silent.
-                    next.resign()
-                    assertThrows(LockLostException::class.java) {
-                        runBlocking {
-                            candidate.withLeadership(election, LockOptions(ttl = TTL)) {
-                                operator.forceRelease(election)
-                                withTimeout(TTL.toMillis() / 3 + Backends.MARGIN_MS) { it.awaitLost() }
+    fun `a deposed leader is told within one renewal and a fence refuses its writes`(backend: String): Unit =
+        runBlocking {
+            Backends.connect(backend).use { candidate ->
+                Backends.connect(backend).use { operator ->
+                    val election = Backends.uniqueName("deposed")
+                    Fence.open(ContentionTest.fenceUrl, election).use { fence ->
+                        val deposed = candidate.campaign(election, LockOptions(ttl = ttl))
+                        fence.fencedExecuteBlocking(deposed.lease, listOf(Statement.of("SELECT 1")))
+                        val lost = deposed.lostFuture()
+                        operator.forceRelease(election)
+                        val reason = lost.get(ttl.toMillis() / 3 + Backends.MARGIN_MS, TimeUnit.MILLISECONDS)
+                        assertTrue(
+                            reason == LossReason.TAKEN_OVER || reason == LossReason.SESSION_EXPIRED,
+                            "lost as $reason",
+                        )
+                        assertFalse(deposed.isLeader)
+                        assertThrows(LockLostException::class.java) { deposed.ensureLeader() }
+                        val next = operator.campaign(election, LockOptions(ttl = ttl, wait = Duration.ofSeconds(30)))
+                        assertTrue(next.term > deposed.term)
+                        fence.fencedExecuteBlocking(next.lease, listOf(Statement.of("SELECT 1")))
+                        assertThrows(StaleTokenException::class.java) {
+                            fence.fencedExecuteBlocking(deposed.term, listOf(Statement.of("SELECT 1")))
+                        }
+                        // Leaving withLeadership after the loss is never silent.
+                        next.resign()
+                        assertThrows(LockLostException::class.java) {
+                            runBlocking {
+                                candidate.withLeadership(election, LockOptions(ttl = ttl)) {
+                                    operator.forceRelease(election)
+                                    withTimeout(ttl.toMillis() / 3 + Backends.MARGIN_MS) { it.awaitLost() }
+                                }
                             }
                         }
                     }
                 }
             }
         }
-    }
 
     @ParameterizedTest
     @MethodSource("dev.fencelock.Backends#names")
@@ -148,7 +152,15 @@ class ElectionTest {
         val classPath = System.getProperty("surefire.test.class.path") ?: System.getProperty("java.class.path")
         val java = File(System.getProperty("java.home"), "bin/java").path
         val out = File(dir, "leader.out")
-        val leader = ProcessBuilder(java, "-cp", classPath, ElectionLeader::class.java.name, url, election, ttl.toMillis().toString())
+        val leader = ProcessBuilder(
+            java,
+            "-cp",
+            classPath,
+            ElectionLeader::class.java.name,
+            url,
+            election,
+            ttl.toMillis().toString(),
+        )
             .redirectError(File(dir, "leader.err")).redirectOutput(out).start()
         try {
             val started = System.nanoTime()

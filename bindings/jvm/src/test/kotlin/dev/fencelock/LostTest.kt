@@ -27,7 +27,9 @@ class LostTest {
 
     @ParameterizedTest
     @MethodSource("ttlBackends")
-    fun `a lease that is not renewed is lost - listener, awaitLost, future, LOST on use and on leaving its block`(backend: String) {
+    fun `a lease that is not renewed is lost - listener, awaitLost, future, LOST on use and on leaving its block`(
+        backend: String,
+    ) {
         Backends.connect(backend).use { locker ->
             val name = Backends.uniqueName("lost")
             val lease = locker.acquireBlocking(name, LockOptions(ttl = Duration.ofSeconds(2), autoRenew = false))
@@ -81,11 +83,15 @@ class LostTest {
                 val second = locker.acquireBlocking(name, LockOptions(ttl = Duration.ofSeconds(2), autoRenew = false))
                 if (backend == "redis") {
                     fence.fencedSetBlocking(second, "$name-key", "v2")
-                    assertThrows(StaleTokenException::class.java) { fence.fencedSetBlocking(first.token, "$name-key", "v1".toByteArray()) }
+                    assertThrows(StaleTokenException::class.java) {
+                        fence.fencedSetBlocking(first.token, "$name-key", "v1".toByteArray())
+                    }
                 } else {
                     val rows = fence.fencedExecuteBlocking(second, listOf(Statement.of("SELECT 1")))
                     assertEquals(1, rows.size)
-                    assertThrows(StaleTokenException::class.java) { fence.fencedExecuteBlocking(first.token, listOf(Statement.of("SELECT 1"))) }
+                    assertThrows(StaleTokenException::class.java) {
+                        fence.fencedExecuteBlocking(first.token, listOf(Statement.of("SELECT 1")))
+                    }
                 }
                 assertThrows(StaleTokenException::class.java) { fence.checkBlocking(first.token) }
                 fence.checkBlocking(second)

@@ -26,7 +26,9 @@ class MetricsTest {
             val reader = InMemoryMetricReader.create()
             GlobalOpenTelemetry.resetForTest()
             GlobalOpenTelemetry.set(
-                OpenTelemetrySdk.builder().setMeterProvider(SdkMeterProvider.builder().registerMetricReader(reader).build()).build(),
+                OpenTelemetrySdk.builder().setMeterProvider(
+                    SdkMeterProvider.builder().registerMetricReader(reader).build(),
+                ).build(),
             )
             reader
         }
@@ -41,7 +43,9 @@ class MetricsTest {
                     else -> emptyList()
                 }
                 for ((attributes, value) in points) {
-                    val labels = attributes.asMap().entries.map { "${it.key.key}=${it.value}" }.sorted().joinToString(",")
+                    val labels = attributes.asMap().entries.map {
+                        "${it.key.key}=${it.value}"
+                    }.sorted().joinToString(",")
                     seen["${metric.name}|$labels"] = value
                 }
             }

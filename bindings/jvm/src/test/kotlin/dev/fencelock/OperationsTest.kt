@@ -1,8 +1,11 @@
 package dev.fencelock
 
 import ch.qos.logback.classic.Level
+import ch.qos.logback.classic.Logger
 import ch.qos.logback.classic.spi.ILoggingEvent
 import ch.qos.logback.core.read.ListAppender
+import dev.fencelock.ffi.NativeErrorCode
+import dev.fencelock.ffi.coreErrorCodes
 import kotlinx.coroutines.CoroutineStart
 import kotlinx.coroutines.async
 import kotlinx.coroutines.cancelAndJoin
@@ -24,8 +27,6 @@ import java.time.Duration
 import java.util.Collections
 import java.util.concurrent.LinkedBlockingQueue
 import java.util.concurrent.TimeUnit
-import dev.fencelock.ffi.NativeErrorCode
-import dev.fencelock.ffi.coreErrorCodes
 
 /** Inspection, administration and observability (issue 13) on every backend. */
 class OperationsTest {
@@ -39,44 +40,45 @@ class OperationsTest {
 
     @ParameterizedTest
     @MethodSource("backends")
-    fun `inspect and list show the holder and its token while held, and nothing after release`(backend: String): Unit = runBlocking {
-        Backends.connect(backend).use { locker ->
-            Backends.connect(backend).use { operator ->
-                val prefix = Backends.uniqueName("ops-list") + "/"
-                val name = prefix + "a"
-                val lease = locker.acquire(name, LockOptions(ttl = TTL, holder = "nightly report"))
-                val info = operator.inspect(name)
-                assertTrue(info.held)
-                assertEquals(name, info.name)
-                assertEquals(lease.token, info.token)
-                val holder = info.holder ?: fail("no holder while held")
-                assertEquals("nightly report", holder.text)
-                assertEquals("jvm", holder.language)
-                assertEquals(ProcessHandle.current().pid(), holder.pid)
-                assertFalse(holder.host.isNullOrEmpty())
-                if (backend == "zookeeper") {
-                    assertNull(info.timeLeft, "ZooKeeper has no ttl")
-                } else {
-                    val left = info.timeLeft ?: fail("no time left while held")
-                    assertTrue(left > Duration.ZERO && left <= TTL, "time left $left")
+    fun `inspect and list show the holder and its token while held, and nothing after release`(backend: String): Unit =
+        runBlocking {
+            Backends.connect(backend).use { locker ->
+                Backends.connect(backend).use { operator ->
+                    val prefix = Backends.uniqueName("ops-list") + "/"
+                    val name = prefix + "a"
+                    val lease = locker.acquire(name, LockOptions(ttl = TTL, holder = "nightly report"))
+                    val info = operator.inspect(name)
+                    assertTrue(info.held)
+                    assertEquals(name, info.name)
+                    assertEquals(lease.token, info.token)
+                    val holder = info.holder ?: fail("no holder while held")
+                    assertEquals("nightly report", holder.text)
+                    assertEquals("jvm", holder.language)
+                    assertEquals(ProcessHandle.current().pid(), holder.pid)
+                    assertFalse(holder.host.isNullOrEmpty())
+                    if (backend == "zookeeper") {
+                        assertNull(info.timeLeft, "ZooKeeper has no ttl")
+                    } else {
+                        val left = info.timeLeft ?: fail("no time left while held")
+                        assertTrue(left > Duration.ZERO && left <= TTL, "time left $left")
+                    }
+
+                    val listed = operator.list(prefix)
+                    assertFalse(listed.truncated)
+                    assertEquals(listOf(name), listed.locks.map { it.name })
+                    assertEquals(lease.token, listed.locks.single().token)
+                    assertEquals(listOf(name), operator.listBlocking(prefix).locks.map { it.name }, "the blocking face")
+
+                    lease.release()
+                    val after = operator.inspect(name)
+                    assertFalse(after.held)
+                    assertNull(after.holder)
+                    assertNull(after.timeLeft)
+                    assertTrue(after.waiters.isEmpty())
+                    assertEquals(emptyList<LockInfo>(), operator.list(prefix).locks)
                 }
-
-                val listed = operator.list(prefix)
-                assertFalse(listed.truncated)
-                assertEquals(listOf(name), listed.locks.map { it.name })
-                assertEquals(lease.token, listed.locks.single().token)
-                assertEquals(listOf(name), operator.listBlocking(prefix).locks.map { it.name }, "the blocking face")
-
-                lease.release()
-                val after = operator.inspect(name)
-                assertFalse(after.held)
-                assertNull(after.holder)
-                assertNull(after.timeLeft)
-                assertTrue(after.waiters.isEmpty())
-                assertEquals(emptyList<LockInfo>(), operator.list(prefix).locks)
             }
         }
-    }
 
     @Test
     fun `inspect on ZooKeeper shows the waiters queued behind the holder`(): Unit = runBlocking {
@@ -91,7 +93,8 @@ class OperationsTest {
                         if (info.waiters.isNotEmpty()) return@withTimeout info
                         delay(50)
                     }
-                    @Suppress("UNREACHABLE_CODE") error("unreachable")
+                    @Suppress("UNREACHABLE_CODE")
+                    error("unreachable")
                 }
                 assertEquals(lease.token, info.token)
                 assertEquals("second in line", info.waiters.single().holder?.text)
@@ -103,10 +106,10 @@ class OperationsTest {
 
     @ParameterizedTest
     @MethodSource("backends")
-    fun `force release - the holder hears it lost, events come in order for a lost and a released lease, SLF4J gets the warning`(
+    fun `force release - the holder hears it lost, events of a lost and a released lease in order, SLF4J warned`(
         backend: String,
     ): Unit = runBlocking {
-        val logger = LoggerFactory.getLogger("fencelock") as ch.qos.logback.classic.Logger
+        val logger = LoggerFactory.getLogger("fencelock") as Logger
         val records = ListAppender<ILoggingEvent>().apply { start() }
         logger.addAppender(records)
         try {
@@ -132,7 +135,12 @@ class OperationsTest {
                     released.release()
 
                     withTimeout(MARGIN_MS) {
-                        while (events.none { it.token == released.token && it.kind == LockEventKind.RELEASED }) delay(20)
+                        while (events.none {
+                                it.token == released.token && it.kind == LockEventKind.RELEASED
+                            }
+                        ) {
+                            delay(20)
+                        }
                     }
                     collecting.cancelAndJoin()
 
@@ -141,14 +149,23 @@ class OperationsTest {
                     assertEquals(LockEventKind.ACQUIRED, first.first(), "$first")
                     assertEquals(LockEventKind.LOST, first.last(), "$first")
                     assertTrue(
-                        first.drop(1).dropLast(1).all { it == LockEventKind.RENEWED || it == LockEventKind.RENEWAL_RETRIED },
+                        first.drop(1).dropLast(1).all {
+                            it == LockEventKind.RENEWED ||
+                                it == LockEventKind.RENEWAL_RETRIED
+                        },
                         "$first",
                     )
                     assertEquals(reason, seen.last { it.token == lost.token }.lossReason)
                     val second = seen.filter { it.token == released.token }.map { it.kind }
                     assertEquals(LockEventKind.ACQUIRED, second.first(), "$second")
                     assertEquals(LockEventKind.RELEASED, second.last(), "$second")
-                    assertEquals(seen.map { it.token }.sorted(), seen.map { it.token }, "the first lease's events come first")
+                    assertEquals(
+                        seen.map {
+                            it.token
+                        }.sorted(),
+                        seen.map { it.token },
+                        "the first lease's events come first",
+                    )
                     assertTrue(seen.all { it.backend.isNotEmpty() && it.name == name })
 
                     // The core's warning about the force release, through SLF4J with the lock in the MDC (on
@@ -156,17 +173,24 @@ class OperationsTest {
                     val warning = withTimeout(MARGIN_MS) {
                         while (true) {
                             val found = synchronized(records) { records.list.toList() }
-                                .firstOrNull { it.mdcPropertyMap["lock"] == name && "force-released" in it.formattedMessage }
+                                .firstOrNull {
+                                    it.mdcPropertyMap["lock"] == name &&
+                                        "force-released" in it.formattedMessage
+                                }
                             if (found != null) return@withTimeout found
                             delay(20)
                         }
-                        @Suppress("UNREACHABLE_CODE") error("unreachable")
+                        @Suppress("UNREACHABLE_CODE")
+                        error("unreachable")
                     }
                     assertEquals(Level.WARN, warning.level)
                     assertEquals("fencelock-logging", warning.threadName)
                 }
             }
-            val leaked = synchronized(records) { records.list.toList() }.filter { "fencelock-test" in it.formattedMessage }
+            val leaked = synchronized(records) { records.list.toList() }.filter {
+                "fencelock-test" in
+                    it.formattedMessage
+            }
             assertEquals(emptyList<ILoggingEvent>(), leaked, "a record shows the test servers' password")
         } finally {
             logger.detachAppender(records)
@@ -186,10 +210,15 @@ class OperationsTest {
             }, setOf(LockEventKind.RELEASED))
             repeat(2) { locker.acquireBlocking(name).releaseBlocking() }
             val kinds = List(4) { heard.poll(MARGIN_MS, TimeUnit.MILLISECONDS)?.kind }
-            val expected = listOf(LockEventKind.ACQUIRED, LockEventKind.RELEASED, LockEventKind.ACQUIRED, LockEventKind.RELEASED)
+            val expected =
+                listOf(LockEventKind.ACQUIRED, LockEventKind.RELEASED, LockEventKind.ACQUIRED, LockEventKind.RELEASED)
             assertEquals(expected, kinds)
             assertEquals(LockEventKind.RELEASED, onlyReleases.poll(MARGIN_MS, TimeUnit.MILLISECONDS))
-            assertEquals(LockEventKind.RELEASED, onlyReleases.poll(MARGIN_MS, TimeUnit.MILLISECONDS), "the listener threw, and still hears")
+            assertEquals(
+                LockEventKind.RELEASED,
+                onlyReleases.poll(MARGIN_MS, TimeUnit.MILLISECONDS),
+                "the listener threw, and still hears",
+            )
             all.close()
             throwing.close()
             assertTrue(all.awaitTermination(Duration.ofMillis(MARGIN_MS)))
