@@ -153,7 +153,6 @@ async fn leadership_ends_when_the_lease_is_lost_and_shutdown_resigns(url: &str) 
 // --- issue 12's behavioural checks -----------------------------------------------------------
 
 #[path = "support/sql.rs"]
-#[allow(dead_code)]
 mod sql_support;
 #[path = "support/takeover.rs"]
 mod takeover;

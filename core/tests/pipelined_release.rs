@@ -5,7 +5,6 @@
 #[macro_use]
 mod support;
 #[path = "support/sql.rs"]
-#[allow(dead_code)]
 mod sql_support;
 #[path = "support/takeover.rs"]
 mod takeover;

@@ -2,6 +2,9 @@
 //! settings, command counts). They run one at a time: cargo runs test binaries one after the
 //! other, and a lock inside this one serializes its tests.
 
+// `serial()`'s guard is held across awaits on purpose: see there.
+#![allow(clippy::await_holding_lock)]
+
 mod support;
 
 use std::process::Command;
@@ -13,6 +16,9 @@ use support::{command_calls, raw_redis, redis_url, servers, unique};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// Held for a whole test, across its awaits (clippy's await_holding_lock is allowed above for
+/// this): each test restarts or stops the one Redis server, and runs on a runtime of its own, so
+/// no task of another test waits on this lock.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -24,16 +30,14 @@ fn opts(ttl_ms: u64) -> LockOptions {
 async fn wait_until_answers(url: &str) {
     let started = Instant::now();
     loop {
-        if let Ok(client) = redis::Client::open(url) {
-            if let Ok(mut c) = client.get_multiplexed_async_connection().await {
-                if redis::cmd("PING")
-                    .query_async::<String>(&mut c)
-                    .await
-                    .is_ok()
-                {
-                    return;
-                }
-            }
+        if let Ok(client) = redis::Client::open(url)
+            && let Ok(mut c) = client.get_multiplexed_async_connection().await
+            && redis::cmd("PING")
+                .query_async::<String>(&mut c)
+                .await
+                .is_ok()
+        {
+            return;
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),

@@ -95,7 +95,6 @@ fn owner(i: usize) -> Vec<u8> {
 // ------------------------------------------------------------------ handoffs
 
 /// One side of a handoff: `take` returns once it holds the lock, `give` releases it.
-
 struct FencelockSide {
     locker: Locker,
     lease: Option<Lease>,

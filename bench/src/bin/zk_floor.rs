@@ -92,7 +92,6 @@ async fn uncontended_fencelock(locker: &Locker, n: usize) -> (Vec<Duration>, Dur
 }
 
 /// One side of a handoff: `take` returns once it holds the lock, `give` releases it.
-
 struct FencelockSide {
     locker: Locker,
     lease: Option<Lease>,

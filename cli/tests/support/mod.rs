@@ -54,10 +54,10 @@ pub fn stderr(out: &Output) -> String {
 pub fn wait_for_file(path: &Path, within: Duration) -> String {
     let started = Instant::now();
     loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if text.ends_with('\n') {
-                return text;
-            }
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text;
         }
         assert!(
             started.elapsed() < within,

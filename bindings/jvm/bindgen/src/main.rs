@@ -6,11 +6,11 @@ mod patch;
 
 fn main() {
     uniffi::uniffi_bindgen_main();
-    if let Some(out_dir) = out_dir_argument(std::env::args()) {
-        if let Err(message) = patch::patch_generated_kotlin(std::path::Path::new(&out_dir)) {
-            eprintln!("uniffi-bindgen (fencelock): {message}");
-            std::process::exit(1);
-        }
+    if let Some(out_dir) = out_dir_argument(std::env::args())
+        && let Err(message) = patch::patch_generated_kotlin(std::path::Path::new(&out_dir))
+    {
+        eprintln!("uniffi-bindgen (fencelock): {message}");
+        std::process::exit(1);
     }
 }
 
