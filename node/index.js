@@ -71,7 +71,7 @@ function describe(value) {
   if (value === null) return 'null';
   if (typeof value === 'string') {
     const text = JSON.stringify(value);
-    return `the string ${text.length > 40 ? text.slice(0, 37) + '..."' : text}`;
+    return `the string ${text.length > 40 ? `${text.slice(0, 37)}..."` : text}`;
   }
   if (typeof value === 'bigint') return `the bigint ${value}n`;
   if (typeof value === 'number' || typeof value === 'boolean')

@@ -14,6 +14,7 @@
 #   FENCELOCK_TEST_*_URL, FENCELOCK_REQUIRE_SERVERS   as for every test suite (tests/servers.sh env)
 #
 # Needs Node 20+, npm and Rust (cargo). Exits non-zero on any failure, including no test run.
+# index.d.ts is checked by tsc in `tests/lint.sh node`, with the other static checks.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,9 +43,6 @@ else
     step "building the native module and the fencelock binary (profile ${FENCELOCK_PROFILE:-dev})"
     node scripts/build.mjs --profile "${FENCELOCK_PROFILE:-dev}"
 fi
-
-step "TypeScript: index.d.ts as users see it (tsc --noEmit on test/types-check.ts)"
-npx tsc -p tsconfig.json
 
 step "node --test"
 shopt -s nullglob

@@ -9,6 +9,10 @@ section() { printf '\n=== %s ===\n' "$*"; }
 # A test profile with dependencies at a low opt level keeps the 2-core build short.
 export CARGO_TERM_COLOR=never
 
+section "Lint: formatting and lint of every language (tests/lint.sh; tests/lint.sh --fix repairs)"
+# First: a formatting or lint failure costs minutes here, not the whole run.
+bash tests/lint.sh
+
 section "Test servers (Debian packages, loopback)"
 bash tests/servers.sh start redis redlock cluster postgres mariadb zookeeper zk-ensemble
 set -a

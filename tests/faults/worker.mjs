@@ -21,7 +21,7 @@ const INSERT_WRITE =
 const FATAL = new Set(['INVALID_ARGUMENT', 'AUTH', 'CLOSED', 'INTERNAL', 'WORKER']);
 
 const nowUs = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
-const emit = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
+const emit = (obj) => process.stdout.write(`${JSON.stringify(obj)}\n`);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const expiresAtUs = (lease) => (lease.expiresAt ? lease.expiresAt.getTime() * 1000 : null);
 

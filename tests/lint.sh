@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Formatting and lint of every language: the first step of tests/run-all.sh (so of CI), where a
+# failure is cheap. Exits non-zero on the first language that fails.
+#
+#   tests/lint.sh [--fix] [rust|python|node|jvm]...
+#
+# With no language, all four. --fix applies the formatters and the linters' safe fixes instead
+# of checking (then look at `git diff`). The tools and their settings:
+#   Rust     cargo fmt (rustfmt.toml), cargo clippy -D warnings on every crate and target,
+#            cargo doc with rustdoc's warnings (broken intra-doc links among them) denied
+#   Python   ruff check and ruff format (ruff.toml), on every Python file of the repository
+#   Node     biome (biome.jsonc) on every JavaScript and TypeScript file; tsc on index.d.ts as
+#            users see it (node/test/types-check.ts)
+#   JVM      spotless (bindings/jvm/pom.xml): ktlint on the Kotlin (.editorconfig),
+#            palantir-java-format on the Java tests
+# Tool versions are pinned here (ruff), in node/package.json (biome, typescript) and in the pom.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+RUFF_VERSION=0.17.6
+
+fix=0
+languages=()
+for arg in "$@"; do
+    case "$arg" in
+        --fix) fix=1 ;;
+        rust | python | node | jvm) languages+=("$arg") ;;
+        *) echo "tests/lint.sh: unknown argument $arg (see the header of this file)" >&2; exit 2 ;;
+    esac
+done
+[ ${#languages[@]} -gt 0 ] || languages=(rust python node jvm)
+
+step() { printf '\n== lint: %s\n' "$*"; }
+timed() {
+    local started=$SECONDS
+    "$@"
+    echo "   ($((SECONDS - started))s)"
+}
+
+lint_rust() {
+    # rustup's default profile has both; a minimal one has neither.
+    cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+    cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+    if [ $fix = 1 ]; then
+        step "cargo fmt, cargo clippy --fix"
+        cargo fmt --all
+        cargo clippy --quiet --fix --allow-dirty --allow-staged --workspace --all-targets
+        return
+    fi
+    step "cargo fmt --all --check"
+    timed cargo fmt --all --check
+    step "cargo clippy --workspace --all-targets -- -D warnings"
+    timed cargo clippy --quiet --locked --workspace --all-targets -- -D warnings
+    step "cargo doc --no-deps --workspace, rustdoc warnings denied"
+    RUSTDOCFLAGS="-D warnings" timed cargo doc --quiet --locked --no-deps --workspace
+}
+
+lint_python() {
+    local venv="$root/target/lint-venv"
+    if [ ! -x "$venv/bin/ruff" ] || [ "$("$venv/bin/ruff" --version)" != "ruff $RUFF_VERSION" ]; then
+        python3 -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "ruff==$RUFF_VERSION"
+    fi
+    if [ $fix = 1 ]; then
+        step "ruff check --fix, ruff format"
+        "$venv/bin/ruff" check --fix .
+        "$venv/bin/ruff" format .
+        return
+    fi
+    step "ruff check, ruff format --check"
+    timed "$venv/bin/ruff" check --no-cache .
+    timed "$venv/bin/ruff" format --no-cache --check .
+}
+
+lint_node() {
+    step "npm dependencies of node/ (biome, typescript)"
+    # --ignore-scripts: the package's install script would build the native module.
+    (cd node && timed npm install --no-audit --no-fund --ignore-scripts --loglevel=error)
+    if [ $fix = 1 ]; then
+        step "biome check --write"
+        node/node_modules/.bin/biome check --write .
+        return
+    fi
+    step "biome ci (format and lint)"
+    timed node/node_modules/.bin/biome ci --colors=off .
+    step "tsc --noEmit -p node/tsconfig.json (index.d.ts as users see it)"
+    timed node/node_modules/.bin/tsc --noEmit -p node/tsconfig.json
+}
+
+lint_jvm() {
+    local goal=check
+    [ $fix = 1 ] && goal=apply
+    step "mvn spotless:$goal (ktlint, palantir-java-format)"
+    timed mvn -B -q -f bindings/jvm/pom.xml "spotless:$goal"
+}
+
+for language in "${languages[@]}"; do
+    "lint_$language"
+done
+step "clean: ${languages[*]}"
