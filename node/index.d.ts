@@ -302,8 +302,3 @@ export declare function connect(url: string, options?: ConnectOptions): Promise<
 
 /** The version of the native module. */
 export declare const version: string;
-
-/** Test-only: provokes a Rust panic; throws a LockError with code INTERNAL. */
-export declare function _testPanic(): void;
-/** Test-only: a Promise whose Rust future panics; rejects with code INTERNAL. */
-export declare function _testPanicAsync(): Promise<void>;

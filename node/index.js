@@ -907,24 +907,6 @@ class Fence {
   }
 }
 
-/** Test-only: panics inside Rust; throws a LockError with code INTERNAL. */
-function _testPanic() {
-  try {
-    native._testPanic();
-  } catch (e) {
-    throw fromNative(e);
-  }
-}
-
-/** Test-only: a Promise whose Rust future panics; rejects with code INTERNAL. */
-async function _testPanicAsync() {
-  try {
-    await native._testPanicAsync();
-  } catch (e) {
-    throw fromNative(e);
-  }
-}
-
 /** Benchmark-only: one round trip to the native runtime that does nothing. */
 function _ping() {
   return native._ping();
@@ -952,7 +934,25 @@ module.exports = {
   AbortError,
   ERROR_CODES,
   version: native.version(),
-  _testPanic,
-  _testPanicAsync,
   _ping,
 };
+
+// Test-only exports: a native module built with the `test-hooks` feature (the test suites'
+// builds, never a release) has entry points that panic on purpose; they throw or reject with
+// code INTERNAL, as any panic would.
+if (typeof native._testPanic === 'function') {
+  module.exports._testPanic = () => {
+    try {
+      native._testPanic();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  };
+  module.exports._testPanicAsync = async () => {
+    try {
+      await native._testPanicAsync();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  };
+}

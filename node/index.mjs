@@ -12,7 +12,5 @@ export const {
   AbortError,
   ERROR_CODES,
   version,
-  _testPanic,
-  _testPanicAsync,
 } = fencelock;
 export default fencelock;

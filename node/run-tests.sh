@@ -41,7 +41,7 @@ if [ -n "${FENCELOCK_NPM_PLATFORM_PACKAGE:-}" ]; then
     rm -rf "$unpacked"
 else
     step "building the native module and the fencelock binary (profile ${FENCELOCK_PROFILE:-dev})"
-    node scripts/build.mjs --profile "${FENCELOCK_PROFILE:-dev}"
+    node scripts/build.mjs --profile "${FENCELOCK_PROFILE:-dev}" --test-hooks
 fi
 
 step "node --test"

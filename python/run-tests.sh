@@ -56,13 +56,15 @@ else
     cargo build --quiet -p fencelock-cli --bin fencelock --profile "$profile" --target-dir "$target_dir"
     export FENCELOCK_CLI_BINARY="$target_dir/$cli_dir/fencelock"
 
-    step "building the wheel (profile $profile)"
+    # test-hooks: entry points that panic on purpose, for the tests; never in a release.
+    step "building the wheel (profile $profile, with the test-only test-hooks feature)"
     rm -rf "$wheels"
     start=$(date +%s)
     "$venv/bin/maturin" build \
         --manifest-path "$here/Cargo.toml" \
         --target-dir "$target_dir" \
         --profile "$profile" \
+        --features test-hooks \
         --interpreter "$venv/bin/python" \
         --out "$wheels"
     echo "built in $(( $(date +%s) - start ))s"

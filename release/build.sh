@@ -57,11 +57,21 @@ fi
     "maturin==1.16.0" "ziglang==0.17.1" "cargo-zigbuild==0.24.1" "auditwheel==6.8.2"
 export PATH="$tools/bin:$PATH"
 
+# Builds other than dist are test builds: the language suites run on them, and their panic tests
+# need the bindings' test-only `test-hooks` feature. A dist build never has it, nor any other
+# test-only switch (release/check-test-switches.py, at the end, fails the build otherwise).
+binding_features=()
+wheel_features=()
+if [ "$profile" != dist ]; then
+    binding_features=(--features fencelock-node/test-hooks,fencelock-jvm/test-hooks)
+    wheel_features=(--features test-hooks)
+fi
+
 # One cargo run for every native file but the wheel's: the dependency tree compiles once.
 packages=(-p fencelock-cli -p fencelock-node -p fencelock-jvm)
 step "native files: ${packages[*]} for $TRIPLE, glibc $GLIBC"
 started=$(date +%s)
-cargo zigbuild --locked --quiet "${packages[@]}" --profile "$profile" \
+cargo zigbuild --locked --quiet "${packages[@]}" "${binding_features[@]}" --profile "$profile" \
     --target "$TRIPLE.$GLIBC" --target-dir "$native_target"
 elapsed "$started"
 built="$native_target/$TRIPLE/$profile_dir"
@@ -73,7 +83,7 @@ started=$(date +%s)
 # The wheel ships the command built above (python/build.rs copies FENCELOCK_CLI_BINARY).
 FENCELOCK_CLI_BINARY="$command_binary" maturin build --quiet \
     --manifest-path python/Cargo.toml --zig --compatibility manylinux2014 --target "$TRIPLE" \
-    --target-dir "$wheel_target" --profile "$profile" --out "$dist"
+    --target-dir "$wheel_target" --profile "$profile" "${wheel_features[@]}" --out "$dist"
 elapsed "$started"
 wheel="$(ls "$dist"/fencelock-"$version"-*.whl)"
 auditwheel show "$wheel" | tee "$root/target/auditwheel.txt"
@@ -110,4 +120,7 @@ newest_glibc="$(objdump -T "$command_binary" "$node_module" | grep -o 'GLIBC_[0-
 } > "$dist/BUILDINFO"
 (cd "$dist" && sha256sum -- *.whl *.tgz *.tar.gz *.jar *.pom > SHA256SUMS)
 cat "$dist/BUILDINFO"
+
+step "no test-only switch in a release (release/check-test-switches.py)"
+python3 release/check-test-switches.py "$dist" --profile "$profile"
 ls -l "$dist"

@@ -45,13 +45,13 @@ lint_rust() {
     if [ $fix = 1 ]; then
         step "cargo fmt, cargo clippy --fix"
         cargo fmt --all
-        cargo clippy --quiet --fix --allow-dirty --allow-staged --workspace --all-targets
+        cargo clippy --quiet --fix --allow-dirty --allow-staged --workspace --all-targets --all-features
         return
     fi
     step "cargo fmt --all --check"
     timed cargo fmt --all --check
-    step "cargo clippy --workspace --all-targets -- -D warnings"
-    timed cargo clippy --quiet --locked --workspace --all-targets -- -D warnings
+    step "cargo clippy --workspace --all-targets --all-features -- -D warnings"
+    timed cargo clippy --quiet --locked --workspace --all-targets --all-features -- -D warnings
     step "cargo doc --no-deps --workspace, rustdoc warnings denied"
     RUSTDOCFLAGS="-D warnings" timed cargo doc --quiet --locked --no-deps --workspace
 }

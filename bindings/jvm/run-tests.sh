@@ -40,7 +40,9 @@ target_dir="${CARGO_TARGET_DIR:-$here/../../target}"
 printf '\n== cargo test -p fencelock-jvm --lib\n'
 (cd "$here/../.." && cargo test --quiet --target-dir "$target_dir" -p fencelock-jvm --lib)
 
-native=(-Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir")
+# test-hooks: entry points that panic on purpose (LostTest); never in a release.
+native=(-Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir"
+        -Dcargo.features=test-hooks)
 what="cargo profile $profile"
 if [ -n "${FENCELOCK_JVM_LIBRARY:-}" ]; then
     [ "$(basename "$FENCELOCK_JVM_LIBRARY")" = libfencelock_jvm.so ] && [ -f "$FENCELOCK_JVM_LIBRARY" ] ||

@@ -4,7 +4,10 @@
 // and native/fencelock (what `bin/fencelock.js` runs). `npm install ./node`, `npm run build`
 // and node/run-tests.sh all come here.
 //
-//   node scripts/build.mjs [--profile release|dev]
+//   node scripts/build.mjs [--profile release|dev] [--test-hooks]
+//
+// --test-hooks builds the native module with the test-only `test-hooks` feature (exports that
+// panic on purpose, for the tests); node/run-tests.sh passes it, an install never does.
 //
 // Environment: FENCELOCK_PROFILE (default release; run-tests.sh uses dev), CARGO (default
 // cargo), CARGO_TARGET_DIR (default: the workspace's target/), FENCELOCK_SKIP_BUILD=1 (use
@@ -22,6 +25,7 @@ const root = dirname(here);
 const args = process.argv.slice(2);
 const at = args.indexOf('--profile');
 const profile = at >= 0 ? args[at + 1] : process.env.FENCELOCK_PROFILE || 'release';
+const testHooks = args.includes('--test-hooks');
 const libc =
   process.platform === 'linux'
     ? process.report?.getReport()?.header?.glibcVersionRuntime
@@ -51,6 +55,7 @@ const cargoArgs = [
   '--profile',
   profile,
   '--message-format=json-render-diagnostics',
+  ...(testHooks ? ['--features', 'fencelock-node/test-hooks'] : []),
 ];
 console.error(`fencelock: ${cargo} ${cargoArgs.join(' ')}`);
 const started = Date.now();

@@ -25,28 +25,11 @@ mod metrics;
 mod observe;
 mod options;
 mod runtime;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-
-/// Test-only: panics inside Rust, to show that it surfaces as code INTERNAL.
-#[napi(js_name = "_testPanic")]
-pub fn test_panic() -> Result<()> {
-    error::guard(|| panic!("test panic requested by _testPanic()"))
-}
-
-/// Test-only: a Promise whose future panics on the runtime, to show the same for async calls.
-#[napi(js_name = "_testPanicAsync")]
-pub fn test_panic_async(env: Env) -> Result<AsyncBlock<()>> {
-    error::guard(|| {
-        runtime::promise(&env, async {
-            if std::hint::black_box(true) {
-                panic!("test panic requested by _testPanicAsync()");
-            }
-            Ok(())
-        })
-    })
-}
 
 /// The version of the native module (the workspace version).
 #[napi]

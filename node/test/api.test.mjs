@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
-import { fencelock, LONG, tempDir, runSql, within } from './helpers.mjs';
+import { fencelock, LONG, tempDir, runSql, within, testHook } from './helpers.mjs';
 
 const { connect, Fence, LockError } = fencelock;
 const require = createRequire(import.meta.url);
@@ -224,11 +224,11 @@ test('a fence takes a lease or a bigint, refuses older tokens and rolls back', a
 
 test('a panic in Rust surfaces as code INTERNAL, never a crash', async () => {
   assert.throws(
-    () => fencelock._testPanic(),
+    () => testHook('_testPanic')(),
     (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message),
   );
   await assert.rejects(
-    fencelock._testPanicAsync(),
+    testHook('_testPanicAsync')(),
     (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message),
   );
   // The module still works afterwards.

@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 
-import { fencelock, LONG, tempDir, sleep } from './helpers.mjs';
+import { fencelock, LONG, tempDir, sleep, testHook } from './helpers.mjs';
 
 const { connect, Fence, LockError } = fencelock;
 
@@ -166,8 +166,8 @@ const cases = [
   ],
   ['fencedSet value a number', 'INVALID_ARGUMENT', () => fence.fencedSet(1n, 'k', 5)],
   // panics
-  ['a panic in a sync export', 'INTERNAL', () => fencelock._testPanic()],
-  ['a panic in an async export', 'INTERNAL', () => fencelock._testPanicAsync()],
+  ['a panic in a sync export', 'INTERNAL', () => testHook('_testPanic')()],
+  ['a panic in an async export', 'INTERNAL', () => testHook('_testPanicAsync')()],
 ];
 
 for (const [what, code, call] of cases) {

@@ -22,8 +22,6 @@ __all__ = [
     "LostSignal",
     "connect",
     "connect_async",
-    "_test_panic",
-    "_test_panic_async",
     "_LogSubscription",
 ]
 
@@ -58,9 +56,6 @@ def connect_async(
     metrics: bool = False,
 ) -> Awaitable[Locker]:
     """Awaitable `connect`."""
-
-def _test_panic() -> None: ...
-def _test_panic_async() -> Awaitable[None]: ...
 
 @final
 class Locker:

@@ -22,25 +22,8 @@ mod observe;
 mod options;
 mod runtime;
 mod signal;
-
-/// Test-only: panics inside Rust, to show that it surfaces as fencelock.InternalError.
-#[pyfunction]
-fn _test_panic() -> PyResult<()> {
-    error::guard(|| panic!("test panic requested by fencelock._native._test_panic()"))
-}
-
-/// Test-only: an awaitable that panics on the runtime, to show the same for asyncio.
-#[pyfunction]
-fn _test_panic_async(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    error::guard(|| {
-        runtime::awaitable(py, async {
-            if std::hint::black_box(true) {
-                panic!("test panic requested by fencelock._native._test_panic_async()");
-            }
-            Ok(())
-        })
-    })
-}
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -59,7 +42,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<election::PyLeader>()?;
     m.add_function(wrap_pyfunction!(locker::connect, m)?)?;
     m.add_function(wrap_pyfunction!(locker::connect_async, m)?)?;
-    m.add_function(wrap_pyfunction!(_test_panic, m)?)?;
-    m.add_function(wrap_pyfunction!(_test_panic_async, m)?)?;
+    #[cfg(feature = "test-hooks")]
+    test_hooks::register(m)?;
     Ok(())
 }

@@ -147,3 +147,12 @@ def any_locker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[fence
         pytest.skip(_unusable[url])
     yield locker
     locker.close()
+
+
+def native_test_hook(name: str) -> Callable[[], Any]:
+    """A test-only entry point of the native module (`_test_panic`, `_test_panic_async`), which
+    exists only in a build with the `test-hooks` feature, as python/run-tests.sh and CI build."""
+    hook = getattr(fencelock._native, name, None)
+    if hook is None:
+        pytest.fail(f"{name}: the native module was built without the test-hooks feature")
+    return hook

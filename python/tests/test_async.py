@@ -4,7 +4,7 @@ import asyncio
 from typing import List
 
 import pytest
-from conftest import LONG
+from conftest import LONG, native_test_hook
 
 import fencelock
 
@@ -134,6 +134,6 @@ def test_async_with_locker(url: str) -> None:
 def test_panic_in_an_awaitable_is_internal_error() -> None:
     async def main() -> None:
         with pytest.raises(fencelock.InternalError, match="panic"):
-            await fencelock._native._test_panic_async()
+            await native_test_hook("_test_panic_async")()
 
     asyncio.run(main())

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 import pytest
-from conftest import LONG, take_over
+from conftest import LONG, native_test_hook, take_over
 
 import fencelock
 
@@ -63,7 +63,7 @@ def test_raised_errors_pickle(locker: fencelock.Locker, rival: fencelock.Locker)
 
 def test_panic_is_internal_error_not_panic_exception() -> None:
     with pytest.raises(fencelock.InternalError, match="panic") as caught:
-        fencelock._native._test_panic()
+        native_test_hook("_test_panic")()
     assert caught.value.code == "INTERNAL"
     assert type(caught.value).__name__ == "InternalError"
 

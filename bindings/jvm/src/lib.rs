@@ -22,6 +22,8 @@ mod metrics;
 mod observe;
 mod options;
 mod runtime;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 pub use election::NativeLeader;
 pub use error::{NativeError, NativeErrorCode, core_error_codes};
@@ -36,32 +38,6 @@ pub use observe::{
     NativeLogSubscription, subscribe_logs,
 };
 pub use options::{NativeConnectOptions, NativeLockOptions};
-
-/// Test-only: panics inside Rust, to show that it surfaces as code INTERNAL.
-#[uniffi::export]
-pub fn test_panic() -> Result<(), NativeError> {
-    error::guard(|| {
-        if std::hint::black_box(true) {
-            panic!("test panic requested by testPanic()");
-        }
-        Ok(())
-    })
-}
-
-/// Test-only: a future that panics on the runtime, to show the same for suspend calls.
-#[uniffi::export]
-pub async fn test_panic_async() -> Result<(), NativeError> {
-    runtime::run(
-        async {
-            if std::hint::black_box(true) {
-                panic!("test panic requested by testPanicAsync()");
-            }
-            Ok(())
-        },
-        runtime::OnDrop::Cancel,
-    )
-    .await
-}
 
 /// The version of the native library (the workspace version).
 #[uniffi::export]
