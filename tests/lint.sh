@@ -49,7 +49,9 @@ lint_rust() {
         return
     fi
     step "cargo fmt --all --check"
-    timed cargo fmt --all --check
+    local color=()
+    [ -t 1 ] || color=(-- --color=never)
+    timed cargo fmt --all --check "${color[@]}"
     step "cargo clippy --workspace --all-targets --all-features -- -D warnings"
     timed cargo clippy --quiet --locked --workspace --all-targets --all-features -- -D warnings
     step "cargo doc --no-deps --workspace, rustdoc warnings denied"
