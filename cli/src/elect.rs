@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use fencelock::{ErrorCode, LockOptions, Locker};
 
-use crate::child::{ChildSpec, Signals, launch, run_child};
+use crate::child::{Signals, launch};
+use crate::supervise::{ChildSpec, Supervision, effective_grace, run_child};
 use crate::{UrlArg, duration, exit_code, fail, locker_options};
 
 pub const AFTER_HELP: &str = "\
@@ -15,7 +16,8 @@ FENCELOCK_TERM and FENCELOCK_TOKEN set to its term: the lock's fencing token, la
 earlier leader's term, for fencing CMD's writes. If leadership is lost, CMD's process group is
 killed and fencelock campaigns again. When CMD exits by itself, fencelock resigns and exits with
 CMD's code; with --restart it resigns, campaigns again and reruns CMD. INT, TERM and HUP are
-forwarded to CMD and end fencelock (no restart); while campaigning they end it at once.
+forwarded to CMD and end fencelock (no restart, even when leadership is lost meanwhile);
+while campaigning they end it at once. CMD is supervised as under `fencelock run` (see its --help).
 
 Exit codes: CMD's own; 125 fencelock's own error; 126 CMD not executable; 127 CMD not found;
 128+N CMD (or fencelock while campaigning) stopped by signal N.
@@ -32,9 +34,10 @@ pub struct ElectArgs {
     /// replaced within about this long.
     #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION", allow_hyphen_values = true)]
     ttl: Duration,
-    /// When renewals fail, SIGTERM the group this long before the client deadline.
-    #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION", allow_hyphen_values = true)]
-    grace: Duration,
+    /// When renewals fail, SIGTERM the group this long before the client deadline [default: 5s;
+    /// below ttl/3, else clamped to ttl/4].
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION", allow_hyphen_values = true)]
+    grace: Option<Duration>,
     /// When CMD exits by itself, resign, campaign again and rerun it instead of exiting.
     #[arg(long)]
     restart: bool,
@@ -61,8 +64,8 @@ pub fn main(args: ElectArgs) -> i32 {
         options,
         args.holder.as_ref(),
         &args.command,
-        |url, options, program, guardian_fd| async move {
-            lead(&url, args, &options, &program, guardian_fd).await
+        |url, options, program, supervision| async move {
+            lead(&url, args, &options, &program, &supervision).await
         },
     )
 }
@@ -72,7 +75,7 @@ async fn lead(
     args: &ElectArgs,
     options: &LockOptions,
     program: &Path,
-    guardian_fd: i32,
+    supervision: &Supervision,
 ) -> i32 {
     let mut signals = match Signals::install() {
         Ok(s) => s,
@@ -82,6 +85,7 @@ async fn lead(
         Ok(l) => l,
         Err(e) => return fail(e),
     };
+    let grace = effective_grace(args.grace, args.ttl);
     let code = loop {
         let leadership = tokio::select! {
             won = locker.campaign(&args.name, options) => match won {
@@ -96,11 +100,16 @@ async fn lead(
             command: &args.command,
             program,
             lock_name: &args.name,
-            grace: args.grace,
+            ttl: args.ttl,
+            grace,
             env: vec![("FENCELOCK_TERM", term.clone()), ("FENCELOCK_TOKEN", term)],
         };
-        let outcome = run_child(&spec, leadership.lease(), guardian_fd, &mut signals).await;
+        let outcome = run_child(&spec, leadership.lease(), supervision, &mut signals).await;
         if outcome.lost {
+            if outcome.forwarded {
+                // Told to stop while leadership was being lost: stop, do not campaign again.
+                break exit_code::LOST;
+            }
             eprintln!(
                 "fencelock: no longer leading {:?}; campaigning again",
                 args.name

@@ -6,8 +6,11 @@ mod duration;
 mod elect;
 mod exit_code;
 mod guardian;
+mod reaper;
 mod run;
 mod status;
+mod supervise;
+mod terminal;
 mod url;
 
 use std::ffi::OsString;
@@ -65,6 +68,9 @@ fn main() {
 
 fn real_main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(pipe) = guardian::entry(&args) {
+        guardian::guard(pipe);
+    }
     let default_url = url::default_url();
     let after_help = format!(
         "Default URL: {}\n  (per user: jobs of several users must share one --url or FENCELOCK_URL)\n\n\

@@ -6,16 +6,20 @@ use std::time::Duration;
 
 use fencelock::{ErrorCode, LockOptions, Locker};
 
-use crate::child::{ChildSpec, Signals, launch, run_child};
+use crate::child::{Signals, launch};
+use crate::supervise::{ChildSpec, Supervision, effective_grace, run_child};
 use crate::{UrlArg, duration, exit_code, fail, locker_options};
 
 pub const AFTER_HELP: &str = "\
 CMD runs as the leader of its own process group with FENCELOCK_TOKEN (the fencing token,
 decimal) and FENCELOCK_NAME set. INT, TERM and HUP sent to fencelock are forwarded to the
-group. A guardian process kills the whole group if fencelock itself dies (even kill -9).
-When renewals keep failing, the group gets SIGTERM --grace before the lease's client
-deadline and SIGKILL at the deadline; a lease found taken over kills the group at once.
-When CMD exits, anything left in its group is killed before the lock is released.
+group. A guardian process (`lease-guardian`, in a session of its own) kills the whole group at
+the lease's deadline and if fencelock itself dies (even kill -9 of its process group), so CMD
+never runs past the lease, even while fencelock is stopped. When renewals keep failing, the
+group gets SIGTERM --grace before the lease's client deadline and SIGKILL at the deadline; a
+lease found taken over kills the group at once. In a terminal's foreground CMD gets the
+terminal, and Ctrl-Z suspends the whole job. When CMD exits, anything left in its group is
+killed before the lock is released.
 
 Exit codes: CMD's own; 124 not acquired within --wait (or --conflict-exit-code);
 125 fencelock's own error; 126 CMD not executable; 127 CMD not found; 122 lease lost;
@@ -43,9 +47,10 @@ pub struct RunArgs {
     /// How long to wait for the lock: a duration, 0 to try once, or `forever`.
     #[arg(long, default_value = "forever", value_parser = parse_wait, value_name = "DURATION", allow_hyphen_values = true)]
     wait: Wait,
-    /// When renewals fail, SIGTERM the group this long before the client deadline.
-    #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION", allow_hyphen_values = true)]
-    grace: Duration,
+    /// When renewals fail, SIGTERM the group this long before the client deadline [default: 5s;
+    /// below ttl/3, else clamped to ttl/4].
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION", allow_hyphen_values = true)]
+    grace: Option<Duration>,
     /// Exit code when the lock is not acquired within --wait.
     #[arg(long, default_value_t = exit_code::NOT_ACQUIRED, value_name = "N",
           value_parser = clap::value_parser!(i32).range(0..=255))]
@@ -71,8 +76,8 @@ pub fn main(args: RunArgs) -> i32 {
         options,
         args.holder.as_ref(),
         &args.command,
-        |url, options, program, guardian_fd| async move {
-            hold_and_run(&url, args, &options, &program, guardian_fd).await
+        |url, options, program, supervision| async move {
+            hold_and_run(&url, args, &options, &program, &supervision).await
         },
     )
 }
@@ -82,7 +87,7 @@ async fn hold_and_run(
     args: &RunArgs,
     options: &LockOptions,
     program: &Path,
-    guardian_fd: i32,
+    supervision: &Supervision,
 ) -> i32 {
     let locker = match Locker::connect_with(url, locker_options()).await {
         Ok(l) => l,
@@ -96,16 +101,18 @@ async fn hold_and_run(
         }
         Err(e) => return fail(e),
     };
+    let grace = effective_grace(args.grace, args.ttl);
     let spec = ChildSpec {
         command: &args.command,
         program,
         lock_name: &args.name,
-        grace: args.grace,
+        ttl: args.ttl,
+        grace,
         env: vec![("FENCELOCK_TOKEN", lease.token().to_string())],
     };
     let code = match Signals::install() {
         Ok(mut signals) => {
-            run_child(&spec, &lease, guardian_fd, &mut signals)
+            run_child(&spec, &lease, supervision, &mut signals)
                 .await
                 .code
         }

@@ -47,6 +47,13 @@ impl BootInstant {
     pub fn has_passed(self) -> bool {
         BootInstant::now() >= self
     }
+
+    /// The time since boot on CLOCK_BOOTTIME: an instant another process on the same machine
+    /// can compare with its own clock (the `fencelock` command hands deadlines to its guardian
+    /// process this way).
+    pub fn since_boot(self) -> Duration {
+        self.0
+    }
 }
 
 /// Wall-clock microseconds since the Unix epoch (the SQLite backend's "server clock").

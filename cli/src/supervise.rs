@@ -1,0 +1,442 @@
+//! Running CMD while a lease is held, shared by `fencelock run` and `fencelock elect`: CMD and
+//! every process of its group run only while the lease is held.
+//!
+//! - CMD is spawned only if the lease is still held at that instant, as the leader of a new
+//!   process group that the guardian learns of before CMD runs; the guardian also has the
+//!   lease's deadline first (and a new one after each renewal), so it kills the group at the
+//!   deadline even if `fencelock` is stopped, stuck or killed (`guardian.rs`).
+//! - On a loss the SIGKILL is sent in the lost signal's callback, on whichever thread detects
+//!   the loss, before anything is logged: a stderr nobody reads never delays it.
+//! - When renewals keep failing, the group gets SIGTERM (and SIGCONT) `grace` before the
+//!   deadline.
+//! - A group stopped for longer than the ttl (SIGTTIN from a terminal it cannot read, SIGSTOP)
+//!   is killed and the lease released: a job waiting for a terminal never holds a lock forever.
+//! - In a terminal's foreground, CMD gets the terminal, and Ctrl-Z suspends the whole job
+//!   (`terminal.rs`).
+//! - When the group cannot be killed (a member that became another user, one that left the
+//!   group), `fencelock` says so and treats the lease as lost (exit 122): never silently.
+
+use std::ffi::OsString;
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
+
+use fencelock::{BootInstant, Lease};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::child::Signals;
+use crate::guardian::{self, Message};
+use crate::reaper::{self, ChildEvent};
+use crate::terminal::{self, Terminal};
+use crate::{exit_code, fail};
+
+/// How often the supervisor looks at the lease (deadline to pass on, failing renewals, a group
+/// stopped for too long).
+const TICK: Duration = Duration::from_millis(100);
+/// How long a killed group may take to disappear before it counts as unkillable.
+const KILL_CONFIRM: Duration = Duration::from_secs(2);
+
+/// What watches over CMD besides `fencelock`: the guardian, and the terminal when `fencelock`
+/// runs in its foreground.
+pub struct Supervision {
+    pub guardian_fd: RawFd,
+    pub terminal: Option<Terminal>,
+}
+
+/// What to run, and what it is told.
+pub struct ChildSpec<'a> {
+    /// CMD and its arguments, as given.
+    pub command: &'a [OsString],
+    /// CMD's executable, found on PATH.
+    pub program: &'a Path,
+    pub lock_name: &'a str,
+    /// The lease's ttl.
+    pub ttl: Duration,
+    /// When renewals fail, SIGTERM the group this long before the client deadline (below ttl/3:
+    /// see [`effective_grace`]).
+    pub grace: Duration,
+    pub env: Vec<(&'static str, String)>,
+}
+
+/// How CMD's run ended.
+pub struct Outcome {
+    /// CMD's exit code (128+N when killed by signal N), or [`exit_code::LOST`].
+    pub code: i32,
+    /// The lease was lost (or CMD's group could not be kept within it) and the group was killed.
+    pub lost: bool,
+    /// A signal sent to fencelock was forwarded to CMD's group (fencelock is being stopped).
+    pub forwarded: bool,
+}
+
+impl Outcome {
+    fn lost(forwarded: bool) -> Outcome {
+        Outcome {
+            code: exit_code::LOST,
+            lost: true,
+            forwarded,
+        }
+    }
+}
+
+/// The grace actually used: below ttl/3, so that one failed renewal (they run every ttl/3)
+/// never ends CMD. A larger one is clamped to ttl/4, with a warning when it was asked for.
+pub fn effective_grace(asked: Option<Duration>, ttl: Duration) -> Duration {
+    const DEFAULT: Duration = Duration::from_secs(5);
+    let grace = asked.unwrap_or(DEFAULT);
+    if grace < ttl / 3 {
+        return grace;
+    }
+    let clamped = ttl / 4;
+    if asked.is_some() {
+        eprintln!(
+            "fencelock: --grace {grace:?} is not below ttl/3 ({:?}); using {clamped:?}",
+            ttl / 3
+        );
+    }
+    clamped
+}
+
+/// Sends `sig` to a process group; the error when not one member could be signalled.
+fn signal_group(pgid: libc::pid_t, sig: libc::c_int) -> Result<(), std::io::Error> {
+    if pgid <= 1 {
+        return Ok(());
+    }
+    // SAFETY: signalling the process group we created.
+    if unsafe { libc::kill(-pgid, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether any process is left in the group (zombies included).
+fn group_exists(pgid: libc::pid_t) -> bool {
+    match signal_group(pgid, 0) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() != Some(libc::ESRCH),
+    }
+}
+
+/// Kills the group and waits (at most [`KILL_CONFIRM`]) until it is empty: false when some of
+/// it survives (a member that became another user: EPERM).
+async fn kill_and_confirm(pgid: libc::pid_t) -> bool {
+    let started = BootInstant::now();
+    loop {
+        let _ = signal_group(pgid, libc::SIGKILL);
+        if !group_exists(pgid) {
+            return true;
+        }
+        if started.elapsed() >= KILL_CONFIRM {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs CMD until it exits, and keeps it within the lease (the module's doc).
+pub async fn run_child(
+    spec: &ChildSpec<'_>,
+    lease: &Lease,
+    supervision: &Supervision,
+    signals: &mut Signals,
+) -> Outcome {
+    let guardian_fd = supervision.guardian_fd;
+    let tell = |message| guardian::tell(guardian_fd, message);
+    // The guardian knows the deadline before CMD exists; without a guardian, no CMD.
+    let mut told_deadline = lease.deadline();
+    let told = tell(Message::Limits {
+        ttl_ns: spec.ttl.as_nanos() as u64,
+        grace_ns: spec.grace.as_nanos() as u64,
+    }) && tell(Message::Deadline {
+        boot_ns: told_deadline.since_boot().as_nanos() as u64,
+    });
+    if !told {
+        return Outcome {
+            code: fail("the guardian process is gone; not starting CMD"),
+            lost: false,
+            forwarded: false,
+        };
+    }
+    if let Err(e) = lease.ensure_held() {
+        eprintln!("fencelock: lock {:?} {e}; not starting CMD", spec.lock_name);
+        return Outcome::lost(false);
+    }
+
+    // The synchronous kill on loss: armed before CMD exists, pointed at its group once known.
+    let group = Arc::new(AtomicI32::new(0));
+    let unkillable = Arc::new(AtomicBool::new(false));
+    {
+        let (group, unkillable) = (group.clone(), unkillable.clone());
+        lease.lost_signal().on_lost(move |_| {
+            let pgid = group.load(Ordering::Acquire);
+            if let Err(e) = signal_group(pgid, libc::SIGKILL)
+                && e.raw_os_error() == Some(libc::EPERM)
+            {
+                unkillable.store(true, Ordering::Release);
+            }
+        });
+    }
+
+    let foreground_tty = supervision
+        .terminal
+        .as_ref()
+        .filter(|t| t.is_ours())
+        .map(Terminal::fd);
+    let mut command = std::process::Command::new(spec.program);
+    command
+        .arg0(&spec.command[0])
+        .args(&spec.command[1..])
+        .env("FENCELOCK_NAME", spec.lock_name);
+    for (key, value) in &spec.env {
+        command.env(key, value);
+    }
+    // SAFETY: the closure only calls async-signal-safe functions (setpgid, getpid, signal,
+    // sigprocmask, tcsetpgrp, write) and formats into a stack buffer.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(tty) = foreground_tty {
+                terminal::child_take_foreground(tty);
+            }
+            terminal::child_default_job_signals();
+            if !guardian::tell(
+                guardian_fd,
+                Message::Group {
+                    pgid: libc::getpid(),
+                },
+            ) {
+                return Err(std::io::Error::other("cannot reach the guardian"));
+            }
+            Ok(())
+        });
+    }
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!(
+                "fencelock: cannot run {}: {e}",
+                spec.command[0].to_string_lossy()
+            );
+            return Outcome {
+                code: match e.kind() {
+                    std::io::ErrorKind::NotFound => exit_code::NOT_FOUND,
+                    std::io::ErrorKind::PermissionDenied => exit_code::NOT_EXECUTABLE,
+                    _ => exit_code::OWN_ERROR,
+                },
+                lost: false,
+                forwarded: false,
+            };
+        }
+    };
+    let pgid = child.id() as libc::pid_t;
+    // Never waited on through `child`: the reaper owns CMD's waiting.
+    drop(child);
+    group.store(pgid, Ordering::Release);
+    if lease.is_lost() {
+        let _ = signal_group(pgid, libc::SIGKILL);
+    }
+    if let (Some(terminal), Some(_)) = (&supervision.terminal, foreground_tty) {
+        // As a shell does, from both sides: whoever runs first, CMD has the terminal.
+        terminal.give_to(pgid);
+    }
+    let events = match reaper::watch(pgid) {
+        Ok(events) => events,
+        Err(e) => {
+            let _ = signal_group(pgid, libc::SIGKILL);
+            return Outcome {
+                code: fail(format!("cannot watch CMD: {e}")),
+                lost: false,
+                forwarded: false,
+            };
+        }
+    };
+
+    let mut run = Supervisor {
+        spec,
+        lease,
+        supervision,
+        pgid,
+        told_deadline: &mut told_deadline,
+        unkillable: &unkillable,
+    };
+    let ended = run.until_exit(events, signals).await;
+    if !ended.lost
+        && let Some(reason) = lease.lost_signal().reason()
+    {
+        eprintln!(
+            "fencelock: lock {:?} lost ({reason}) while CMD ran; CMD's process group was killed",
+            spec.lock_name
+        );
+    }
+
+    // Whatever CMD left running in its group must not outlive the lock.
+    let killed = kill_and_confirm(pgid).await;
+    if let Some(terminal) = &supervision.terminal {
+        terminal.take_back(pgid);
+    }
+    tell(Message::Gone { pgid });
+    if !killed || unkillable.load(Ordering::Acquire) {
+        eprintln!(
+            "fencelock: CMD's process group {pgid} could not be killed (a member runs as \
+             another user?); treating lock {:?} as lost",
+            spec.lock_name
+        );
+        return Outcome::lost(ended.forwarded);
+    }
+    if ended.lost || lease.is_lost() {
+        return Outcome::lost(ended.forwarded);
+    }
+    Outcome {
+        code: ended.code,
+        lost: false,
+        forwarded: ended.forwarded,
+    }
+}
+
+/// The state of one CMD's run, between spawn and exit.
+struct Supervisor<'a, 'b> {
+    spec: &'a ChildSpec<'b>,
+    lease: &'a Lease,
+    supervision: &'a Supervision,
+    pgid: libc::pid_t,
+    told_deadline: &'a mut BootInstant,
+    unkillable: &'a AtomicBool,
+}
+
+impl Supervisor<'_, '_> {
+    async fn until_exit(
+        &mut self,
+        mut events: UnboundedReceiver<ChildEvent>,
+        signals: &mut Signals,
+    ) -> Outcome {
+        let lost = self.lease.lost_signal();
+        let mut tick = tokio::time::interval(TICK);
+        let mut terminated_for_grace = false;
+        let mut lost_seen = false;
+        let mut forwarded = false;
+        let mut stopped_since: Option<BootInstant> = None;
+        let code = loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(ChildEvent::Exited(code)) => break code,
+                    Some(ChildEvent::Killed(sig)) => break exit_code::SIGNAL_BASE + sig,
+                    Some(ChildEvent::Stopped(sig)) => {
+                        if !self.job_suspended(sig) {
+                            stopped_since.get_or_insert_with(BootInstant::now);
+                        }
+                    }
+                    Some(ChildEvent::Continued) => stopped_since = None,
+                    Some(ChildEvent::Lost(errno)) => {
+                        let error = std::io::Error::from_raw_os_error(errno);
+                        break fail(format!("lost track of CMD: {error}"));
+                    }
+                    None => break fail("lost track of CMD"),
+                },
+                sig = signals.next() => {
+                    forwarded = true;
+                    let _ = signal_group(self.pgid, sig);
+                }
+                reason = lost.wait(), if !lost_seen => {
+                    // The group was killed already, in the lost signal's callback.
+                    lost_seen = true;
+                    eprintln!(
+                        "fencelock: lock {:?} lost ({reason}); CMD's process group was killed",
+                        self.spec.lock_name
+                    );
+                }
+                _ = tick.tick() => {
+                    self.pass_on_deadline();
+                    if !terminated_for_grace && !lost_seen && self.grace_is_due() {
+                        terminated_for_grace = true;
+                    }
+                    if let Some(since) = stopped_since
+                        && !lost_seen
+                        && since.elapsed() > self.spec.ttl
+                    {
+                        lost_seen = true;
+                        let _ = signal_group(self.pgid, libc::SIGKILL);
+                        eprintln!(
+                            "fencelock: CMD stayed stopped for longer than the ttl ({:?}; waiting \
+                             for a terminal it cannot read?); killed it, releasing lock {:?}",
+                            self.spec.ttl, self.spec.lock_name
+                        );
+                    }
+                }
+            }
+        };
+        Outcome {
+            code,
+            lost: lost_seen || self.unkillable.load(Ordering::Acquire),
+            forwarded,
+        }
+    }
+
+    /// Hands each new deadline (after a renewal) to the guardian.
+    fn pass_on_deadline(&mut self) {
+        let deadline = self.lease.deadline();
+        if deadline != *self.told_deadline
+            && guardian::tell(
+                self.supervision.guardian_fd,
+                Message::Deadline {
+                    boot_ns: deadline.since_boot().as_nanos() as u64,
+                },
+            )
+        {
+            *self.told_deadline = deadline;
+        }
+    }
+
+    /// While renewals fail: SIGTERM (and SIGCONT) `grace` before the deadline; true once sent.
+    fn grace_is_due(&self) -> bool {
+        let left = BootInstant::now().until(self.lease.deadline());
+        if !(self.lease.renewal_failing() && left <= self.spec.grace) {
+            return false;
+        }
+        guardian::tell(self.supervision.guardian_fd, Message::Terminated);
+        let _ = signal_group(self.pgid, libc::SIGTERM);
+        let _ = signal_group(self.pgid, libc::SIGCONT);
+        eprintln!(
+            "fencelock: renewals of lock {:?} are failing and the lease ends in {:.1}s; sent \
+             SIGTERM to CMD",
+            self.spec.lock_name,
+            left.as_secs_f64()
+        );
+        true
+    }
+
+    /// CMD stopped by `sig`: when that is the terminal suspending the job (Ctrl-Z, or CMD in the
+    /// foreground touching the terminal), suspends `fencelock`'s own job too and, once the shell
+    /// resumes it, gives the terminal back to CMD and continues it. False when the stop is
+    /// something else (SIGSTOP, a background CMD stopped by the terminal), to be timed.
+    fn job_suspended(&self, sig: libc::c_int) -> bool {
+        let Some(terminal) = &self.supervision.terminal else {
+            return false;
+        };
+        if !matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
+            return false;
+        }
+        if terminal.is_ours() {
+            // fencelock's job is in the foreground (`fg` after `&`) and CMD wants the terminal.
+            terminal.give_to(self.pgid);
+            let _ = signal_group(self.pgid, libc::SIGCONT);
+            return true;
+        }
+        // SAFETY: a query on the terminal's descriptor.
+        if unsafe { libc::tcgetpgrp(terminal.fd()) } != self.pgid {
+            return false;
+        }
+        terminal.take_back(self.pgid);
+        terminal.suspend_own_job();
+        // Resumed: by `fg` (the terminal is ours again) or `bg`.
+        if terminal.is_ours() {
+            terminal.give_to(self.pgid);
+        }
+        let _ = signal_group(self.pgid, libc::SIGCONT);
+        true
+    }
+}
