@@ -1,27 +1,21 @@
 // The README's Rust example, run by the test suite (`cargo test` builds examples; the
 // `readme_example_runs` test in core/tests runs it).
-use fencelock::{Fence, LockOptions, Locker, SqlValue, Statement};
 use std::time::Duration;
+
+use fencelock::{Fence, LockOptions, Locker, SqlValue, Statement};
 
 #[tokio::main]
 async fn main() -> fencelock::Result<()> {
-    let locker = Locker::connect("sqlite:///tmp/fencelock-example.db").await?;
-    let lease = locker
-        .acquire(
-            "nightly-report",
-            &LockOptions::default().with_ttl(Duration::from_secs(10)),
-        )
-        .await?;
-    let fence = Fence::open("sqlite:///tmp/fencelock-example.db", "report-output").await?;
-    fence
-        .fenced_execute(
-            &lease,
-            &[
-                Statement::new("CREATE TABLE IF NOT EXISTS report (run INTEGER)"),
-                Statement::new("INSERT INTO report VALUES (?1)")
-                    .bind(SqlValue::Int(lease.token() as i64)),
-            ],
-        )
-        .await?;
+    let url = "sqlite:///tmp/fencelock-example.db";
+    let locker = Locker::connect(url).await?;
+    let options = LockOptions::default().with_ttl(Duration::from_secs(10));
+    let lease = locker.acquire("nightly-report", &options).await?;
+    let fence = Fence::open(url, "report-output").await?;
+    let token = SqlValue::Int(lease.token() as i64);
+    let writes = [
+        Statement::new("CREATE TABLE IF NOT EXISTS report (run INTEGER)"),
+        Statement::new("INSERT INTO report VALUES (?1)").bind(token),
+    ];
+    fence.fenced_execute(&lease, &writes).await?;
     lease.release().await
 }
