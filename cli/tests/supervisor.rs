@@ -507,6 +507,13 @@ fn a_lease_already_lost_when_cmd_would_start_never_starts_it() {
         stderr(&out)
     );
     assert_eq!(code(&out), 122, "{}", stderr(&out));
+    // Not started at all (before this check, CMD was started and killed at once, which its
+    // first write usually, not always, lost the race to).
+    assert!(
+        stderr(&out).contains("not starting CMD"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
