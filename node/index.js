@@ -84,6 +84,11 @@ function describe(value) {
 
 function checkString(value, what) {
   if (typeof value !== 'string') throw invalid(`${what} must be a string, not ${describe(value)}`);
+  // Node-API would turn a lone surrogate into U+FFFD, so "a\uD800" and "a\uDC00" would name
+  // one lock: refuse it, as Python and the JVM do.
+  if (!value.isWellFormed()) {
+    throw invalid(`${what} is not valid Unicode text (it contains a lone surrogate)`);
+  }
   return value;
 }
 

@@ -40,7 +40,11 @@ pub fn main(args: StatusArgs) -> i32 {
                         .as_deref()
                         .map(HolderDescription::parse)
                         .map(|h| describe(&h));
-                    println!("    {} {}", waiter.node, who.unwrap_or_default());
+                    println!(
+                        "    {} {}",
+                        printable(&waiter.node),
+                        who.unwrap_or_default()
+                    );
                 }
             }
         } else {
@@ -53,21 +57,36 @@ pub fn main(args: StatusArgs) -> i32 {
     })
 }
 
+/// A holder's fields for a terminal. Any participant writes them: control characters (ANSI or
+/// OSC escapes that would drive the operator's terminal) are shown escaped.
 pub(crate) fn describe(h: &HolderDescription) -> String {
     let mut parts = Vec::new();
     if let Some(host) = &h.host {
-        parts.push(format!("host {host}"));
+        parts.push(format!("host {}", printable(host)));
     }
     if let Some(pid) = h.pid {
         parts.push(format!("pid {pid}"));
     }
     if let Some(lang) = &h.language {
-        parts.push(lang.clone());
+        parts.push(printable(lang));
     }
     if let Some(text) = &h.text {
         parts.push(format!("{text:?}"));
     }
     parts.join(", ")
+}
+
+/// `text` with control characters escaped (`\u{1b}`), other characters as they are.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| -> Box<dyn Iterator<Item = char>> {
+            if c.is_control() {
+                Box::new(c.escape_unicode())
+            } else {
+                Box::new(std::iter::once(c))
+            }
+        })
+        .collect()
 }
 
 pub(crate) fn human(d: Duration) -> String {

@@ -1,6 +1,6 @@
 //! Which backend the command talks to.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::UrlArg;
 
@@ -20,26 +20,80 @@ fn default_path() -> Option<PathBuf> {
     Some(state.join("fencelock").join("locks.db"))
 }
 
-/// Resolves the URL to use; creates the default database's folder when it is the one used.
+/// Resolves the URL to use: `--url`, then `FENCELOCK_URL`, then the per-user default, whose
+/// folder (0700) and database file (0600) are created private to the user whatever the umask.
+///
+/// A `FENCELOCK_URL` that is set but empty or not UTF-8 is an error, never a silent fall back to
+/// the local default: a deployment whose variable came out empty would otherwise lock a file of
+/// each host's own and lose mutual exclusion without a word.
 pub fn resolve(arg: &UrlArg) -> Result<String, String> {
     if let Some(url) = &arg.url {
         return Ok(url.clone());
     }
-    if let Some(url) = std::env::var("FENCELOCK_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    {
-        return Ok(url);
+    match std::env::var("FENCELOCK_URL") {
+        Ok(url) if url.trim().is_empty() => {
+            return Err(
+                "FENCELOCK_URL is set but empty; set it to a backend URL, or unset it \
+                 to use the per-user default"
+                    .to_string(),
+            );
+        }
+        Ok(url) => return Ok(url),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err("FENCELOCK_URL is not valid UTF-8".to_string());
+        }
+        Err(std::env::VarError::NotPresent) => {}
     }
     let path = default_path()
         .ok_or("no --url, no FENCELOCK_URL, and no HOME or XDG_STATE_HOME for the default")?;
-    if let Some(folder) = path.parent() {
-        std::fs::create_dir_all(folder).map_err(|e| {
-            format!(
-                "cannot create the default lock folder {}: {e}",
-                folder.display()
-            )
-        })?;
-    }
+    create_private(&path)?;
     Ok(format!("sqlite://{}", path.display()))
+}
+
+/// The default database's folder 0700 and file 0600 (SQLite gives its -wal and -shm files the
+/// database file's mode). An existing folder is narrowed to 0700; a symbolic link in place of
+/// the file is refused, so another local user cannot point the default somewhere else.
+fn create_private(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    let private = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot make {} private: {e}", p.display()))
+    };
+    if let Some(folder) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(folder)
+            .map_err(|e| {
+                format!(
+                    "cannot create the default lock folder {}: {e}",
+                    folder.display()
+                )
+            })?;
+        private(folder, 0o700)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(format!(
+            "the default lock file {} is a symbolic link; refusing to follow it",
+            path.display()
+        )),
+        Ok(_) => private(path, 0o600),
+        Err(_) => {
+            // O_EXCL with O_NOFOLLOW: a link or file put there meanwhile is not opened.
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+            {
+                Ok(_) => private(path, 0o600),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(format!(
+                    "cannot create the default lock file {}: {e}",
+                    path.display()
+                )),
+            }
+        }
+    }
 }

@@ -6,7 +6,7 @@ use fencelock::{Fence, LockOptions, Locker, SqlValue, Statement};
 
 #[tokio::main]
 async fn main() -> fencelock::Result<()> {
-    let url = "sqlite:///tmp/fencelock-example.db";
+    let url = "sqlite://fencelock-example.db";
     let locker = Locker::connect(url).await?;
     let options = LockOptions::default().with_ttl(Duration::from_secs(10));
     let lease = locker.acquire("nightly-report", &options).await?;

@@ -82,10 +82,10 @@ impl LockerUrl {
     pub fn parse(url: &str) -> Result<Self> {
         let url = url.trim();
         let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(Error::invalid(format!(
-                "not a URL (expected scheme://…): {}",
-                redact_secrets(url)
-            )));
+            // Without `://` there is no telling a password from the rest: show none of it.
+            return Err(Error::invalid(
+                "not a URL (expected scheme://…, for example redis://host:6379)",
+            ));
         };
         let scheme = scheme.to_ascii_lowercase();
         let (kind, tls) = match scheme.as_str() {
@@ -102,7 +102,7 @@ impl LockerUrl {
                 return Err(Error::invalid(format!(
                     "unknown URL scheme {other:?} in {}; expected one of redis, rediss, \
                      redis+cluster, redlock, zk, postgres, mysql, mariadb, sqlite",
-                    redact_secrets(url)
+                    unparsed(url)
                 )));
             }
         };
@@ -113,7 +113,7 @@ impl LockerUrl {
         if rest.contains('#') {
             return Err(Error::invalid(format!(
                 "URL fragments (#…) are not supported: {}",
-                redact_secrets(url)
+                unparsed(url)
             )));
         }
         let tls = tls || query.get("tls").is_some_and(|v| v == "true" || v == "1");
@@ -122,13 +122,16 @@ impl LockerUrl {
             return parse_sqlite(scheme, rest, query, url);
         }
 
-        let (authority, path) = match rest.find('/') {
-            Some(slash) => (&rest[..slash], &rest[slash + 1..]),
-            None => (rest, ""),
+        // The userinfo ends at the last `@`: a password with a raw `/` (base64 has them) is read
+        // as written instead of spilling into a port or a path. A raw `@` in a path (a database
+        // name, a chroot) must be written `%40`.
+        let (userinfo, after) = match rest.rfind('@') {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
         };
-        let (userinfo, hostlist) = match authority.rfind('@') {
-            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
-            None => (None, authority),
+        let (hostlist, path) = match after.find('/') {
+            Some(slash) => (&after[..slash], &after[slash + 1..]),
+            None => (after, ""),
         };
         let (user, password) = match userinfo {
             None => (None, None),
@@ -145,7 +148,7 @@ impl LockerUrl {
         if hostlist.is_empty() {
             return Err(Error::invalid(format!(
                 "URL names no host: {}",
-                redact_secrets(url)
+                unparsed(url)
             )));
         }
         let hosts = hostlist
@@ -160,7 +163,7 @@ impl LockerUrl {
         {
             return Err(Error::invalid(format!(
                 "{scheme}:// takes one host; use redis+cluster:// or redlock:// for several: {}",
-                redact_secrets(url)
+                unparsed(url)
             )));
         }
         Ok(LockerUrl {
@@ -353,7 +356,7 @@ fn parse_sqlite(
 }
 
 fn parse_host_port(text: &str, url: &str) -> Result<HostPort> {
-    let bad = |why: &str| Error::invalid(format!("{why} in {}", redact_secrets(url)));
+    let bad = |why: &str| Error::invalid(format!("{why} in {}", unparsed(url)));
     if text.is_empty() {
         return Err(bad("empty host"));
     }
@@ -387,7 +390,8 @@ fn parse_host_port(text: &str, url: &str) -> Result<HostPort> {
     let port = match port {
         None => None,
         Some(p) => match p.parse::<u16>() {
-            Ok(0) | Err(_) => return Err(bad(&format!("invalid port {p:?} (1-65535)"))),
+            // The text is not quoted: it may be the start of a password with a raw `:`.
+            Ok(0) | Err(_) => return Err(bad("invalid port (a number from 1 to 65535)")),
             Ok(n) => Some(n),
         },
     };
@@ -405,7 +409,7 @@ fn parse_query(query: &str, url: &str) -> Result<BTreeMap<String, String>> {
         if out.insert(k.clone(), percent_decode(v, url)?).is_some() {
             return Err(Error::invalid(format!(
                 "URL option {k:?} given twice in {}",
-                redact_secrets(url)
+                unparsed(url)
             )));
         }
     }
@@ -426,7 +430,7 @@ fn percent_decode(text: &str, url: &str) -> Result<String> {
                 None => {
                     return Err(Error::invalid(format!(
                         "bad percent-escape in {}",
-                        redact_secrets(url)
+                        unparsed(url)
                     )));
                 }
             }
@@ -436,12 +440,8 @@ fn percent_decode(text: &str, url: &str) -> Result<String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| {
-        Error::invalid(format!(
-            "URL decodes to invalid UTF-8: {}",
-            redact_secrets(url)
-        ))
-    })
+    String::from_utf8(out)
+        .map_err(|_| Error::invalid(format!("URL decodes to invalid UTF-8: {}", unparsed(url))))
 }
 
 fn percent_encode(text: &str) -> String {
@@ -464,6 +464,20 @@ fn is_secret_key(key: &str) -> bool {
         && key != "ssl_key"
 }
 
+/// What a message may show of a URL that did not parse: its scheme and what follows the last
+/// `@` (hosts, path, options, with secret-looking options masked), never what comes before that
+/// `@`, where a password with a raw `/`, `?`, `#`, `:`, `'`, `"` or space would otherwise pass
+/// for a port, a path or a query. Only called on input that contains `://`.
+fn unparsed(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(a URL without scheme://)".to_string();
+    };
+    match rest.rfind('@') {
+        Some(at) => redact_key_values(&format!("{scheme}://***@{}", &rest[at + 1..])),
+        None => redact_key_values(&format!("{scheme}://{rest}")),
+    }
+}
+
 /// Replaces anything that looks like a credential in free text (a URL's `user:password@`,
 /// a `password=` option) with `***`. Used on URLs that failed to parse and on messages that
 /// come back from backends, which sometimes echo the connection string.
@@ -474,7 +488,11 @@ pub fn redact_secrets(text: &str) -> String {
     while let Some(pos) = rest.find("://") {
         let (head, tail) = rest.split_at(pos + 3);
         out.push_str(head);
-        let end = tail.find(['/', '?', ' ', '"', '\'']).unwrap_or(tail.len());
+        // The URL runs to white space or a quote; its userinfo, if any, to its last `@` (a
+        // password may hold a raw `/` or `?`).
+        let end = tail
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`'))
+            .unwrap_or(tail.len());
         let authority = &tail[..end];
         match authority.rfind('@') {
             Some(at) => {
@@ -618,11 +636,42 @@ mod tests {
         ] {
             let err = LockerUrl::parse(bad).unwrap_err();
             assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{bad}");
-            assert!(
-                !err.message().contains("hunter2") || bad == "hunter2",
-                "{err}"
-            );
+            assert!(!err.message().contains("hunter2"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_password_with_raw_slashes_or_spaces_is_read_up_to_the_last_at() {
+        let u = LockerUrl::parse("redis://app:Xy/9kQ+w@cache:6379/2").unwrap();
+        assert_eq!(u.password(), Some("Xy/9kQ+w"));
+        assert_eq!(u.hosts[0].to_string(), "cache:6379");
+        assert_eq!(u.path, "2");
+        let u = LockerUrl::parse("postgres://svc:p@ss w/rd@db/app").unwrap();
+        assert_eq!(u.password(), Some("p@ss w/rd"));
+        assert_eq!((u.hosts[0].host.as_str(), u.path.as_str()), ("db", "app"));
+        assert_eq!(u.to_string(), "postgres://svc:***@db/app");
+    }
+
+    #[test]
+    fn an_unparsed_url_shows_nothing_before_its_last_at() {
+        for (bad, shown) in [
+            (
+                "redis://:ab?cd@cache:6379",
+                "empty host in redis://***@cache:6379",
+            ),
+            (
+                "redis://app:pa ss@cache:0",
+                "invalid port (a number from 1 to 65535) in redis://***@cache:0",
+            ),
+            ("redis:/app:hunter2@cache", "not a URL"),
+        ] {
+            let err = LockerUrl::parse(bad).unwrap_err();
+            assert!(err.message().starts_with(shown), "{bad}: {err}");
+        }
+        assert_eq!(
+            redact_secrets("connect to redis://app:Xy/9kQ+w@cache:6379 failed"),
+            "connect to redis://app:***@cache:6379 failed"
+        );
     }
 
     #[test]

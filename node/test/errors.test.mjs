@@ -105,6 +105,10 @@ const cases = [
     'INVALID_ARGUMENT',
     () => locker.withLock('x', { reentrant: null }, () => {}),
   ],
+  // lone surrogates: Node-API would make both of these "a\uFFFD", one lock
+  ['a name with a lone high surrogate', 'INVALID_ARGUMENT', () => locker.acquire('a\uD800')],
+  ['a name with a lone low surrogate', 'INVALID_ARGUMENT', () => locker.tryAcquire('a\uDC00')],
+  ['a prefix with a lone surrogate', 'INVALID_ARGUMENT', () => locker.list('\uD800')],
   // elections
   ['campaign with a non-string name', 'INVALID_ARGUMENT', () => locker.campaign(7)],
   ['campaign with an empty name', 'INVALID_ARGUMENT', () => locker.campaign('')],

@@ -78,6 +78,11 @@ class InvalidArgument(LockError, ValueError):
     code = "INVALID_ARGUMENT"
 
 
+class InvalidArgumentType(InvalidArgument, TypeError):
+    """An argument of the wrong type (a ``bytes`` or ``yarl.URL`` where a ``str`` goes): an
+    :class:`InvalidArgument` that is also a ``TypeError``, as Python's own functions raise."""
+
+
 class Auth(LockError, PermissionError):
     """Authentication or authorization was refused."""
 

@@ -60,6 +60,20 @@ pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
     to_py(Error::invalid(message))
 }
 
+/// An argument of the wrong type: `fencelock.InvalidArgument` that is also a `TypeError`.
+pub(crate) fn invalid_type(message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| {
+        let class = ERRORS
+            .get_or_try_init(py, || py.import("fencelock._errors").map(Bound::unbind))
+            .and_then(|module| module.bind(py).getattr("InvalidArgumentType"));
+        match class.and_then(|class| class.call1((message.as_str(),))) {
+            Ok(instance) => PyErr::from_value(instance),
+            Err(import_error) => import_error,
+        }
+    })
+}
+
 pub(crate) fn closed(message: impl Into<String>) -> PyErr {
     to_py(Error::closed(message))
 }

@@ -24,7 +24,8 @@ fn wait_for<T: Send>(
     mut next: impl FnMut(Duration) -> Option<T> + Send,
     ended: impl Fn() -> bool,
 ) -> PyResult<Option<T>> {
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    // A timeout too long for the clock (years) waits as if unbounded.
+    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
     loop {
         let slice = match deadline {
             None => SLICE,
@@ -203,7 +204,13 @@ impl PyLogSubscription {
     /// The next record as `(levelno, message, lock or None, created)`, waiting up to `timeout`
     /// seconds with the GIL released; None on timeout.
     fn next(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<RecordTuple>> {
-        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+        // NaN (which `clamp` keeps) waits not at all; from_secs_f64 would panic on it.
+        let seconds = if timeout.is_nan() {
+            0.0
+        } else {
+            timeout.clamp(0.0, 3600.0)
+        };
+        let timeout = Duration::from_secs_f64(seconds);
         let inner = &self.inner;
         let record: Option<LogRecord> = py.detach(|| {
             let sub = inner.lock().unwrap_or_else(|e| e.into_inner());

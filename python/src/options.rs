@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyType};
 
-use crate::error::invalid;
+use crate::error::{invalid, invalid_type};
 
 /// The word Python users bring from redis-py (the ttl) and kazoo (the wait).
 const TIMEOUT_MESSAGE: &str = "fencelock takes no timeout= argument, because it means the lease length \
@@ -118,10 +118,11 @@ pub(crate) fn optional_duration(
 /// A `str` argument (a lock name, a URL, a resource). Lone surrogates cannot be UTF-8.
 pub(crate) fn text(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     if !value.is_instance_of::<PyString>() {
-        return Err(invalid(format!(
-            "{what} must be a str, not {} ({})",
-            type_name(value),
-            describe(value)
+        // Only the type: the repr of a URL object (pydantic's RedisDsn, yarl.URL) shows its
+        // password.
+        return Err(invalid_type(format!(
+            "{what} must be a str, got {}; pass str({what})",
+            type_name(value)
         )));
     }
     value.extract::<String>().map_err(|_| {

@@ -7,10 +7,12 @@ use pyo3::prelude::*;
 
 use crate::{error, runtime};
 
-/// Adds the hooks to the native module, next to the public API.
+/// Sets the hooks on the native module as plain attributes: not in its `__all__` (where
+/// `add_function` would put them), so the module's public surface, and the `.pyi` stub that
+/// stubtest checks against it, are the same with and without the feature.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_test_panic, m)?)?;
-    m.add_function(wrap_pyfunction!(_test_panic_async, m)?)?;
+    m.setattr("_test_panic", wrap_pyfunction!(_test_panic, m)?)?;
+    m.setattr("_test_panic_async", wrap_pyfunction!(_test_panic_async, m)?)?;
     Ok(())
 }
 

@@ -133,9 +133,9 @@ def test_timeout_is_refused_everywhere_and_names_ttl_and_wait(
 
 
 BAD_NAMES = {
-    "int": (123, "must be a str, not int"),
-    "bytes": (b"name", "must be a str, not bytes"),
-    "none": (None, "must be a str, not NoneType"),
+    "int": (123, "must be a str, got int"),
+    "bytes": (b"name", "must be a str, got bytes"),
+    "none": (None, "must be a str, got NoneType"),
     "empty": ("", "empty"),
     "too-long": ("x" * 256, "256 bytes"),
     "too-long-utf8": ("é" * 128, "256 bytes"),
@@ -305,3 +305,46 @@ def test_runtime_thread_count_from_the_environment(tmp_path: Path, value: str, o
         assert "FENCELOCK_RUNTIME_THREADS" in done.stdout and repr(value) in done.stdout.replace(
             '"', "'"
         )
+
+
+# --- every duration and timeout, with values a panic would hide behind ---------------------------
+
+ODD_SECONDS = [math.nan, math.inf, -math.inf, -1, -1e-9, 1e19, 2**63 - 1, 2**64, 10**30]
+
+
+@pytest.mark.parametrize("seconds", ODD_SECONDS, ids=[repr(s) for s in ODD_SECONDS])
+def test_no_duration_or_timeout_reaches_a_panic(url: str, seconds: Any) -> None:
+    """Each call either works (at once: the objects are in a state that answers at once) or
+    raises InvalidArgument; never InternalError, never pyo3's PanicException."""
+    locker = fencelock.connect(url)
+    lease = locker.acquire("odd-durations", ttl=5)
+    events = locker.events()
+    events.close()
+    logs = fencelock._native._LogSubscription(30)
+    calls: Dict[str, Any] = {
+        "lock ttl": lambda: locker.acquire("odd-ttl", ttl=seconds),
+        "lock wait": lambda: locker.acquire("odd-wait", wait=seconds),
+        "lock max_hold": lambda: locker.acquire("odd-max-hold", max_hold=seconds),
+        "extend": lambda: lease.extend(seconds),
+        "events.next on an ended subscription": lambda: events.next(timeout=seconds),
+        # Its timeout is clamped to [0, 3600] s: only the values that answer at once.
+        "log subscription next": lambda: logs.next(math.nan if seconds > 0 else seconds),
+        "connect operation_timeout": lambda: fencelock.connect(url, operation_timeout=seconds),
+        "connect poll_interval": lambda: fencelock.connect(url, poll_interval=seconds),
+    }
+    try:
+        for what, call in calls.items():
+            try:
+                result = call()
+            except fencelock.InvalidArgument:
+                continue
+            except BaseException as e:  # noqa: BLE001 - the point: nothing else may escape
+                pytest.fail(f"{what}({seconds!r}) raised {type(e).__name__}: {e}")
+            if isinstance(result, fencelock.Locker):
+                result.close()
+            elif isinstance(result, fencelock.Lease):
+                result.release()
+    finally:
+        logs.close()
+        lease.release()
+        locker.close()

@@ -34,10 +34,12 @@ def _snapshot() -> Dict[Key, float]:
                         sorted((str(k), str(v)) for k, v in (point.attributes or {}).items())
                     )
                     value = getattr(point, "count", None)
-                    # getattr: mypy knows the union of point types, and a histogram's has no value.
-                    sum_or_gauge = getattr(point, "value", None)
+                    # A histogram has a count; the others a value (getattr: mypy sees the
+                    # union of point types, where a histogram's has no value).
                     seen[(metric.name, attributes)] = float(
-                        sum_or_gauge if value is None else value
+                        getattr(point, "value")  # noqa: B009
+                        if value is None
+                        else value
                     )
     return seen
 

@@ -79,9 +79,11 @@ fn database(url: &LockerUrl) -> Result<i64> {
         .ok()
         .filter(|db| (0..=100_000).contains(db))
         .ok_or_else(|| {
-            Error::invalid(format!(
-                "Redis database index must be a small number, not {path:?}"
-            ))
+            // The path is not quoted: a mistyped URL can put part of a password there.
+            Error::invalid(
+                "the Redis database index (the URL's path, as in redis://host:6379/2) must be a \
+                 number from 0 to 100000",
+            )
         })
 }
 

@@ -57,11 +57,14 @@ fn existing_file(url: &LockerUrl, key: &str) -> Result<Option<String>> {
     }
 }
 
-fn ssl_mode(url: &LockerUrl) -> Result<PgSslMode> {
+/// The TLS mode the URL asks for: `sslmode=`, or verify-full for `tls=true`; `None` when it
+/// says nothing, so that libpq's `PGSSLMODE` (read by sqlx) applies, else sqlx's default, prefer.
+/// Never a mode weaker than the environment's without the URL saying so.
+fn ssl_mode(url: &LockerUrl) -> Result<Option<PgSslMode>> {
     match url.query.get("sslmode").map(|m| m.to_ascii_lowercase()) {
-        None if url.tls => Ok(PgSslMode::VerifyFull),
-        None => Ok(PgSslMode::Prefer),
-        Some(m) => Ok(match m.as_str() {
+        None if url.tls => Ok(Some(PgSslMode::VerifyFull)),
+        None => Ok(None),
+        Some(m) => Ok(Some(match m.as_str() {
             "disable" => PgSslMode::Disable,
             "allow" => PgSslMode::Allow,
             "prefer" => PgSslMode::Prefer,
@@ -73,7 +76,7 @@ fn ssl_mode(url: &LockerUrl) -> Result<PgSslMode> {
                     "sslmode must be disable, allow, prefer, require, verify-ca or verify-full, not {other:?}"
                 )));
             }
-        }),
+        })),
     }
 }
 
@@ -101,7 +104,9 @@ pub(crate) fn connect_options(
     if !database.is_empty() {
         o = o.database(database);
     }
-    o = o.ssl_mode(ssl_mode(url)?);
+    if let Some(mode) = ssl_mode(url)? {
+        o = o.ssl_mode(mode);
+    }
     if let Some(ca) = existing_file(url, "sslrootcert")? {
         o = o.ssl_root_cert(ca);
     }
@@ -516,21 +521,19 @@ mod tests {
 
     #[test]
     fn tls_options_are_libpqs() {
-        assert!(matches!(
-            ssl_mode(&parse("postgres://h/db")).unwrap(),
-            PgSslMode::Prefer
-        ));
+        // Nothing in the URL: the environment's PGSSLMODE, else sqlx's default (prefer).
+        assert!(ssl_mode(&parse("postgres://h/db")).unwrap().is_none());
         assert!(matches!(
             ssl_mode(&parse("postgres://h/db?sslmode=verify-full")).unwrap(),
-            PgSslMode::VerifyFull
+            Some(PgSslMode::VerifyFull)
         ));
         assert!(matches!(
             ssl_mode(&parse("postgres://h/db?sslmode=DISABLE")).unwrap(),
-            PgSslMode::Disable
+            Some(PgSslMode::Disable)
         ));
         assert!(matches!(
             ssl_mode(&parse("postgres://h/db?tls=true")).unwrap(),
-            PgSslMode::VerifyFull
+            Some(PgSslMode::VerifyFull)
         ));
         assert!(ssl_mode(&parse("postgres://h/db?sslmode=sometimes")).is_err());
         let opts = LockerOptions::default();

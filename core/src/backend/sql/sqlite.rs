@@ -28,9 +28,10 @@ pub(crate) async fn open_pool(
     url: &LockerUrl,
     options: &LockerOptions,
 ) -> Result<Pooled<sqlx::Sqlite>> {
-    let path = url
-        .sqlite_path()
-        .ok_or_else(|| Error::internal("not a sqlite URL"))?;
+    let path = plain_file_path(
+        &url.sqlite_path()
+            .ok_or_else(|| Error::internal("not a sqlite URL"))?,
+    );
     let read_only = match url.query.get("mode").map(String::as_str) {
         None | Some("rwc") | Some("rw") => false,
         Some("ro") => true,
@@ -98,6 +99,18 @@ pub(crate) async fn open_pool(
         pool,
         begin_sql: Some("BEGIN IMMEDIATE"),
     })
+}
+
+/// The path as a plain file name. SQLite (opened with SQLITE_OPEN_URI) reads a name that starts
+/// with `file:` as a URI whose parameters (`nolock=1`, `vfs=unix-none`, `mode=memory`) would turn
+/// off cross-process locking or make the database private; `./file:…` is just a file. A URL's
+/// own options (`mode=ro`, `table=`, …) are fencelock's, applied above.
+fn plain_file_path(path: &Path) -> std::path::PathBuf {
+    if path.as_os_str().as_encoded_bytes().starts_with(b"file:") {
+        Path::new(".").join(path)
+    } else {
+        path.to_path_buf()
+    }
 }
 
 /// SQLITE_BUSY or SQLITE_LOCKED, with or without an extended code.

@@ -130,6 +130,10 @@ internal inline fun <T> ffi(call: () -> T): T = try {
     throw translate(e)
 } catch (e: InternalException) {
     throw translate(e)
+} catch (e: java.nio.charset.CharacterCodingException) {
+    // uniffi encodes every String argument strictly: a lone surrogate cannot be UTF-8 (a lax
+    // encoder would make "a\uD800" and "a\uDC00" the same name "a?").
+    throw LockInvalidArgumentException("a text argument is not valid Unicode (it contains a lone surrogate)")
 }
 
 internal fun invalidArgument(message: String): Nothing = throw LockInvalidArgumentException(message)
