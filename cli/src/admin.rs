@@ -5,7 +5,7 @@ use std::future::Future;
 
 use fencelock::{ErrorCode, Locker, LockerUrl};
 
-use crate::status::{describe, human};
+use crate::show::{describe, human};
 use crate::{UrlArg, fail, locker_options, runtime};
 
 /// Exit code of `release --force` when nobody held the lock (nothing was changed).

@@ -3,6 +3,7 @@
 //! Running CMD itself is `supervise.rs`.
 
 use std::ffi::{OsStr, OsString};
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -10,7 +11,6 @@ use fencelock::{LockName, LockOptions};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::guardian::Guardian;
-use crate::supervise::Supervision;
 use crate::terminal::{self, Terminal};
 use crate::{UrlArg, exit_code, fail, runtime};
 
@@ -101,6 +101,13 @@ where
     };
     guardian.dismiss();
     code
+}
+
+/// What watches over CMD besides `fencelock`: the guardian, and the terminal when `fencelock`
+/// runs in its foreground.
+pub struct Supervision {
+    pub guardian_fd: RawFd,
+    pub terminal: Option<Terminal>,
 }
 
 /// Says why CMD cannot run, and returns the exit code for it.

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use fencelock::{ErrorCode, LockOptions, Locker};
 
-use crate::child::{Signals, launch};
-use crate::supervise::{ChildSpec, Supervision, effective_grace, run_child};
+use crate::child::{Signals, Supervision, launch};
+use crate::supervise::{ChildSpec, effective_grace, run_child};
 use crate::{UrlArg, duration, exit_code, fail, locker_options};
 
 pub const AFTER_HELP: &str = "\

@@ -8,6 +8,7 @@ mod exit_code;
 mod guardian;
 mod reaper;
 mod run;
+mod show;
 mod status;
 mod supervise;
 mod terminal;

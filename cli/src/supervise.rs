@@ -17,7 +17,6 @@
 //!   group), `fencelock` says so and treats the lease as lost (exit 122): never silently.
 
 use std::ffi::OsString;
-use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -27,7 +26,7 @@ use std::time::Duration;
 use fencelock::{BootInstant, Lease};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::child::Signals;
+use crate::child::{Signals, Supervision};
 use crate::guardian::{self, Message};
 use crate::reaper::{self, ChildEvent};
 use crate::terminal::{self, Terminal};
@@ -38,13 +37,6 @@ use crate::{exit_code, fail};
 const TICK: Duration = Duration::from_millis(100);
 /// How long a killed group may take to disappear before it counts as unkillable.
 const KILL_CONFIRM: Duration = Duration::from_secs(2);
-
-/// What watches over CMD besides `fencelock`: the guardian, and the terminal when `fencelock`
-/// runs in its foreground.
-pub struct Supervision {
-    pub guardian_fd: RawFd,
-    pub terminal: Option<Terminal>,
-}
 
 /// What to run, and what it is told.
 pub struct ChildSpec<'a> {

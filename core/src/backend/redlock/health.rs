@@ -11,7 +11,8 @@ use std::time::Duration;
 /// What one `INFO server` said about a master.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
-    /// Truncated to whole seconds by Redis: the true uptime is at least this.
+    /// `uptime_in_seconds`: Redis subtracts two wall-clock readings it truncated to whole
+    /// seconds each (its start, and now), so the true uptime may be up to a second *less*.
     pub uptime: Duration,
     /// The master's clock minus this client's, in microseconds (estimated at the midpoint of
     /// the round trip).
@@ -42,10 +43,15 @@ pub fn abstain_bound(max_ttl: Duration, max_skew: Duration) -> Duration {
     max_ttl + max_skew * 2
 }
 
-/// Whether a master with this (truncated, so conservative) uptime must not vote.
+/// Whether a master that reports this uptime must not vote: until its true uptime, which may
+/// be up to a second below the reported one ([`Probe::uptime`]), has passed the bound.
 pub fn abstains(uptime: Duration, max_ttl: Duration, max_skew: Duration) -> bool {
-    uptime < abstain_bound(max_ttl, max_skew)
+    uptime < abstain_bound(max_ttl, max_skew) + UPTIME_OVERSTATEMENT
 }
+
+/// How much `uptime_in_seconds` can exceed the true uptime: started at 52.9 s and read at
+/// 56.0 s of the wall clock, Redis reports 56 - 52 = 4 s for 3.1 s.
+const UPTIME_OVERSTATEMENT: Duration = Duration::from_secs(1);
 
 /// Given each master's clock offset (`None` where unknown), says which are beyond `max_skew`
 /// from the median of the known ones. With fewer than two known offsets nobody is excluded.
@@ -85,8 +91,9 @@ mod tests {
     #[test]
     fn a_restarted_master_abstains_for_max_ttl_plus_twice_the_skew() {
         let (ttl, skew) = (Duration::from_secs(2), Duration::from_millis(500));
-        assert!(abstains(Duration::from_secs(2), ttl, skew));
-        assert!(!abstains(Duration::from_secs(3), ttl, skew));
+        // The bound is 3 s; a reported uptime may be a second more than the true one.
+        assert!(abstains(Duration::from_secs(3), ttl, skew));
+        assert!(!abstains(Duration::from_secs(4), ttl, skew));
         assert_eq!(
             abstain_bound(Duration::from_secs(60), skew),
             Duration::from_secs(61)
