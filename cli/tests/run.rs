@@ -383,11 +383,8 @@ fn status_names_the_holder_and_redacts_the_url() {
 #[test]
 fn the_default_url_is_a_per_user_absolute_sqlite_path() {
     let home = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
+    let out = with_default_url(home.path())
         .args(["run", "job", "--", "true"])
-        .env_remove("FENCELOCK_URL")
-        .env_remove("XDG_STATE_HOME")
-        .env("HOME", home.path())
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));

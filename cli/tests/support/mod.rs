@@ -45,6 +45,15 @@ impl Sandbox {
     }
 }
 
+/// The command with no URL but the per-user default, its home at `home`.
+pub fn with_default_url(home: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("FENCELOCK_URL")
+        .env_remove("XDG_STATE_HOME")
+        .env("HOME", home);
+    c
+}
+
 pub fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
