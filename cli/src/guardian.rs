@@ -157,49 +157,58 @@ pub fn tell(fd: RawFd, message: Message) -> bool {
 /// Formats a message without allocating: CMD's child calls this between fork and exec, where
 /// only async-signal-safe work is allowed (another thread may hold the allocator's lock).
 pub fn format_message(message: Message, buf: &mut [u8; 64]) -> usize {
-    let mut at = 0;
-    let mut put = |bytes: &[u8], at: &mut usize| {
-        buf[*at..*at + bytes.len()].copy_from_slice(bytes);
-        *at += bytes.len();
-    };
-    let mut digits = [0u8; 20];
-    let mut number = |n: u64, at: &mut usize, put: &mut dyn FnMut(&[u8], &mut usize)| {
-        let mut n = n;
-        let mut len = 0;
+    let mut line = Line { buf, len: 0 };
+    match message {
+        Message::Limits { ttl_ns, grace_ns } => {
+            line.text(b"limits ");
+            line.number(ttl_ns);
+            line.text(b" ");
+            line.number(grace_ns);
+        }
+        Message::Deadline { boot_ns } => {
+            line.text(b"deadline ");
+            line.number(boot_ns);
+        }
+        Message::Group { pgid } => {
+            line.text(b"pgid ");
+            line.number(pgid.max(0) as u64);
+        }
+        Message::Terminated => line.text(b"terminated"),
+        Message::Gone { pgid } => {
+            line.text(b"gone ");
+            line.number(pgid.max(0) as u64);
+        }
+        Message::Done => line.text(b"done"),
+    }
+    line.text(b"\n");
+    line.len
+}
+
+/// A message being written into a stack buffer (no allocation: see [`format_message`]).
+struct Line<'a> {
+    buf: &'a mut [u8; 64],
+    len: usize,
+}
+
+impl Line<'_> {
+    fn text(&mut self, bytes: &[u8]) {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn number(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
         loop {
-            digits[digits.len() - 1 - len] = b'0' + (n % 10) as u8;
-            len += 1;
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
             n /= 10;
             if n == 0 {
                 break;
             }
         }
-        put(&digits[digits.len() - len..], at);
-    };
-    match message {
-        Message::Limits { ttl_ns, grace_ns } => {
-            put(b"limits ", &mut at);
-            number(ttl_ns, &mut at, &mut put);
-            put(b" ", &mut at);
-            number(grace_ns, &mut at, &mut put);
-        }
-        Message::Deadline { boot_ns } => {
-            put(b"deadline ", &mut at);
-            number(boot_ns, &mut at, &mut put);
-        }
-        Message::Group { pgid } => {
-            put(b"pgid ", &mut at);
-            number(pgid.max(0) as u64, &mut at, &mut put);
-        }
-        Message::Terminated => put(b"terminated", &mut at),
-        Message::Gone { pgid } => {
-            put(b"gone ", &mut at);
-            number(pgid.max(0) as u64, &mut at, &mut put);
-        }
-        Message::Done => put(b"done", &mut at),
+        self.text(&digits[start..]);
     }
-    put(b"\n", &mut at);
-    at
 }
 
 /// Writes `bytes` with plain write(2): async-signal-safe, so usable between fork and exec. A

@@ -33,18 +33,25 @@ fn class_name(code: ErrorCode) -> &'static str {
 
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
-fn build(py: Python<'_>, err: &Error) -> PyResult<PyErr> {
+/// An instance of the class `name` of `fencelock._errors`, made with `args`.
+fn instance<'py>(
+    py: Python<'py>,
+    name: &str,
+    args: impl pyo3::call::PyCallArgs<'py>,
+) -> PyResult<PyErr> {
     let module = ERRORS
         .get_or_try_init(py, || py.import("fencelock._errors").map(Bound::unbind))?
         .bind(py);
+    Ok(PyErr::from_value(module.getattr(name)?.call1(args)?))
+}
+
+fn build(py: Python<'_>, err: &Error) -> PyResult<PyErr> {
     let name = class_name(err.code());
-    let class = module.getattr(name)?;
-    let instance = if name == "LockError" {
-        class.call1((err.message(), err.code().as_str()))?
+    if name == "LockError" {
+        instance(py, name, (err.message(), err.code().as_str()))
     } else {
-        class.call1((err.message(),))?
-    };
-    Ok(PyErr::from_value(instance))
+        instance(py, name, (err.message(),))
+    }
 }
 
 /// Converts a core error into its `fencelock.*` exception.
@@ -63,14 +70,9 @@ pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
 /// An argument of the wrong type: `fencelock.InvalidArgument` that is also a `TypeError`.
 pub(crate) fn invalid_type(message: impl Into<String>) -> PyErr {
     let message = message.into();
+    // The error module failing to load is the real problem: surface that.
     Python::attach(|py| {
-        let class = ERRORS
-            .get_or_try_init(py, || py.import("fencelock._errors").map(Bound::unbind))
-            .and_then(|module| module.bind(py).getattr("InvalidArgumentType"));
-        match class.and_then(|class| class.call1((message.as_str(),))) {
-            Ok(instance) => PyErr::from_value(instance),
-            Err(import_error) => import_error,
-        }
+        instance(py, "InvalidArgumentType", (message.as_str(),)).unwrap_or_else(|e| e)
     })
 }
 
