@@ -6,12 +6,16 @@ cd "$(dirname "$0")/.."
 
 section() { printf '\n=== %s ===\n' "$*"; }
 
+# Each step with a time limit (seconds, about three times what it takes on a 2-core machine) and
+# no controlling terminal: a hang fails with what was running (tests/step.sh).
+step() { bash tests/step.sh "$@"; }
+
 # A test profile with dependencies at a low opt level keeps the 2-core build short.
 export CARGO_TERM_COLOR=never
 
 section "Lint: formatting and lint of every language (tests/lint.sh; tests/lint.sh --fix repairs)"
 # First: a formatting or lint failure costs minutes here, not the whole run.
-bash tests/lint.sh
+step 900 bash tests/lint.sh
 
 section "Test servers (Debian packages, loopback)"
 bash tests/servers.sh start redis redlock cluster postgres mariadb zookeeper zk-ensemble
@@ -23,27 +27,27 @@ export FENCELOCK_REQUIRE_SERVERS=1
 
 section "Rust: core and the fencelock command"
 # default-members: the crates that need no Python, Node or JDK.
-cargo test --no-fail-fast
+step 1800 cargo test --no-fail-fast
 
 section "Release artifacts: build (zig, glibc 2.17, profile ci) and smoke tests without Rust"
 # The bindings' tests below run on these artifacts instead of building their own: what users
 # install is what is tested, and nothing native is built twice. (Profile ci, unoptimised, keeps
 # the build within CI's time; a release builds profile dist, the same way.)
-release/build.sh --profile ci
-release/smoke.sh
+step 1200 release/build.sh --profile ci
+step 300 release/smoke.sh
 version="$(python3 release/version.py)"
 
 section "Python (the release wheel)"
-FENCELOCK_WHEEL="$(ls "$PWD"/dist/fencelock-"$version"-*.whl)" python/run-tests.sh
+FENCELOCK_WHEEL="$(ls "$PWD"/dist/fencelock-"$version"-*.whl)" step 900 python/run-tests.sh
 
 section "Node.js (the release platform package's native module)"
-FENCELOCK_NPM_PLATFORM_PACKAGE="$PWD/dist/fencelock-linux-x64-gnu-$version.tgz" node/run-tests.sh
+FENCELOCK_NPM_PLATFORM_PACKAGE="$PWD/dist/fencelock-linux-x64-gnu-$version.tgz" step 900 node/run-tests.sh
 
 section "JVM: Kotlin and Java (the release's native library)"
-FENCELOCK_JVM_LIBRARY="$PWD/target/dist-native/x86_64-unknown-linux-gnu/ci/libfencelock_jvm.so" bindings/jvm/run-tests.sh
+FENCELOCK_JVM_LIBRARY="$PWD/target/dist-native/x86_64-unknown-linux-gnu/ci/libfencelock_jvm.so" step 900 bindings/jvm/run-tests.sh
 
 section "Fault injection (tests/faults: its own servers; every scenario x backend once, then the broken build)"
 # Last: it needs the Python package and the Node module built above. About 4 minutes.
-tests/faults/run.sh short
+step 900 tests/faults/run.sh short
 
 section "all tests passed"

@@ -250,6 +250,15 @@ impl LeaseShared {
         self.signal.fire(reason);
     }
 
+    /// Whether the watchdog's entry for `deadline` is still needed: the lease is held and that is
+    /// its current deadline. True when the state is busy elsewhere (kept, never waited for).
+    pub(crate) fn is_watched_at(&self, deadline: BootInstant) -> bool {
+        match self.state.try_lock() {
+            Ok(state) => state.phase == Phase::Held && state.deadline == deadline,
+            Err(_) => true,
+        }
+    }
+
     /// Called by the watchdog when a registered deadline comes due.
     pub(crate) fn check_deadline(&self) {
         let passed = {
@@ -482,6 +491,9 @@ impl LeaseShared {
 impl Drop for LeaseShared {
     fn drop(&mut self) {
         self.release_in_background();
+        // A lease lost (or released) before it was dropped is forgotten here too: the Locker's
+        // map holds only leases somebody can still use.
+        self.unregister();
     }
 }
 

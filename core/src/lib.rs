@@ -33,6 +33,15 @@ pub mod sql_value;
 pub mod url;
 mod watchdog;
 
+/// Sizes of the core's own bookkeeping, for the tests that bound them; not part of the API.
+#[doc(hidden)]
+pub mod internals {
+    /// How many deadlines the process's watchdog holds.
+    pub fn watchdog_entries() -> usize {
+        crate::watchdog::entries()
+    }
+}
+
 pub use backend::{LIST_LIMIT, LockInfo, LockList, Waiter};
 pub use clock::BootInstant;
 pub use election::{Leader, Leadership};

@@ -561,6 +561,13 @@ impl Locker {
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
     }
+
+    /// How many leases this Locker tracks (to release them on close); for the tests that bound
+    /// it, not part of the API.
+    #[doc(hidden)]
+    pub fn tracked_leases(&self) -> usize {
+        lock(&self.inner.leases).len()
+    }
 }
 
 impl fmt::Debug for Locker {

@@ -19,6 +19,13 @@ use crate::signal::lock;
 
 const MAX_SLEEP: Duration = Duration::from_millis(250);
 
+/// How many entries beyond the current ones the heap may hold before it is pruned. Released
+/// leases and the deadlines that renewals replaced stay in the heap until they come due (an
+/// hour away with a one-hour ttl), each keeping its lease's allocation alive through the weak
+/// reference; pruning when this many have piled up bounds the heap at the live leases plus
+/// this slack, at an amortised constant cost per entry.
+const PRUNE_SLACK: usize = 1024;
+
 struct Entry {
     deadline: BootInstant,
     lease: Weak<LeaseShared>,
@@ -42,8 +49,30 @@ impl Ord for Entry {
 }
 
 struct Watchdog {
-    heap: Mutex<BinaryHeap<Reverse<Entry>>>,
+    heap: Mutex<Heap>,
     wake: Condvar,
+}
+
+struct Heap {
+    entries: BinaryHeap<Reverse<Entry>>,
+    /// The size at which the next push prunes first.
+    prune_at: usize,
+}
+
+impl Heap {
+    fn push(&mut self, entry: Entry) {
+        if self.entries.len() >= self.prune_at {
+            // try_lock inside: a lease busy elsewhere keeps its entry, so this never waits
+            // on a lease's state while holding the heap.
+            self.entries.retain(|Reverse(e)| {
+                e.lease
+                    .upgrade()
+                    .is_some_and(|l| l.is_watched_at(e.deadline))
+            });
+            self.prune_at = self.entries.len() + PRUNE_SLACK;
+        }
+        self.entries.push(Reverse(entry));
+    }
 }
 
 /// The watchdog of this process. A child made by `fork()` has no watchdog thread (threads
@@ -59,7 +88,10 @@ fn watchdog() -> Arc<Watchdog> {
         return dog.clone();
     }
     let dog = Arc::new(Watchdog {
-        heap: Mutex::new(BinaryHeap::new()),
+        heap: Mutex::new(Heap {
+            entries: BinaryHeap::new(),
+            prune_at: PRUNE_SLACK,
+        }),
         wake: Condvar::new(),
     });
     let runner = dog.clone();
@@ -82,12 +114,13 @@ pub(crate) fn watch(lease: &Arc<LeaseShared>, deadline: BootInstant) {
     let earliest = {
         let mut heap = lock(&dog.heap);
         let earliest = heap
+            .entries
             .peek()
             .is_none_or(|Reverse(top)| deadline < top.deadline);
-        heap.push(Reverse(Entry {
+        heap.push(Entry {
             deadline,
             lease: Arc::downgrade(lease),
-        }));
+        });
         earliest
     };
     // The thread already wakes in time for anything later than its current first deadline.
@@ -102,11 +135,11 @@ impl Watchdog {
         loop {
             let now = BootInstant::now();
             let mut due = Vec::new();
-            while let Some(Reverse(top)) = heap.peek() {
+            while let Some(Reverse(top)) = heap.entries.peek() {
                 if top.deadline > now {
                     break;
                 }
-                if let Some(Reverse(entry)) = heap.pop() {
+                if let Some(Reverse(entry)) = heap.entries.pop() {
                     due.push(entry.lease);
                 }
             }
@@ -119,6 +152,7 @@ impl Watchdog {
                 continue;
             }
             let sleep = heap
+                .entries
                 .peek()
                 .map(|Reverse(top)| now.until(top.deadline).min(MAX_SLEEP))
                 .unwrap_or(MAX_SLEEP);
@@ -129,4 +163,9 @@ impl Watchdog {
                 .0;
         }
     }
+}
+
+/// How many deadlines the watchdog of this process holds (for tests of its bound).
+pub(crate) fn entries() -> usize {
+    lock(&watchdog().heap).entries.len()
 }

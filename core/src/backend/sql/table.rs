@@ -291,6 +291,8 @@ pub struct SqlBackend {
     deployment_id: String,
     /// PostgreSQL: the Locker's one LISTEN connection, opened on first wait.
     notifier: Option<super::postgres::Notifier>,
+    /// How long close waits for connections in use to come back (the operation timeout).
+    close_wait: Duration,
     closed: AtomicBool,
 }
 
@@ -342,6 +344,7 @@ impl SqlBackend {
             sql,
             deployment_id,
             notifier,
+            close_wait: options.operation_timeout,
             closed: AtomicBool::new(false),
         })
     }
@@ -650,6 +653,18 @@ impl Backend for SqlBackend {
         if let Some(notifier) = &self.notifier {
             notifier.close();
         }
-        self.pool.close().await;
+        // sqlx's close waits, without a limit, for every connection in use to come back, and a
+        // connection comes back only once a ping answers on it (after a cancelled query, say):
+        // close never hangs on one. A connection still out is closed when it comes back.
+        if tokio::time::timeout(self.close_wait, self.pool.close())
+            .await
+            .is_err()
+        {
+            flog!(
+                warn,
+                "closing: a database connection still in use after {:?}; not waiting for it",
+                self.close_wait
+            );
+        }
     }
 }
