@@ -414,6 +414,79 @@ async fn a_create_whose_reply_was_lost_is_found_by_owner_id() {
     assert!(found.load(Ordering::SeqCst) >= 1);
 }
 
+/// A waiter's acquire is dropped while its connection is frozen, so the abandonment of its
+/// queue node (bounded at 10 s in the background) times out before the delete is answered. The
+/// node must still be deleted once the connection is back: left in the queue, it would block
+/// every later waiter once it reached the head, for as long as the waiter's session lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_dropped_during_a_partition_leaves_no_node_in_the_queue() {
+    let _serial = serial();
+    let proxy = Proxy::start(zk_host()).await;
+    let holder = Locker::connect(&format!("zk://{}", zk_host()))
+        .await
+        .unwrap();
+    let waits = Arc::new(AtomicUsize::new(0));
+    let mut options = LockerOptions::default();
+    options.test_hook = Some({
+        let waits = waits.clone();
+        TestHook(Arc::new(move |point: &'static str| {
+            if point == "waiting" {
+                waits.fetch_add(1, Ordering::SeqCst);
+            }
+        }))
+    });
+    // A session that outlives the partition: the waiter's node stays unless it is deleted.
+    let waiter = Locker::connect_with(
+        &format!("zk://{}?session_timeout_ms=40000", proxy.addr),
+        options,
+    )
+    .await
+    .unwrap();
+    let raw = Client::connect(&zk_host()).await.unwrap();
+    let name = unique("abandon-timeout");
+    let held = holder
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
+
+    let waiting = {
+        let (waiter, name) = (waiter.clone(), name.clone());
+        tokio::spawn(async move { waiter.acquire(&name, &LockOptions::default()).await })
+    };
+    let started = Instant::now();
+    while waits.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the waiter never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(children(&raw, &folder(&name)).await.len(), 2);
+    proxy.pause();
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    // The background abandonment gives up after 10 s without an answer.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    proxy.resume();
+
+    held.release().await.unwrap();
+    let next = holder
+        .acquire(
+            &name,
+            &LockOptions::default().with_wait(Some(Duration::from_secs(10))),
+        )
+        .await;
+    let left = children(&raw, &folder(&name)).await;
+    assert!(
+        next.is_ok(),
+        "the lock was not free 10 s after its release: {next:?}; queue: {left:?}"
+    );
+    assert_eq!(left.len(), 1, "an orphan waiter node: {left:?}");
+    next.unwrap().release().await.unwrap();
+    waiter.close().await;
+    holder.close().await;
+}
+
 async fn cycle(locker: &Locker, name: &str, count: usize, last: &mut u64) {
     for _ in 0..count {
         let lease = tokio::time::timeout(

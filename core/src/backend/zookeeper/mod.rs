@@ -128,6 +128,23 @@ enum Cleanup {
     Lost(OwnerId),
 }
 
+/// A node taken out of `nodes` to be deleted: if the future deleting it ends first (dropped by
+/// a caller's timeout during a partition, or failing before it reached the server), the
+/// cleanup task deletes it. A waiter's node left behind would reach the head of the queue and
+/// block every later waiter for as long as the session lives.
+struct DeleteOnDrop<'a> {
+    inner: &'a Inner,
+    node: Option<(u64, String)>,
+}
+
+impl Drop for DeleteOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some((generation, path)) = self.node.take() {
+            self.inner.schedule_delete(generation, &path);
+        }
+    }
+}
+
 enum Position {
     First,
     Behind(String),
@@ -504,8 +521,12 @@ impl Inner {
     /// folder for the owner id (an attempt whose outcome is unknown).
     async fn delete_by_owner(self: &Arc<Self>, name: &LockName, owner: OwnerId) -> Result<bool> {
         let node = lock(&self.nodes).remove(&owner);
+        let mut unfinished = DeleteOnDrop {
+            inner: self,
+            node: node.as_ref().map(|n| (n.generation, n.path.clone())),
+        };
         let session = self.session().await?;
-        match node {
+        let deleted = match node {
             Some(node) if node.generation != session.generation => Ok(false),
             Some(node) => self.delete_own(&session, &node.path).await,
             None => {
@@ -515,7 +536,10 @@ impl Inner {
                     None => Ok(false),
                 }
             }
-        }
+        };
+        // Deleted, or handed to the cleanup task by delete_own when it could not be.
+        unfinished.node = None;
+        deleted
     }
 
     /// The session `generation` ended: its nodes are gone, its leases lost.
