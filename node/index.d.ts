@@ -72,6 +72,15 @@ export declare function setLogger(
   options?: { level?: LogLevel },
 ): void;
 
+/**
+ * How many log records the current logger dropped (the oldest, past 10,000 waiting) because the
+ * event loop did not take them.
+ */
+export declare function droppedLogRecords(): number;
+
+/** How many metric measurements were dropped in this process because too many waited (past 4,096). */
+export declare function droppedMeasurements(): number;
+
 /** The lifecycle event names a Locker emits (and 'event' for all of them). */
 export type LockEventKind =
   | 'acquired'
@@ -184,6 +193,8 @@ export declare class Locker extends EventEmitter implements AsyncDisposable {
   /** The URL, with any password redacted. */
   readonly url: string;
   readonly closed: boolean;
+  /** Lifecycle events dropped (the oldest, past 10,000 waiting) since listeners were last attached. */
+  readonly droppedEvents: number;
   /** Acquires `name`, waiting up to `wait` ms (forever by default). */
   acquire(name: string, options?: AcquireOptions): Promise<Lease>;
   /** Tries once: the Lease, or null when somebody else holds the lock. */

@@ -528,6 +528,14 @@ class Locker extends EventEmitter {
     return this.#native.closed;
   }
 
+  /**
+   * How many lifecycle events were dropped (the oldest, past 10,000 waiting) because the event
+   * loop did not take them, since listeners were last attached.
+   */
+  get droppedEvents() {
+    return this.#events?.dropped ?? 0;
+  }
+
   // Runs a native call that waits, with `signal` driving its cancel handle.
   async #cancellable(signal, call) {
     if (!signal) {
@@ -928,9 +936,27 @@ function lockInfo(info) {
   };
 }
 
+/**
+ * How many log records the current logger dropped (the oldest, past 10,000 waiting) because the
+ * event loop did not take them.
+ */
+function droppedLogRecords() {
+  return native.droppedLogRecords();
+}
+
+/**
+ * How many metric measurements were dropped, in this process, because too many waited for the
+ * event loop (past 4,096).
+ */
+function droppedMeasurements() {
+  return native.droppedMeasurements();
+}
+
 module.exports = {
   connect,
   setLogger,
+  droppedLogRecords,
+  droppedMeasurements,
   Locker,
   Lease,
   Leadership,
@@ -960,4 +986,5 @@ if (typeof native._testPanic === 'function') {
       throw fromNative(e);
     }
   };
+  module.exports._testFloodLogs = (count) => native._testFloodLogs(count);
 }

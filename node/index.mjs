@@ -4,6 +4,8 @@ import fencelock from './index.js';
 export const {
   connect,
   setLogger,
+  droppedLogRecords,
+  droppedMeasurements,
   Locker,
   Lease,
   Leadership,

@@ -19,6 +19,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
@@ -142,6 +143,15 @@ impl Eq for MetricsSinkHandle {}
 /// How many measurements [`on_own_thread`] queues before it drops new ones.
 const QUEUE: usize = 4096;
 
+/// Measurements the sinks of [`on_own_thread`] dropped, process-wide.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// How many measurements the sinks of [`on_own_thread`] dropped because their queue was full
+/// (a host that stopped taking them), in this process.
+pub fn dropped_measurements() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
 /// The most measurements handed to the host in one call.
 const BATCH: usize = 256;
 
@@ -181,6 +191,7 @@ impl MetricsSink for QueuedSink {
         match self.queue.try_send(measurement) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
             Err(TrySendError::Full(_)) => {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!("metrics queue full: a measurement was dropped");
             }
         }

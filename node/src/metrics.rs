@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use fencelock::metrics::{Instrument, InstrumentKind, Measurement, MetricsSink};
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
+
+use crate::observe::JS_QUEUE;
 
 /// One instrument of the core's table.
 #[napi(object)]
@@ -48,31 +50,10 @@ pub fn metric_instruments() -> Vec<NativeInstrument> {
         .collect()
 }
 
-type Deliver = ThreadsafeFunction<NativeMeasurement, (), NativeMeasurement, Status, false, true>;
-
-/// Queues each measurement for the JS thread; never waits for it.
-struct JsSink {
-    deliver: Deliver,
-}
-
-impl MetricsSink for JsSink {
-    fn record(&self, m: Measurement) {
-        let measurement = NativeMeasurement {
-            instrument: m.instrument.name().to_string(),
-            value: m.value,
-            attributes: m
-                .attributes
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        };
-        self.deliver
-            .call(measurement, ThreadsafeFunctionCallMode::NonBlocking);
-    }
-}
-
 /// A sink that calls `callback` on the JS thread with each measurement. Weak: it does not keep
-/// the process alive.
+/// the process alive. The core's queue for it drops new measurements past 4096 (counted in
+/// `droppedMeasurements()`), and its thread waits while napi's queue holds [`JS_QUEUE`], so a JS
+/// thread that stops taking them costs a bounded amount of memory; lock operations never wait.
 pub(crate) fn js_sink(
     callback: Function<'_, NativeMeasurement, ()>,
 ) -> Result<Arc<dyn MetricsSink>> {
@@ -80,6 +61,27 @@ pub(crate) fn js_sink(
         .build_threadsafe_function::<NativeMeasurement>()
         .callee_handled::<false>()
         .weak::<true>()
+        .max_queue_size::<JS_QUEUE>()
         .build()?;
-    Ok(Arc::new(JsSink { deliver }))
+    fencelock::metrics::on_own_thread("fencelock-metrics", move |batch: &[Measurement]| {
+        for m in batch {
+            let measurement = NativeMeasurement {
+                instrument: m.instrument.name().to_string(),
+                value: m.value,
+                attributes: m
+                    .attributes
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            };
+            deliver.call(measurement, ThreadsafeFunctionCallMode::Blocking);
+        }
+    })
+    .map_err(crate::error::to_js)
+}
+
+/// How many measurements were dropped, process-wide, because too many waited for the JS thread.
+#[napi(js_name = "droppedMeasurements")]
+pub fn dropped_measurements() -> f64 {
+    fencelock::metrics::dropped_measurements() as f64
 }

@@ -2,7 +2,13 @@
 //! drains the queue and hands each item to a threadsafe function, which runs the JS callback on
 //! the JS thread. No JS runs on a renewal task or the deadline watchdog, and the callbacks are
 //! held weakly (they do not keep the process alive).
+//!
+//! Both queues are bounded. napi's queue holds at most [`JS_QUEUE`] items and the thread waits
+//! while it is full (napi would refuse the newest item); meanwhile the core's queue (10,000
+//! items) drops its oldest and counts them, so a JS thread that stops taking items costs a
+//! bounded amount of memory, and what is dropped is the oldest, counted in `dropped`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -12,6 +18,9 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
 use crate::error::{guard, invalid};
+
+/// The most items napi queues for the JS thread per callback.
+pub(crate) const JS_QUEUE: usize = 1024;
 
 fn epoch_ms(at: SystemTime) -> f64 {
     at.duration_since(UNIX_EPOCH)
@@ -53,6 +62,12 @@ pub struct NativeEventSubscription {
 
 #[napi]
 impl NativeEventSubscription {
+    /// How many events were dropped (the oldest) because too many waited for the JS thread.
+    #[napi(getter)]
+    pub fn dropped(&self) -> f64 {
+        self.inner.dropped() as f64
+    }
+
     #[napi]
     pub fn close(&self) -> Result<()> {
         guard(|| {
@@ -71,6 +86,7 @@ pub(crate) fn deliver_events(
         .build_threadsafe_function::<NativeLockEvent>()
         .callee_handled::<false>()
         .weak::<true>()
+        .max_queue_size::<JS_QUEUE>()
         .build()?;
     let inner = Arc::new(subscription);
     let drained = inner.clone();
@@ -78,9 +94,10 @@ pub(crate) fn deliver_events(
         .name("fencelock-events".into())
         .spawn(move || {
             while let Some(event) = drained.recv_blocking(None) {
+                // Blocking: waits while napi's queue is full (see the module's docs).
                 tsfn.call(
                     NativeLockEvent::from(event),
-                    ThreadsafeFunctionCallMode::NonBlocking,
+                    ThreadsafeFunctionCallMode::Blocking,
                 );
             }
         })
@@ -112,6 +129,17 @@ impl From<LogRecord> for NativeLogRecord {
 
 /// The process's logger: its subscription (the thread ends when it is closed).
 static LOGGER: Mutex<Option<Arc<Mutex<LogSubscription>>>> = Mutex::new(None);
+
+/// How many records the current logger dropped (its thread copies the count after each wait:
+/// reading it through the subscription would wait on that thread's lock).
+static LOG_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// How many log records the current logger dropped (the oldest) because too many waited for
+/// the JS thread.
+#[napi(js_name = "droppedLogRecords")]
+pub fn dropped_log_records() -> f64 {
+    LOG_DROPPED.load(Ordering::Relaxed) as f64
+}
 
 fn stop_logger() {
     let old = LOGGER.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -146,7 +174,9 @@ pub fn set_logger(
             .build_threadsafe_function::<NativeLogRecord>()
             .callee_handled::<false>()
             .weak::<true>()
+            .max_queue_size::<JS_QUEUE>()
             .build()?;
+        LOG_DROPPED.store(0, Ordering::Relaxed);
         let subscription = Arc::new(Mutex::new(fencelock::logs::subscribe(level)));
         let drained = subscription.clone();
         std::thread::Builder::new()
@@ -156,13 +186,16 @@ pub fn set_logger(
                     // Waits in slices so a replaced logger's thread notices it was closed.
                     let record = {
                         let sub = drained.lock().unwrap_or_else(|e| e.into_inner());
-                        sub.recv_blocking(Some(std::time::Duration::from_millis(200)))
+                        let record = sub.recv_blocking(Some(std::time::Duration::from_millis(200)));
+                        LOG_DROPPED.store(sub.dropped(), Ordering::Relaxed);
+                        record
                     };
                     match record {
                         Some(record) => {
+                            // Blocking: waits while napi's queue is full (see the module's docs).
                             tsfn.call(
                                 NativeLogRecord::from(record),
-                                ThreadsafeFunctionCallMode::NonBlocking,
+                                ThreadsafeFunctionCallMode::Blocking,
                             );
                         }
                         None if Arc::strong_count(&drained) == 1 => return,

@@ -1,7 +1,7 @@
 //! Test-only exports, compiled in only with the `test-hooks` feature: the test suites' builds
 //! (node/run-tests.sh, and CI's `release/build.sh --profile ci`), never a release, which
-//! `release/check-test-switches.py` verifies. They panic on purpose, so the tests can show that a
-//! panic surfaces as code INTERNAL and never crosses into Node. `index.js` exports them only when
+//! `release/check-test-switches.py` verifies. Two panic on purpose, so the tests can show that a
+//! panic surfaces as code INTERNAL and never crosses into Node; one floods the log queue. `index.js` exports them only when
 //! the native module has them.
 
 use napi::bindgen_prelude::*;
@@ -25,5 +25,22 @@ pub fn test_panic_async(env: Env) -> Result<AsyncBlock<()>> {
             }
             Ok(())
         })
+    })
+}
+
+/// Emits `count` warn-level log records on the calling (JS) thread, which therefore takes none
+/// of them until it returns: to show that a logger whose event loop is busy drops the oldest
+/// records, counted, and never queues them without bound.
+#[napi(js_name = "_testFloodLogs")]
+pub fn test_flood_logs(count: u32) -> Result<()> {
+    error::guard(|| {
+        for i in 0..count {
+            fencelock::logs::emit(
+                fencelock::LogLevel::Warn,
+                None,
+                format_args!("test flood record {i}"),
+            );
+        }
+        Ok(())
     })
 }

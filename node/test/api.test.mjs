@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
-import { fencelock, LONG, tempDir, runSql, within, testHook } from './helpers.mjs';
+import { fencelock, LONG, tempDir, runSql, within, testHook, sleep } from './helpers.mjs';
 
 const { connect, Fence, LockError } = fencelock;
 const require = createRequire(import.meta.url);
@@ -353,5 +353,32 @@ test('pipelinedRelease: release resolves once sent and the lock is free for the 
   } finally {
     await locker.close();
     await rival.close();
+  }
+});
+
+test('a logger whose event loop is busy queues a bounded number of records and counts the dropped', async () => {
+  const flood = testHook('_testFloodLogs');
+  const total = 50_000;
+  let received = 0;
+  fencelock.setLogger(
+    (record) => {
+      if (record.message.startsWith('test flood record')) received++;
+    },
+    { level: 'warn' },
+  );
+  try {
+    // Emitted on this thread: the event loop takes none of them until the call returns.
+    flood(total);
+    const deadline = Date.now() + LONG;
+    while (received + fencelock.droppedLogRecords() < total && Date.now() < deadline) {
+      await sleep(20);
+    }
+    const dropped = fencelock.droppedLogRecords();
+    assert.ok(received + dropped >= total, `received ${received}, dropped ${dropped}`);
+    // What waited: the core's queue (10,000, the newest) and napi's (1,024, the oldest).
+    assert.ok(received >= 10_000 && received <= 10_000 + 1_024 + 1, `received ${received}`);
+    assert.ok(dropped >= total - received, `dropped ${dropped}`);
+  } finally {
+    fencelock.setLogger(null);
   }
 });

@@ -228,3 +228,65 @@ test('a bad FENCELOCK_RUNTIME_THREADS makes connect fail with INVALID_ARGUMENT n
     assert.match(out.stdout, expected, `FENCELOCK_RUNTIME_THREADS=${value}`);
   }
 });
+
+// Every duration or timeout the API takes, with every odd number: each call either works (then
+// is undone) or is refused with INVALID_ARGUMENT; never INTERNAL (a panic caught in Rust), never
+// a crash of the process.
+test('no duration or timeout reaches a panic: NaN, infinities, negatives and huge numbers', async () => {
+  const odd = [
+    NaN,
+    Infinity,
+    -Infinity,
+    -1,
+    -0,
+    Number.MIN_VALUE,
+    0.5,
+    2 ** 53,
+    2 ** 64,
+    1e300,
+    Number.MAX_VALUE,
+  ];
+  const lease = await locker.acquire('odd-durations', { ttl: 10_000 });
+  const outcomes = { accepted: 0, refused: 0 };
+  let n = 0;
+  const fresh = () => `odd-${n++}`;
+  const calls = {
+    'connect operationTimeout': (ms) => connect(url, { operationTimeout: ms }),
+    'connect pollInterval': (ms) => connect(url, { pollInterval: ms }),
+    'Fence.open operationTimeout': (ms) =>
+      Fence.open(url.replace('locks.db', 'odd-fence.db'), 'odd', { operationTimeout: ms }),
+    'acquire ttl': (ms) => locker.acquire(fresh(), { ttl: ms }),
+    'acquire wait': (ms) => locker.acquire(fresh(), { wait: ms }),
+    'acquire maxHold': (ms) => locker.acquire(fresh(), { maxHold: ms }),
+    'tryAcquire ttl': (ms) => locker.tryAcquire(fresh(), { ttl: ms }),
+    'tryAcquire maxHold': (ms) => locker.tryAcquire(fresh(), { maxHold: ms }),
+    'withLock ttl': (ms) => locker.withLock(fresh(), { ttl: ms }, () => null),
+    'withLock wait': (ms) => locker.withLock(fresh(), { wait: ms }, () => null),
+    'campaign ttl': (ms) => locker.campaign(fresh(), { ttl: ms }),
+    'campaign wait': (ms) => locker.campaign(fresh(), { wait: ms }),
+    'withLeadership ttl': (ms) => locker.withLeadership(fresh(), { ttl: ms }, () => null),
+    'lease.extend': (ms) => lease.extend(ms),
+  };
+  for (const [what, call] of Object.entries(calls)) {
+    for (const ms of odd) {
+      let result;
+      try {
+        result = await call(ms);
+      } catch (e) {
+        assert.ok(e instanceof LockError, `${what}(${ms}): not a LockError: ${e?.stack ?? e}`);
+        assert.equal(e.code, 'INVALID_ARGUMENT', `${what}(${ms}): ${e.code}: ${e.message}`);
+        outcomes.refused++;
+        continue;
+      }
+      outcomes.accepted++;
+      // Accepted: undo it.
+      if (typeof result?.close === 'function') await result.close();
+      else if (typeof result?.release === 'function') await result.release();
+      else if (typeof result?.resign === 'function') await result.resign();
+    }
+  }
+  await lease.release();
+  // Both kinds occur (-0 and 0.5 are fine for a wait, NaN never is): the sweep ran every call.
+  assert.ok(outcomes.accepted > 0 && outcomes.refused > 0, JSON.stringify(outcomes));
+  assert.equal(outcomes.accepted + outcomes.refused, Object.keys(calls).length * odd.length);
+});

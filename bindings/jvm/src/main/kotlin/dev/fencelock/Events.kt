@@ -130,7 +130,7 @@ class EventSubscription internal constructor(
 
     /** Waits up to [timeout] for the delivery thread to end (after [close]); whether it did. */
     fun awaitTermination(timeout: java.time.Duration): Boolean {
-        thread.join(timeout.toMillis().coerceAtLeast(1))
+        thread.join((timeoutNanos(timeout, "timeout") / 1_000_000).coerceAtLeast(1))
         return !thread.isAlive
     }
 }

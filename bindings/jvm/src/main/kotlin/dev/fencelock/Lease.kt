@@ -134,8 +134,7 @@ class Lease internal constructor(
      */
     @JvmOverloads
     fun waitLost(timeout: Duration? = null): Boolean {
-        timeout?.let { if (it.isNegative) invalidArgument("timeout must not be negative, got $it") }
-        val deadline = timeout?.let { System.nanoTime() + it.toNanos().coerceAtMost(Long.MAX_VALUE / 4) }
+        val deadline = timeout?.let { System.nanoTime() + timeoutNanos(it, "timeout") }
         while (true) {
             // Slices, so an interrupt is seen within one.
             val left = deadline?.let { Duration.ofNanos((it - System.nanoTime()).coerceAtLeast(0)) }

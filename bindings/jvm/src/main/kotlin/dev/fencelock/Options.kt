@@ -115,3 +115,15 @@ data class ConnectOptions(
 private fun requireNotNegative(d: Duration, what: String) {
     if (d.isNegative) invalidArgument("$what must not be negative, got $d")
 }
+
+/** The longest wait a timeout stands for: about 73 years, far from any overflow of nanoTime. */
+private val LONGEST_WAIT: Duration = Duration.ofNanos(Long.MAX_VALUE / 4)
+
+/**
+ * A timeout in nanoseconds, at most [LONGEST_WAIT] (Duration.toNanos throws past 292 years);
+ * a negative one is refused as [what].
+ */
+internal fun timeoutNanos(timeout: Duration, what: String): Long {
+    requireNotNegative(timeout, what)
+    return timeout.coerceAtMost(LONGEST_WAIT).toNanos()
+}
