@@ -202,7 +202,9 @@ pub async fn run_child(
                     pgid: libc::getpid(),
                 },
             ) {
-                return Err(std::io::Error::other("cannot reach the guardian"));
+                // No allocation between fork and exec (other threads may hold malloc's lock):
+                // an error from a raw errno, which the parent names below.
+                return Err(std::io::Error::from_raw_os_error(libc::EPIPE));
             }
             Ok(())
         });
@@ -210,8 +212,13 @@ pub async fn run_child(
     let child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
+            let why = if e.raw_os_error() == Some(libc::EPIPE) {
+                "the guardian process is gone, so CMD could not be watched".to_string()
+            } else {
+                e.to_string()
+            };
             eprintln!(
-                "fencelock: cannot run {}: {e}",
+                "fencelock: cannot run {}: {why}",
                 spec.command[0].to_string_lossy()
             );
             return Outcome {

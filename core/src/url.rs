@@ -458,10 +458,12 @@ fn percent_encode(text: &str) -> String {
 
 fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
+    // The TLS client key option names a file, not a secret, however it is spelled.
+    let is_key_file = key.replace(['-', '_'], "") == "sslkey";
     ["pass", "secret", "token", "key", "auth"]
         .iter()
         .any(|s| key.contains(s))
-        && key != "ssl_key"
+        && !is_key_file
 }
 
 /// What a message may show of a URL that did not parse: its scheme and what follows the last
@@ -671,6 +673,18 @@ mod tests {
         assert_eq!(
             redact_secrets("connect to redis://app:Xy/9kQ+w@cache:6379 failed"),
             "connect to redis://app:***@cache:6379 failed"
+        );
+    }
+
+    #[test]
+    fn the_tls_key_file_is_shown_however_spelled_and_secrets_are_not() {
+        let u = LockerUrl::parse(
+            "mysql://h/db?ssl-key=/k1.pem&ssl_key=/k2.pem&sslkey=/k3.pem&api_key=s3&sslpassword=s4",
+        )
+        .unwrap();
+        assert_eq!(
+            u.to_string(),
+            "mysql://h/db?api_key=***&ssl-key=/k1.pem&ssl_key=/k2.pem&sslkey=/k3.pem&sslpassword=***"
         );
     }
 

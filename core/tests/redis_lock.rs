@@ -258,6 +258,25 @@ async fn the_redis_fence_rejects_stale_tokens_and_foreign_locks() {
         fence.fenced_execute(&new, &[]).await.unwrap_err().code(),
         ErrorCode::InvalidArgument
     );
+    // fencelock's own keys (the fence's records, the locks) are never data: overwriting the
+    // record would erase the token history the fence checks against.
+    for own in [
+        format!("fencelock-fence:{{{resource}}}"),
+        format!("fencelock:{{{name}}}"),
+    ] {
+        let err = fence.fenced_set(&new, &own, b"x").await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument, "{own}: {err}");
+    }
+    fence.check(&new).await.unwrap();
+    assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
+    // Lua compares tokens as doubles: from 2^53 on, one would be compared rounded.
+    for huge in [1u64 << 53, u64::MAX >> 1] {
+        let err = fence.check(huge).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument, "{huge}: {err}");
+        let err = fence.fenced_set(huge, &key, b"x").await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument, "{huge}: {err}");
+    }
+    assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
 }
 
 #[tokio::test]

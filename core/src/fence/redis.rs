@@ -6,7 +6,7 @@ use redis::aio::ConnectionManager;
 
 use super::{FenceBackend, FenceToken, Statement};
 use crate::backend::redis::connect::{client, manager_config, map_error};
-use crate::backend::redis::keys::validate_prefix;
+use crate::backend::redis::keys::{DEFAULT_PREFIX, validate_prefix};
 use crate::backend::redis::scripts::{FENCE_CHECK, FENCED_SET};
 use crate::error::{Error, Result};
 use crate::name::encode;
@@ -47,10 +47,41 @@ impl RedisFence {
     fn record_key(&self, resource: &str) -> String {
         format!("{}:{{{}}}", self.prefix, encode(resource))
     }
+
+    /// A data key is never one of fencelock's own: a fenced write over the fence's record would
+    /// erase the token history it checks against, and one over a lock key would break the lock.
+    fn check_data_key(&self, key: &str) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::invalid("a fenced_set key must not be empty"));
+        }
+        for own in [self.prefix.as_str(), DEFAULT_PREFIX] {
+            if key.starts_with(own) && key[own.len()..].starts_with(':') {
+                return Err(Error::invalid(format!(
+                    "the key {key:?} is in fencelock's own key space ({own}:…); write your data \
+                     under a prefix of your own"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn lock_key(token: &FenceToken) -> String {
     token.lock.as_ref().map(|l| l.key()).unwrap_or_default()
+}
+
+/// Redis's scripts compare tokens as Lua numbers (doubles), exact only below 2^53. fencelock's
+/// own Redis tokens stay far below (about 1.8e15 today, 2^53 is 9.0e15, around the year 2255);
+/// a larger one came from elsewhere and would be compared rounded.
+fn check_exact(token: &FenceToken) -> Result<()> {
+    if token.token >= 1 << 53 {
+        return Err(Error::invalid(format!(
+            "token {} is 2^53 or more: a Redis fence compares tokens as Lua numbers, exact only \
+             below 2^53 (tokens of Redis locks are)",
+            token.token
+        )));
+    }
+    Ok(())
 }
 
 fn verdict(resource: &str, token: &FenceToken, answer: i64) -> Result<()> {
@@ -87,6 +118,8 @@ impl FenceBackend for RedisFence {
         key: &str,
         value: &[u8],
     ) -> Result<()> {
+        self.check_data_key(key)?;
+        check_exact(token)?;
         let answer: i64 = FENCED_SET
             .key(self.record_key(resource))
             .key(key)
@@ -110,6 +143,7 @@ impl FenceBackend for RedisFence {
     }
 
     async fn check(&self, resource: &str, token: &FenceToken) -> Result<()> {
+        check_exact(token)?;
         let answer: i64 = FENCE_CHECK
             .key(self.record_key(resource))
             .arg(token.token)
