@@ -9,38 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use fencelock::{BackendKind, ErrorCode, LockOptions, Locker, LossReason};
-use support::{unique, url};
-
-/// Every backend of `on_every_backend!`, plus Redlock and Redis Cluster.
-macro_rules! on_all_backends {
-    ($($scenario:ident),* $(,)?) => {
-        on_every_backend!($($scenario),*);
-        mod more_backends {
-            $(
-            mod $scenario {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn redlock() { super::super::$scenario(&super::super::redlock_url()).await }
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn redis_cluster() { super::super::$scenario(&super::super::cluster_url()).await }
-            }
-            )*
-        }
-    };
-}
-
-fn redlock_url() -> String {
-    url(
-        "REDLOCK",
-        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=30s&max_skew=100ms",
-    )
-}
-
-fn cluster_url() -> String {
-    url(
-        "REDIS_CLUSTER",
-        "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
-    )
-}
+use support::unique;
 
 on_all_backends!(
     inspect_shows_the_holder_while_held_and_nothing_after_release,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use fencelock::options::TestHook;
 use fencelock::{ErrorCode, Fence, LockOptions, Locker, LockerOptions, LossReason};
-use support::{raw_redis, redis_url, unique};
+use support::{cluster_url, raw_redis, redis_url, unique};
 
 fn opts(ttl_ms: u64) -> LockOptions {
     LockOptions::default().with_ttl(Duration::from_millis(ttl_ms))
@@ -374,13 +374,6 @@ async fn bad_redis_inputs_get_typed_errors() {
             started.elapsed()
         );
     }
-}
-
-fn cluster_url() -> String {
-    support::url(
-        "REDIS_CLUSTER",
-        "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

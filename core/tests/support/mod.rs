@@ -84,6 +84,44 @@ pub fn backend_url(backend: &str) -> String {
     }
 }
 
+/// The Redlock masters (tests/servers.sh start redlock).
+pub fn redlock_url() -> String {
+    url(
+        "REDLOCK",
+        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=30s&max_skew=100ms",
+    )
+}
+
+/// The Redis Cluster (tests/servers.sh start cluster).
+pub fn cluster_url() -> String {
+    url(
+        "REDIS_CLUSTER",
+        "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
+    )
+}
+
+/// Every backend of `on_every_backend!`, plus Redlock and Redis Cluster.
+#[macro_export]
+macro_rules! on_all_backends {
+    ($($scenario:ident),* $(,)?) => {
+        on_every_backend!($($scenario),*);
+        mod more_backends {
+            $(
+            mod $scenario {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn redlock() {
+                    super::super::$scenario(&super::super::support::redlock_url()).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn redis_cluster() {
+                    super::super::$scenario(&super::super::support::cluster_url()).await
+                }
+            }
+            )*
+        }
+    };
+}
+
 /// Runs each `async fn scenario(url: &str)` once per backend, as `scenario::<backend>`.
 #[macro_export]
 macro_rules! on_every_backend {

@@ -9,14 +9,9 @@ use std::time::Duration;
 
 use fencelock::{Fence, LockOptions, Locker};
 
-use crate::support::{raw_redis, url};
+use crate::support::raw_redis;
 
-pub fn redlock_url() -> String {
-    url(
-        "REDLOCK",
-        "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=30s&max_skew=100ms",
-    )
-}
+pub use crate::support::redlock_url;
 
 /// The test URL without its query.
 pub fn base_url() -> String {

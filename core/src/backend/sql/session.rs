@@ -264,10 +264,22 @@ macro_rules! driver {
             }
 
             async fn begin(&self) -> Result<Box<dyn Session>, sqlx::Error> {
-                let tx = match self.begin_sql {
-                    Some(sql) => self.pool.begin_with(sql).await?,
-                    None => self.pool.begin().await?,
-                };
+                // BEGIN runs to its end in a task of its own, even if the caller's future is
+                // dropped (a timeout, a cancelled acquire): sqlx counts a transaction only once
+                // BEGIN's answer has arrived, so a BEGIN cut short would put the connection back
+                // in the pool inside a transaction nobody ends (its later single statements
+                // never committed, their row locks, or SQLite's write lock, held).
+                let (pool, begin_sql) = (self.pool.clone(), self.begin_sql);
+                let tx = tokio::spawn(async move {
+                    match begin_sql {
+                        Some(sql) => pool.begin_with(sql).await,
+                        None => pool.begin().await,
+                    }
+                })
+                .await
+                .map_err(|e| {
+                    sqlx::Error::Protocol(format!("the task running BEGIN failed: {e}"))
+                })??;
                 Ok(Box::new(Tx(tx)))
             }
 

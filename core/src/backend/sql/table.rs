@@ -13,6 +13,7 @@
 //! A deadlock or serialization failure rolls the whole transaction back, so those are run
 //! again at once (a few times) before anything is reported.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -30,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::ids::OwnerId;
 use crate::name::LockName;
 use crate::options::LockerOptions;
+use crate::signal::lock;
 use crate::sql_value::SqlValue;
 use crate::url::{BackendKind, LockerUrl};
 
@@ -287,7 +289,9 @@ fn minted(token: Option<i64>) -> std::result::Result<u64, OpError> {
 pub struct SqlBackend {
     kind: BackendKind,
     pool: Arc<dyn SqlPool>,
-    sql: LockSql,
+    sql: Arc<LockSql>,
+    /// Acquire attempts running, by owner id (see [`InFlight`]).
+    attempts: Arc<InFlight>,
     deployment_id: String,
     /// PostgreSQL: the Locker's one LISTEN connection, opened on first wait.
     notifier: Option<super::postgres::Notifier>,
@@ -341,7 +345,8 @@ impl SqlBackend {
         Ok(SqlBackend {
             kind: url.kind,
             pool,
-            sql,
+            sql: Arc::new(sql),
+            attempts: Arc::default(),
             deployment_id,
             notifier,
             close_wait: options.operation_timeout,
@@ -364,90 +369,6 @@ impl SqlBackend {
         Args::new()
             .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
             .with(P::Owner, SqlValue::Bytes(owner.as_bytes().to_vec()))
-    }
-
-    async fn acquire_once(
-        &self,
-        req: &AcquireRequest<'_>,
-    ) -> std::result::Result<Attempt, OpError> {
-        let mut args = Self::lock_args(req.name, req.owner)
-            .with(P::Ttl, SqlValue::Int(micros(req.ttl)))
-            .with(P::Holder, SqlValue::Text(req.holder.to_string()));
-        match &self.sql.acquire {
-            AcquireSql::Upsert { upsert, left } => {
-                let mut s = if self.sql.writes_in_tx {
-                    self.pool.begin().await?
-                } else {
-                    self.pool.connection().await?
-                };
-                // SQLite's clock, read once the write lock is held.
-                args.set(P::Now, SqlValue::Int(unix_micros()));
-                let row = s
-                    .fetch_optional(&upsert.sql, upsert.bind(&args)?, &upsert.cols)
-                    .await?;
-                let attempt = match row.as_ref().and_then(|r| int(r, 0)) {
-                    Some(token) => Attempt::Acquired {
-                        token: minted(Some(token))?,
-                    },
-                    None => {
-                        let left_us = match left {
-                            None => row.as_ref().and_then(|r| int(r, 1)),
-                            Some(left) => s
-                                .fetch_optional(&left.sql, left.bind(&args)?, &left.cols)
-                                .await?
-                                .and_then(|r| int(&r, 0)),
-                        };
-                        Attempt::Held {
-                            expires_in: left_us.map(duration_from_micros),
-                        }
-                    }
-                };
-                s.commit().await?;
-                Ok(attempt)
-            }
-            AcquireSql::LockRow {
-                seed,
-                lock,
-                take,
-                token,
-            } => {
-                for _ in 0..3 {
-                    let mut tx = self.pool.begin().await?;
-                    let Some(row) = tx
-                        .fetch_optional(&lock.sql, lock.bind(&args)?, &lock.cols)
-                        .await?
-                    else {
-                        // No row yet: insert it on its own, outside any transaction, then lock it.
-                        tx.rollback().await?;
-                        self.pool
-                            .connection()
-                            .await?
-                            .execute(&seed.sql, seed.bind(&args)?)
-                            .await?;
-                        continue;
-                    };
-                    if int(&row, 0) == Some(1) {
-                        tx.rollback().await?;
-                        return Ok(Attempt::Held {
-                            expires_in: int(&row, 1).map(duration_from_micros),
-                        });
-                    }
-                    tx.execute(&take.sql, take.bind(&args)?).await?;
-                    let minted_token = tx
-                        .fetch_optional(&token.sql, token.bind(&args)?, &token.cols)
-                        .await?;
-                    let minted_token = minted(minted_token.and_then(|r| int(&r, 0)))?;
-                    tx.commit().await?;
-                    return Ok(Attempt::Acquired {
-                        token: minted_token,
-                    });
-                }
-                Err(OpError::Fail(Error::unavailable(format!(
-                    "the row of lock {:?} kept disappearing while it was taken (deleted by hand?)",
-                    req.name.as_str()
-                ))))
-            }
-        }
     }
 
     async fn renew_once(
@@ -580,6 +501,141 @@ impl SqlBackend {
     }
 }
 
+async fn acquire_once(
+    pool: &dyn SqlPool,
+    sql: &LockSql,
+    req: &AcquireRequest<'_>,
+) -> std::result::Result<Attempt, OpError> {
+    let mut args = SqlBackend::lock_args(req.name, req.owner)
+        .with(P::Ttl, SqlValue::Int(micros(req.ttl)))
+        .with(P::Holder, SqlValue::Text(req.holder.to_string()));
+    match &sql.acquire {
+        AcquireSql::Upsert { upsert, left } => {
+            let mut s = if sql.writes_in_tx {
+                pool.begin().await?
+            } else {
+                pool.connection().await?
+            };
+            // SQLite's clock, read once the write lock is held.
+            args.set(P::Now, SqlValue::Int(unix_micros()));
+            let row = s
+                .fetch_optional(&upsert.sql, upsert.bind(&args)?, &upsert.cols)
+                .await?;
+            let attempt = match row.as_ref().and_then(|r| int(r, 0)) {
+                Some(token) => Attempt::Acquired {
+                    token: minted(Some(token))?,
+                },
+                None => {
+                    let left_us = match left {
+                        None => row.as_ref().and_then(|r| int(r, 1)),
+                        Some(left) => s
+                            .fetch_optional(&left.sql, left.bind(&args)?, &left.cols)
+                            .await?
+                            .and_then(|r| int(&r, 0)),
+                    };
+                    Attempt::Held {
+                        expires_in: left_us.map(duration_from_micros),
+                    }
+                }
+            };
+            s.commit().await?;
+            Ok(attempt)
+        }
+        AcquireSql::LockRow {
+            seed,
+            lock,
+            take,
+            token,
+        } => {
+            for _ in 0..3 {
+                let mut tx = pool.begin().await?;
+                let Some(row) = tx
+                    .fetch_optional(&lock.sql, lock.bind(&args)?, &lock.cols)
+                    .await?
+                else {
+                    // No row yet: insert it on its own, outside any transaction, then lock it.
+                    tx.rollback().await?;
+                    pool.connection()
+                        .await?
+                        .execute(&seed.sql, seed.bind(&args)?)
+                        .await?;
+                    continue;
+                };
+                if int(&row, 0) == Some(1) {
+                    tx.rollback().await?;
+                    return Ok(Attempt::Held {
+                        expires_in: int(&row, 1).map(duration_from_micros),
+                    });
+                }
+                tx.execute(&take.sql, take.bind(&args)?).await?;
+                let minted_token = tx
+                    .fetch_optional(&token.sql, token.bind(&args)?, &token.cols)
+                    .await?;
+                let minted_token = minted(minted_token.and_then(|r| int(&r, 0)))?;
+                tx.commit().await?;
+                return Ok(Attempt::Acquired {
+                    token: minted_token,
+                });
+            }
+            Err(OpError::Fail(Error::unavailable(format!(
+                "the row of lock {:?} kept disappearing while it was taken (deleted by hand?)",
+                req.name.as_str()
+            ))))
+        }
+    }
+}
+
+/// The acquire attempts running, by owner id. An attempt runs to its end in a task of its own
+/// even when the acquire that started it is dropped: a statement cut short can still reach the
+/// server afterwards (sqlx sends what it buffered when the connection is next used), taking the
+/// lock after the release that was meant to undo it. A release for the same owner id (the one
+/// the core sends for an attempt whose answer it did not see) waits for the attempt to end.
+#[derive(Default)]
+struct InFlight(std::sync::Mutex<HashMap<OwnerId, Arc<tokio::sync::Mutex<()>>>>);
+
+/// One running attempt: ends (and wakes the releases waiting for it) when dropped.
+struct Running {
+    registry: Arc<InFlight>,
+    owner: OwnerId,
+    gate: Arc<tokio::sync::Mutex<()>>,
+    _held: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl InFlight {
+    fn start(self: &Arc<Self>, owner: OwnerId) -> Running {
+        let gate = Arc::new(tokio::sync::Mutex::new(()));
+        let held = gate.clone().try_lock_owned().expect("a new mutex is free");
+        lock(&self.0).insert(owner, gate.clone());
+        Running {
+            registry: self.clone(),
+            owner,
+            gate,
+            _held: held,
+        }
+    }
+
+    /// Returns once no attempt under `owner` is running.
+    async fn finished(&self, owner: OwnerId) {
+        let gate = lock(&self.0).get(&owner).cloned();
+        if let Some(gate) = gate {
+            drop(gate.lock().await);
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = lock(&self.registry.0);
+        // A later attempt under the same owner id may have replaced the entry.
+        if running
+            .get(&self.owner)
+            .is_some_and(|gate| Arc::ptr_eq(gate, &self.gate))
+        {
+            running.remove(&self.owner);
+        }
+    }
+}
+
 #[async_trait]
 impl Backend for SqlBackend {
     fn kind(&self) -> BackendKind {
@@ -592,10 +648,26 @@ impl Backend for SqlBackend {
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("acquire"), &self.sql.table, || {
-            self.acquire_once(req)
-        })
-        .await
+        let (pool, sql, context) = (self.pool.clone(), self.sql.clone(), self.context("acquire"));
+        let (name, owner, ttl, holder) =
+            (req.name.clone(), req.owner, req.ttl, req.holder.to_string());
+        let running = self.attempts.start(owner);
+        let attempt = tokio::spawn(async move {
+            let _running = running;
+            let req = AcquireRequest {
+                name: &name,
+                owner,
+                ttl,
+                holder: &holder,
+            };
+            with_conflict_retries(&context, &sql.table, || {
+                acquire_once(pool.as_ref(), &sql, &req)
+            })
+            .await
+        });
+        attempt
+            .await
+            .map_err(|e| Error::internal(format!("the acquire attempt's task failed: {e}")))?
     }
 
     async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {
@@ -608,6 +680,7 @@ impl Backend for SqlBackend {
 
     async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
+        self.attempts.finished(owner).await;
         with_conflict_retries(&self.context("release"), &self.sql.table, || {
             self.release_once(name, owner)
         })
