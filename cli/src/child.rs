@@ -127,12 +127,17 @@ fn unrunnable(program: &OsStr, why: Unrunnable) -> i32 {
     }
 }
 
-/// INT, TERM and HUP, caught from before CMD starts until fencelock exits: while CMD runs they
-/// are forwarded to its group; otherwise (while waiting for a lock) they end fencelock.
+/// INT, TERM, HUP and QUIT (which ask to stop) and USR1 and USR2 (messages for CMD, as
+/// `kill -USR1` to a server asks it to reopen its logs), caught from before CMD starts until
+/// fencelock exits: while CMD runs they are forwarded to its group; otherwise (while waiting
+/// for a lock) they end fencelock, as their default action would.
 pub struct Signals {
     interrupt: Signal,
     terminate: Signal,
     hangup: Signal,
+    quit: Signal,
+    user1: Signal,
+    user2: Signal,
 }
 
 impl Signals {
@@ -141,15 +146,26 @@ impl Signals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
             hangup: signal(SignalKind::hangup())?,
+            quit: signal(SignalKind::quit())?,
+            user1: signal(SignalKind::user_defined1())?,
+            user2: signal(SignalKind::user_defined2())?,
         })
     }
 
-    /// The next of the three to arrive.
+    /// The next to arrive.
     pub async fn next(&mut self) -> libc::c_int {
         tokio::select! {
             _ = self.interrupt.recv() => libc::SIGINT,
             _ = self.terminate.recv() => libc::SIGTERM,
             _ = self.hangup.recv() => libc::SIGHUP,
+            _ = self.quit.recv() => libc::SIGQUIT,
+            _ = self.user1.recv() => libc::SIGUSR1,
+            _ = self.user2.recv() => libc::SIGUSR2,
         }
+    }
+
+    /// Whether `sig` asks fencelock to stop, rather than carrying a message to CMD.
+    pub fn stops(sig: libc::c_int) -> bool {
+        !matches!(sig, libc::SIGUSR1 | libc::SIGUSR2)
     }
 }

@@ -337,7 +337,7 @@ impl Supervisor<'_, '_> {
                     None => break fail("lost track of CMD"),
                 },
                 sig = signals.next() => {
-                    forwarded = true;
+                    forwarded |= Signals::stops(sig);
                     let _ = signal_group(self.pgid, sig);
                 }
                 reason = lost.wait(), if !lost_seen => {

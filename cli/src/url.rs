@@ -8,7 +8,24 @@ use crate::UrlArg;
 /// `~/.local/state/fencelock/locks.db`. Absolute, so cron jobs started from different
 /// folders share it.
 pub fn default_url() -> Option<String> {
-    default_path().map(|p| format!("sqlite://{}", p.display()))
+    default_path().map(|p| sqlite_url(&p))
+}
+
+/// The `sqlite://` URL of a file path: `%`, `?` and `#` percent-encoded, so a home folder that
+/// contains them names that folder (not a decoded path, a query or a fragment).
+fn sqlite_url(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let mut url = String::with_capacity(text.len() + 9);
+    url.push_str("sqlite://");
+    for c in text.chars() {
+        match c {
+            '%' => url.push_str("%25"),
+            '?' => url.push_str("%3F"),
+            '#' => url.push_str("%23"),
+            c => url.push(c),
+        }
+    }
+    url
 }
 
 fn default_path() -> Option<PathBuf> {
@@ -46,8 +63,14 @@ pub fn resolve(arg: &UrlArg) -> Result<String, String> {
     }
     let path = default_path()
         .ok_or("no --url, no FENCELOCK_URL, and no HOME or XDG_STATE_HOME for the default")?;
+    if path.to_str().is_none() {
+        return Err(format!(
+            "the default database path {} is not valid UTF-8; pass --url",
+            path.display()
+        ));
+    }
     create_private(&path)?;
-    Ok(format!("sqlite://{}", path.display()))
+    Ok(sqlite_url(&path))
 }
 
 /// The default database's folder 0700 and file 0600 (SQLite gives its -wal and -shm files the

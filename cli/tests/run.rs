@@ -227,6 +227,43 @@ fn failing_renewals_send_sigterm_grace_before_the_deadline() {
 }
 
 #[test]
+fn usr1_usr2_and_quit_reach_cmd_and_only_quit_stops_it() {
+    let sandbox = Sandbox::new();
+    let marks = sandbox.path("marks");
+    let script = format!(
+        "trap 'echo usr1 >> {m}' USR1; trap 'echo usr2 >> {m}' USR2; trap 'echo quit >> {m}; exit 5' QUIT; \
+         echo started >> {m}; while :; do sleep 0.05; done",
+        m = marks.display()
+    );
+    let mut holder = sandbox.spawn(&["run", "job", "--", "sh", "-c", &script]);
+    wait_for_file(&marks, Duration::from_secs(20));
+    let pid = holder.id() as i32;
+    let marked = |what: &str| {
+        let started = Instant::now();
+        while !std::fs::read_to_string(&marks).unwrap().contains(what) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "CMD never got {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for (sig, what) in [(libc::SIGUSR1, "usr1"), (libc::SIGUSR2, "usr2")] {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, sig) };
+        marked(what);
+        assert!(is_running(pid), "fencelock ended on {what}");
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGQUIT) };
+    marked("quit");
+    let status = wait_child(&mut holder, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(5), "fencelock exits as CMD did");
+    let out = sandbox.run(&["run", "--wait", "0", "job", "--", "true"]);
+    assert_eq!(code(&out), 0, "the lock is free again: {}", stderr(&out));
+}
+
+#[test]
 fn bad_inputs_get_clear_messages_and_documented_exit_codes() {
     let sandbox = Sandbox::new();
     std::fs::write(sandbox.path("not-executable"), "#!/bin/sh\n").unwrap();
@@ -404,4 +441,16 @@ fn the_default_url_is_a_per_user_absolute_sqlite_path() {
         "{help}"
     );
     assert!(help.contains("122 lease lost"));
+
+    // A home folder whose name has %, ? and # is that folder: not percent-decoded, and no part
+    // of it taken for a query or a fragment.
+    let odd = home.path().join("a%41b?mode=ro#c");
+    std::fs::create_dir(&odd).unwrap();
+    let out = with_default_url(&odd)
+        .args(["run", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(odd.join(".local/state/fencelock/locks.db").exists());
+    assert!(!home.path().join("aAb").exists());
 }

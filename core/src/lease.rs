@@ -40,6 +40,9 @@ struct State {
     expires_at: SystemTime,
     /// The ttl renewals use (changed by `extend(Some(ttl))`).
     ttl: Duration,
+    /// When the last confirmed acquire, renewal or extend was sent: the next renewal is due a
+    /// third of the ttl after it.
+    last_sent: BootInstant,
     /// The last renewal attempt failed and none has succeeded since.
     renewal_failing: bool,
     /// The backend reports the connection this lease depends on as down (ZooKeeper).
@@ -65,6 +68,8 @@ pub(crate) struct LeaseShared {
     /// server could apply them in one order and the client confirm them in the other (two SQL
     /// connections), leaving the client deadline past the server's expiry.
     renewing: tokio::sync::Mutex<()>,
+    /// Wakes the renewal task when the schedule changed (an extend, to a shorter ttl say).
+    reschedule: Arc<tokio::sync::Notify>,
     state: Mutex<State>,
     signal: LostSignal,
     /// Set once a release (explicit or on drop) has been sent, so it is sent only once.
@@ -119,12 +124,14 @@ impl LeaseShared {
             max_hold: new.max_hold,
             pipelined_release: new.pipelined_release,
             renewing: tokio::sync::Mutex::new(()),
+            reschedule: Arc::default(),
             operation_timeout: new.operation_timeout,
             state: Mutex::new(State {
                 phase: Phase::Held,
                 deadline,
                 expires_at: new.sent_wall + new.ttl,
                 ttl: new.ttl,
+                last_sent: new.sent_at,
                 renewal_failing: false,
                 suspended: false,
             }),
@@ -236,7 +243,10 @@ impl LeaseShared {
         self.unregister();
     }
 
-    /// Makes the lease lost (once) and fires its signal.
+    /// Makes the lease lost (once) and fires its signal, before anything observes the loss:
+    /// a metrics sink, a log subscriber or an event hub that is slow or panics must neither
+    /// delay the signal nor keep it from firing. (No event of this lease can be emitted between
+    /// the phase change and the Lost event: every emitter checks the phase under the lock.)
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         {
             let mut state = lock(&self.state);
@@ -244,10 +254,14 @@ impl LeaseShared {
                 return;
             }
             state.phase = Phase::Lost(reason);
-            self.emit_lost(reason);
         }
-        flog!(warn, lock = self.name, "lease lost: {reason}");
         self.signal.fire(reason);
+        // An observer that panics (the sink or the logger) loses its own report only: the loss
+        // is recorded and signalled already.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.emit_lost(reason);
+            flog!(warn, lock = self.name, "lease lost: {reason}");
+        }));
     }
 
     /// Whether the watchdog's entry for `deadline` is still needed: the lease is held and that is
@@ -321,11 +335,14 @@ impl LeaseShared {
         state.deadline = new_deadline;
         state.expires_at = sent_wall + ttl;
         state.ttl = ttl;
+        state.last_sent = sent_at;
         state.renewal_failing = false;
         self.emit(LockEventKind::Renewed, None, None);
         let deadline = state.deadline;
         drop(state);
         watchdog::watch(self, deadline);
+        // The next renewal is due a third of the (maybe new) ttl after this send.
+        self.reschedule.notify_one();
     }
 
     async fn with_timeout<T>(&self, what: &str, fut: impl Future<Output = Result<T>>) -> Result<T> {
@@ -390,8 +407,8 @@ impl LeaseShared {
         if ours {
             self.emit(LockEventKind::Released, None, None);
         } else {
-            self.emit_lost(LossReason::TakenOver);
             self.signal.fire(LossReason::TakenOver);
+            self.emit_lost(LossReason::TakenOver);
             return Err(Error::lost(format!(
                 "lock {:?} was no longer ours when released: {}",
                 self.name.as_str(),
@@ -414,8 +431,8 @@ impl LeaseShared {
                         lock = lease.name,
                         "pipelined release found the lock no longer ours"
                     );
-                    lease.emit_lost(LossReason::TakenOver);
                     lease.signal.fire(LossReason::TakenOver);
+                    lease.emit_lost(LossReason::TakenOver);
                 }
                 Err(e) => {
                     flog!(
@@ -500,23 +517,32 @@ impl Drop for LeaseShared {
 /// Renews every ttl/3 while the lease is held; retries failures until the client deadline
 /// (the watchdog makes the lease lost then, not this task).
 async fn renew_loop(weak: Weak<LeaseShared>) {
-    let mut last_sent = match weak.upgrade() {
-        Some(lease) => lease.acquired_at,
-        None => return,
-    };
     let mut retry_in: Option<Duration> = None;
     loop {
-        let wait = match weak.upgrade() {
+        // Only the wake-up is kept across the sleep, not the lease: a lease dropped meanwhile
+        // is released.
+        let (wait, reschedule) = match weak.upgrade() {
             None => return,
             Some(lease) => {
-                let ttl = lock(&lease.state).ttl;
-                match retry_in {
+                let wait = match retry_in {
                     Some(d) => d,
-                    None => (ttl / 3).saturating_sub(last_sent.elapsed()),
-                }
+                    None => {
+                        let state = lock(&lease.state);
+                        (state.ttl / 3).saturating_sub(state.last_sent.elapsed())
+                    }
+                };
+                (wait, lease.reschedule.clone())
             }
         };
-        tokio::time::sleep(wait).await;
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            // Confirmed by an extend (or this task's own renewal): count again from it.
+            _ = reschedule.notified() => {
+                if retry_in.is_none() {
+                    continue;
+                }
+            }
+        }
         let Some(lease) = weak.upgrade() else { return };
         if lease.current_phase() != Phase::Held {
             return;
@@ -548,7 +574,6 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
         match outcome {
             Ok(Renewal::Renewed) => {
                 lease.confirm(sent_at, sent_wall, ttl);
-                last_sent = sent_at;
                 retry_in = None;
             }
             Ok(Renewal::NotOurs) => {

@@ -193,11 +193,13 @@ impl Locker {
                      acquired as reentrant: acquiring it again would wait forever"
                 )));
             }
-            let ticket = reentry.enter();
-            return Ok(Lease {
-                shared: reentry.shared.clone(),
-                ticket: Some(ticket),
-            });
+            // None: released or lost on another thread meanwhile; acquire afresh below.
+            if let Some(ticket) = reentry.try_enter() {
+                return Ok(Lease {
+                    shared: reentry.shared.clone(),
+                    ticket: Some(ticket),
+                });
+            }
         }
         let Lease { shared, .. } = self.acquire_name(lock_name.clone(), options).await?;
         let ticket = self
@@ -265,6 +267,7 @@ impl Locker {
             name: name.clone(),
             owner: None,
             runtime: self.inner.runtime.clone(),
+            timeout: self.background_cleanup_timeout(),
         };
         let result = self
             .acquire_loop(&name, options, &holder, wait_deadline, &mut waiting)
@@ -344,7 +347,21 @@ impl Locker {
                 None => {
                     // Subscribe first, then retry at once: a release between the failed
                     // attempt and the subscription is caught by that retry.
-                    watch = Some(self.inner.backend.watch_for(name, owner).await?);
+                    watch = Some(match self.inner.backend.watch_for(name, owner).await {
+                        Ok(watch) => watch,
+                        Err(e) if e.code() == crate::ErrorCode::Closed => return Err(e),
+                        // No release notifications (a connection blip, a user not allowed to
+                        // subscribe): waiting goes on, polling, rather than failing an acquire
+                        // that may wait forever.
+                        Err(e) => {
+                            flog!(
+                                warn,
+                                lock = name,
+                                "cannot subscribe to releases; polling instead: {e}"
+                            );
+                            Box::new(crate::backend::PollOnly)
+                        }
+                    });
                     self.hook("subscribed");
                 }
                 Some(watch) => {
@@ -370,6 +387,13 @@ impl Locker {
         let fresh = Arc::new(tokio::sync::Mutex::new(()));
         turnstiles.insert(name.clone(), Arc::downgrade(&fresh));
         fresh
+    }
+
+    /// How long a background release or abandonment may take: the attempt it follows may still
+    /// be running for up to an operation timeout (an SQL release waits for it), then the
+    /// release itself takes up to another.
+    fn background_cleanup_timeout(&self) -> Duration {
+        self.inner.options.operation_timeout.saturating_mul(2) + Duration::from_secs(1)
     }
 
     fn hook(&self, point: &'static str) {
@@ -408,6 +432,7 @@ impl Locker {
             name: name.clone(),
             owner,
             runtime: self.inner.runtime.clone(),
+            timeout: self.background_cleanup_timeout(),
         };
         let sent_at = BootInstant::now();
         let sent_wall = SystemTime::now();
@@ -586,6 +611,7 @@ struct InFlightAcquire {
     name: LockName,
     owner: OwnerId,
     runtime: Handle,
+    timeout: Duration,
 }
 
 /// The owner id under which an acquire is waiting (its last attempt answered `Held`): if the
@@ -595,17 +621,15 @@ struct WaitingGuard {
     name: LockName,
     owner: Option<OwnerId>,
     runtime: Handle,
+    timeout: Duration,
 }
 
 impl Drop for WaitingGuard {
     fn drop(&mut self) {
         if let Some(owner) = self.owner.take() {
-            let backend = self.backend.clone();
-            let name = self.name.clone();
+            let (backend, name, timeout) = (self.backend.clone(), self.name.clone(), self.timeout);
             self.runtime.spawn(async move {
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(10), backend.abandon(&name, owner))
-                        .await;
+                let _ = tokio::time::timeout(timeout, backend.abandon(&name, owner)).await;
             });
         }
     }
@@ -614,12 +638,9 @@ impl Drop for WaitingGuard {
 impl Drop for InFlightAcquire {
     fn drop(&mut self) {
         if let Some(backend) = self.backend.take() {
-            let name = self.name.clone();
-            let owner = self.owner;
+            let (name, owner, timeout) = (self.name.clone(), self.owner, self.timeout);
             self.runtime.spawn(async move {
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(10), backend.release(&name, owner))
-                        .await;
+                let _ = tokio::time::timeout(timeout, backend.release(&name, owner)).await;
             });
         }
     }

@@ -104,8 +104,25 @@ pub(crate) struct Reentry {
 }
 
 impl Reentry {
-    /// A nested acquisition.
-    pub(crate) fn enter(self: &Arc<Self>) -> Arc<Ticket> {
+    /// A nested acquisition, if the scope's lease is still open and held. Checked under the
+    /// count's lock, which the last release takes before it releases the lock: an acquisition
+    /// racing a release on another thread either enters before it (and the release is only of
+    /// one acquisition) or finds the lease gone and acquires afresh.
+    pub(crate) fn try_enter(self: &Arc<Self>) -> Option<Arc<Ticket>> {
+        let mut open = lock(&self.open);
+        if *open == 0 || !self.shared.is_held_now() {
+            return None;
+        }
+        *open += 1;
+        drop(open);
+        Some(Arc::new(Ticket {
+            reentry: self.clone(),
+            released: AtomicBool::new(false),
+        }))
+    }
+
+    /// The first acquisition.
+    fn enter(self: &Arc<Self>) -> Arc<Ticket> {
         *lock(&self.open) += 1;
         Arc::new(Ticket {
             reentry: self.clone(),

@@ -146,7 +146,11 @@ impl Watchdog {
             if !due.is_empty() {
                 drop(heap);
                 for lease in due.into_iter().filter_map(|w| w.upgrade()) {
-                    lease.check_deadline();
+                    // One lease's observers (a panicking metrics sink or log subscriber) must
+                    // not end this thread: every lease of the process depends on it.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        lease.check_deadline()
+                    }));
                 }
                 heap = lock(&self.heap);
                 continue;

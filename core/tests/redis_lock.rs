@@ -457,3 +457,55 @@ async fn cluster_waiters_are_woken_by_sharded_pubsub() {
         next.release().await.unwrap();
     }
 }
+
+/// A waiter that cannot subscribe to release notifications (here a Redis user not allowed to
+/// SUBSCRIBE; in life a connection blip) keeps waiting by polling, and gets the lock once it is
+/// released, instead of failing an acquire that was to wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_cannot_subscribe_polls_and_gets_the_lock() {
+    let url = redis_url();
+    let mut raw = raw_redis(&url).await;
+    let user = unique("nosub").replace(['-', '_'], "");
+    let _: () = redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                &user,
+                "on",
+                ">nosub-pw",
+                "~*",
+                "allchannels",
+                "+@all",
+            ][..],
+        )
+        .arg(&["-subscribe", "-psubscribe", "-ssubscribe"][..])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let limited = url.replacen("redis://", &format!("redis://{user}:nosub-pw@"), 1);
+    let holder = Locker::connect(&url).await.unwrap();
+    let waiter = Locker::connect(&limited).await.unwrap();
+    let name = unique("no-subscribe");
+    let held = holder.acquire(&name, &opts(10_000)).await.unwrap();
+    let waiting = {
+        let (waiter, name) = (waiter.clone(), name.clone());
+        tokio::spawn(async move { waiter.acquire(&name, &opts(10_000)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if waiting.is_finished() {
+        panic!("the waiter gave up: {:?}", waiting.await);
+    }
+    held.release().await.unwrap();
+    let lease = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter never got the lock")
+        .unwrap()
+        .unwrap();
+    assert!(lease.token() > held.token());
+    lease.release().await.unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&["DELUSER", &user][..])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+}

@@ -415,7 +415,8 @@ async fn a_create_whose_reply_was_lost_is_found_by_owner_id() {
 }
 
 /// A waiter's acquire is dropped while its connection is frozen, so the abandonment of its
-/// queue node (bounded at 10 s in the background) times out before the delete is answered. The
+/// queue node (bounded in the background at twice the operation timeout + 1 s: 7 s here)
+/// times out before the delete is answered. The
 /// node must still be deleted once the connection is back: left in the queue, it would block
 /// every later waiter once it reached the head, for as long as the waiter's session lives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -426,7 +427,7 @@ async fn a_waiter_dropped_during_a_partition_leaves_no_node_in_the_queue() {
         .await
         .unwrap();
     let waits = Arc::new(AtomicUsize::new(0));
-    let mut options = LockerOptions::default();
+    let mut options = LockerOptions::default().with_operation_timeout(Duration::from_secs(3));
     options.test_hook = Some({
         let waits = waits.clone();
         TestHook(Arc::new(move |point: &'static str| {
@@ -465,8 +466,8 @@ async fn a_waiter_dropped_during_a_partition_leaves_no_node_in_the_queue() {
     proxy.pause();
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
-    // The background abandonment gives up after 10 s without an answer.
-    tokio::time::sleep(Duration::from_secs(11)).await;
+    // The background abandonment gives up after 7 s without an answer.
+    tokio::time::sleep(Duration::from_secs(8)).await;
     proxy.resume();
 
     held.release().await.unwrap();
