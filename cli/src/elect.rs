@@ -15,9 +15,9 @@ fencelock campaigns for NAME (waits to hold its lock) and runs CMD once it leads
 FENCELOCK_TERM and FENCELOCK_TOKEN set to its term: the lock's fencing token, larger than every
 earlier leader's term, for fencing CMD's writes. If leadership is lost, CMD's process group is
 killed and fencelock campaigns again. When CMD exits by itself, fencelock resigns and exits with
-CMD's code; with --restart it resigns, campaigns again and reruns CMD. INT, TERM and HUP are
-forwarded to CMD and end fencelock (no restart, even when leadership is lost meanwhile);
-while campaigning they end it at once. CMD is supervised as under `fencelock run` (see its --help).
+CMD's code; with --restart it resigns, campaigns again and reruns CMD. INT, TERM, HUP and QUIT
+are forwarded to CMD and end fencelock (no restart, even when leadership is lost meanwhile);
+USR1 and USR2 are forwarded only. While campaigning they end it at once. CMD is supervised as under `fencelock run` (see its --help).
 
 Exit codes: CMD's own; 125 fencelock's own error; 126 CMD not executable; 127 CMD not found;
 128+N CMD (or fencelock while campaigning) stopped by signal N.

@@ -12,8 +12,8 @@ use crate::{UrlArg, duration, exit_code, fail, locker_options};
 
 pub const AFTER_HELP: &str = "\
 CMD runs as the leader of its own process group with FENCELOCK_TOKEN (the fencing token,
-decimal) and FENCELOCK_NAME set. INT, TERM and HUP sent to fencelock are forwarded to the
-group. A guardian process (`lease-guardian`, in a session of its own) kills the whole group at
+decimal) and FENCELOCK_NAME set. INT, TERM, HUP, QUIT, USR1 and USR2 sent to fencelock are
+forwarded to the group. A guardian process (`lease-guardian`, in a session of its own) kills the whole group at
 the lease's deadline and if fencelock itself dies (even kill -9 of its process group), so CMD
 never runs past the lease, even while fencelock is stopped. When renewals keep failing, the
 group gets SIGTERM --grace before the lease's client deadline and SIGKILL at the deadline; a

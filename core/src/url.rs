@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
@@ -74,6 +75,13 @@ pub struct LockerUrl {
 }
 
 impl LockerUrl {
+    /// The query option `key` as a duration (see [`parse_duration`]), or `default` without it.
+    pub fn duration_option(&self, key: &str, default: Duration) -> Result<Duration> {
+        self.query
+            .get(key)
+            .map_or(Ok(default), |v| parse_duration(key, v))
+    }
+
     /// Parses `url`, choosing the backend from its scheme.
     ///
     /// # Errors
@@ -540,6 +548,33 @@ fn redact_key_values(text: &str) -> String {
         i += ch.len_utf8().max(1);
     }
     out
+}
+
+/// `60s`, `500ms`, `2m`, or a bare number of seconds (fractions allowed).
+pub fn parse_duration(key: &str, text: &str) -> Result<Duration> {
+    let bad = || {
+        Error::invalid(format!(
+            "{key} must be a duration like 60s, 500ms or 2m, not {text:?}"
+        ))
+    };
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => (&t[..at], &t[at..]),
+        None => (t, "s"),
+    };
+    let n: f64 = number.trim().parse().map_err(|_| bad())?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(bad()),
+    };
+    let secs = n * scale;
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]

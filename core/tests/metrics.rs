@@ -118,13 +118,24 @@ async fn a_lock_life_shows_in_the_metrics(url: &str) {
     tokio::time::timeout(Duration::from_secs(15), lost.lost_signal().wait())
         .await
         .unwrap();
-    let after = snapshot(backend);
     let b = format!("backend={backend}");
-    let delta = |name: &str, attrs: &[&str]| {
+    let delta_in = |after: &HashMap<(String, String), u64>, name: &str, attrs: &[&str]| {
         let mut with = vec![b.as_str()];
         with.extend_from_slice(attrs);
-        get(&after, name, &with) - get(&before, name, &with)
+        get(after, name, &with) - get(&before, name, &with)
     };
+    // The lost signal fires before the loss is measured (observers come after the signal).
+    let started = std::time::Instant::now();
+    let after = loop {
+        let after = snapshot(backend);
+        if delta_in(&after, "fencelock.losses", &["reason=taken_over"]) >= 1
+            || started.elapsed() > Duration::from_secs(10)
+        {
+            break after;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let delta = |name: &str, attrs: &[&str]| delta_in(&after, name, attrs);
     assert_eq!(delta("fencelock.acquisitions", &[]), 2, "{after:?}");
     assert_eq!(delta("fencelock.acquire.duration", &[]), 2);
     assert_eq!(delta("fencelock.acquire.wait", &[]), 2);

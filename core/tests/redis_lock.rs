@@ -509,3 +509,49 @@ async fn a_waiter_that_cannot_subscribe_polls_and_gets_the_lock() {
         .await
         .unwrap();
 }
+
+/// `max_skew` (100 ms by default) is part of the drift margin on every Redis URL: the client
+/// deadline comes that much earlier (a promoted replica whose clock runs ahead expires the key
+/// sooner), and a ttl the margin would take half of is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_skew_is_part_of_the_drift_margin() {
+    let url = redis_url();
+    let with = |query: &str| format!("{url}{}{query}", if url.contains('?') { '&' } else { '?' });
+    let default = Locker::connect(&url).await.unwrap();
+    let err = default
+        .acquire(&unique("skew"), &opts(150))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+    assert!(err.message().contains("max_skew"), "{err}");
+    let lease = default.acquire(&unique("skew"), &opts(600)).await.unwrap();
+    let err = lease
+        .extend(Some(Duration::from_millis(150)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+    lease.release().await.unwrap();
+    // No replica is ever promoted: a short ttl is fine.
+    let none = Locker::connect(&with("max_skew=0")).await.unwrap();
+    none.acquire(&unique("skew"), &opts(150))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    // With 200 ms of skew, a 600 ms lease ends for its holder 1% + 2 ms + 200 ms early.
+    let skewed = Locker::connect(&with("max_skew=200ms")).await.unwrap();
+    let lease = skewed
+        .acquire(&unique("skew"), &opts(600).with_auto_renew(false))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(
+        lease.is_lost(),
+        "a 600 ms lease with 200 ms of skew is still held after 450 ms"
+    );
+    for bad in ["max_skew=2h", "max_skew=soon"] {
+        let err = Locker::connect(&with(bad)).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument, "{bad}: {err}");
+    }
+}

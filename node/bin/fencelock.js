@@ -2,7 +2,8 @@
 'use strict';
 // The `fencelock` command of the npm package: runs the compiled binary (built from cli/ and
 // copied into native/ by scripts/build.mjs, or shipped in the platform package; else the one
-// on PATH) with this process's arguments and stdio, forwards INT, TERM and HUP to it,
+// on PATH) with this process's arguments and stdio, forwards INT, TERM, HUP, QUIT, USR1 and
+// USR2 to it (Node's use of USR1 for its inspector is given up here),
 // and exits as it exits. No locking logic here: the binary does all of it, including its own
 // guardian process and signal handling.
 
@@ -39,7 +40,7 @@ if (binary === null) {
 }
 
 const child = spawn(binary, process.argv.slice(2), { stdio: 'inherit' });
-const forwarded = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+const forwarded = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'];
 const handlers = forwarded.map((sig) => {
   const handler = () => {
     try {

@@ -20,10 +20,19 @@ pub struct RedisSettings {
     pub allow_eviction: bool,
     /// Treat a NOPERM answer to a connect-time check as an error, not a warning.
     pub strict_checks: bool,
+    /// How far a replica's clock may run ahead of its master's: a replica promoted after a
+    /// failover expires keys by its own clock, so the client deadline comes this much earlier.
+    /// Zero says no replica is ever promoted.
+    pub max_skew: Duration,
 }
 
-const KNOWN: [&str; 8] = [
+/// The default `max_skew`: enough for replicas whose clocks NTP keeps close, small enough that
+/// a ttl of 600 ms keeps most of itself.
+pub const DEFAULT_MAX_SKEW: Duration = Duration::from_millis(100);
+
+const KNOWN: [&str; 9] = [
     "prefix",
+    "max_skew",
     "replica_ack",
     "allow_eviction",
     "strict_checks",
@@ -65,8 +74,19 @@ impl RedisSettings {
             replica_ack: flag(&url.query, "replica_ack", true)?,
             allow_eviction: flag(&url.query, "allow_eviction", false)?,
             strict_checks: flag(&url.query, "strict_checks", false)?,
+            max_skew: max_skew(url)?,
         })
     }
+}
+
+fn max_skew(url: &LockerUrl) -> Result<Duration> {
+    let skew = url.duration_option("max_skew", DEFAULT_MAX_SKEW)?;
+    if skew > Duration::from_secs(60) {
+        return Err(Error::invalid(format!(
+            "max_skew of {skew:?} is longer than a minute"
+        )));
+    }
+    Ok(skew)
 }
 
 /// The database index from the URL's path (`redis://h:6379/2`).

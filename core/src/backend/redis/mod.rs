@@ -16,7 +16,8 @@
 //!   keys) unless the URL says `allow_eviction=true`.
 //!
 //! Clock assumptions: expiry runs on the Redis server's clock (PX); the client deadline keeps
-//! a margin of 1% + 2 ms. Tokens are floored by the server's TIME, so a Redis restarted without
+//! a margin of 1% + 2 ms + `max_skew` (100 ms by default): a replica promoted after a failover
+//! expires the key by its own clock, which may run that much ahead. Tokens are floored by the server's TIME, so a Redis restarted without
 //! persistence still hands out larger tokens, provided its clock did not step backwards.
 
 pub(crate) mod conn;
@@ -41,6 +42,7 @@ use self::scripts::{
     ACQUIRE, FENCE_COUNTER_TTL_MS, FORCE_RELEASE, INSPECT, LAYOUT_VERSION, RELEASE, RENEW,
 };
 use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
+use crate::clock::drift_margin;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
 use crate::name::LockName;
@@ -215,6 +217,20 @@ impl RedisBackend {
         Ok(())
     }
 
+    /// A ttl must keep more than half of itself after the drift margin, which counts the
+    /// clock skew a promoted replica may have (`max_skew`).
+    fn check_ttl(&self, ttl: Duration) -> Result<()> {
+        let margin = drift_margin(ttl, self.settings.max_skew);
+        if ttl <= margin * 2 {
+            return Err(Error::invalid(format!(
+                "ttl of {ttl:?} is too short with max_skew {:?}: the drift margin ({margin:?}) would \
+                 take half of it; lengthen the ttl, or lower max_skew in the URL",
+                self.settings.max_skew
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs `script` followed by `WAIT 1 timeout` on the acknowledgement connection and
     /// returns the script's reply and the number of replicas that acknowledged.
     async fn with_replica_ack(
@@ -351,8 +367,13 @@ impl Backend for RedisBackend {
         &self.deployment_id
     }
 
+    fn max_clock_skew(&self) -> Duration {
+        self.settings.max_skew
+    }
+
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.ensure_open()?;
+        self.check_ttl(req.ttl)?;
         let k = keys(&self.settings.prefix, req.name);
         let owner = owner_hex(req.owner);
         let args = [
@@ -391,6 +412,7 @@ impl Backend for RedisBackend {
 
     async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {
         self.ensure_open()?;
+        self.check_ttl(ttl)?;
         let k = keys(&self.settings.prefix, name);
         let args = [owner_hex(owner), ms(ttl).to_string()];
         let (renewed, acks) = match &self.ack {

@@ -133,6 +133,7 @@ impl RedlockBackend {
             replica_ack: false,
             allow_eviction: settings.allow_eviction,
             strict_checks: settings.strict_checks,
+            max_skew: settings.max_skew,
         };
         let key = settings.max_ttl_key();
         let wanted = ms(settings.max_ttl);

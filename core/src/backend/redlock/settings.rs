@@ -53,37 +53,8 @@ fn flag(url: &LockerUrl, key: &str, default: bool) -> Result<bool> {
     }
 }
 
-/// `60s`, `500ms`, `2m`, or a bare number of seconds (fractions allowed).
-pub fn parse_duration(key: &str, text: &str) -> Result<Duration> {
-    let bad = || {
-        Error::invalid(format!(
-            "{key} must be a duration like 60s, 500ms or 2m, not {text:?}"
-        ))
-    };
-    let t = text.trim();
-    let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(at) => (&t[..at], &t[at..]),
-        None => (t, "s"),
-    };
-    let n: f64 = number.trim().parse().map_err(|_| bad())?;
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(bad()),
-    };
-    let secs = n * scale;
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 fn duration(url: &LockerUrl, key: &str, default: Duration) -> Result<Duration> {
-    url.query
-        .get(key)
-        .map_or(Ok(default), |v| parse_duration(key, v))
+    url.duration_option(key, default)
 }
 
 impl RedlockSettings {
@@ -166,18 +137,24 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("x", "60s").unwrap(), Duration::from_secs(60));
         assert_eq!(
-            parse_duration("x", "500ms").unwrap(),
+            crate::url::parse_duration("x", "60s").unwrap(),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            crate::url::parse_duration("x", "500ms").unwrap(),
             Duration::from_millis(500)
         );
-        assert_eq!(parse_duration("x", "2m").unwrap(), Duration::from_secs(120));
         assert_eq!(
-            parse_duration("x", "1.5").unwrap(),
+            crate::url::parse_duration("x", "2m").unwrap(),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            crate::url::parse_duration("x", "1.5").unwrap(),
             Duration::from_millis(1500)
         );
         for bad in ["", "-1s", "1d", "abc", "nan"] {
-            assert!(parse_duration("x", bad).is_err(), "{bad}");
+            assert!(crate::url::parse_duration("x", bad).is_err(), "{bad}");
         }
     }
 

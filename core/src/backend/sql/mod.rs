@@ -217,7 +217,9 @@ pub(crate) fn is_conflict(err: &sqlx::Error) -> bool {
     };
     match db_code(db.as_ref()) {
         DbCode::Postgres(c) => c == "40001" || c == "40P01",
-        DbCode::MySql(n) => n == 1213,
+        // 1020 (ER_CHECKREAD): MariaDB 11.6+ with innodb_snapshot_isolation (its default), a row
+        // changed since the transaction's snapshot; the transaction is rolled back like a deadlock.
+        DbCode::MySql(n) => n == 1213 || n == 1020,
         _ => false,
     }
 }
@@ -330,6 +332,10 @@ fn map_mysql(context: &str, number: u16, message: &str) -> Error {
         1213 => Error::unavailable(format!(
             "{context}: deadlock with a concurrent transaction, rolled back; retry ({message})"
         )),
+        1020 => Error::unavailable(format!(
+            "{context}: a row changed since the transaction's snapshot (snapshot isolation), \
+             rolled back; retry ({message})"
+        )),
         1205 => Error::unavailable(format!(
             "{context}: timed out waiting for a row lock ({message})"
         )),
@@ -436,6 +442,7 @@ mod tests {
         assert!(!map_postgres("x", "23502", "m").is_retryable());
         assert_eq!(map_mysql("x", 1045, "m").code(), crate::ErrorCode::Auth);
         assert!(map_mysql("x", 1213, "m").is_retryable());
+        assert!(map_mysql("x", 1020, "m").is_retryable());
         assert!(map_mysql("x", 1205, "m").is_retryable());
         assert!(!map_mysql("x", 1064, "m").is_retryable());
         assert!(map_sqlite("x", 5, "m").is_retryable());
