@@ -555,3 +555,71 @@ async fn max_skew_is_part_of_the_drift_margin() {
         assert_eq!(err.code(), ErrorCode::InvalidArgument, "{bad}: {err}");
     }
 }
+
+/// A waiting acquire dropped outside any runtime (by a Rust caller's own executor or thread)
+/// still unsubscribes from the lock's release channel: the subscription does not stay on the
+/// server for the Locker's life.
+#[test]
+fn a_waiting_acquire_dropped_outside_the_runtime_unsubscribes() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let url = redis_url();
+    let name = unique("dropped-off-runtime");
+    let channel = format!("fencelock:{{{name}}}:released");
+    let (holder, waiter, held, mut raw) = rt.block_on(async {
+        let holder = Locker::connect(&url).await.unwrap();
+        let waiter = Locker::connect(&url).await.unwrap();
+        let held = holder.acquire(&name, &opts(10_000)).await.unwrap();
+        (holder, waiter, held, raw_redis(&url).await)
+    });
+    let mut subscribers = |rt: &tokio::runtime::Runtime| -> i64 {
+        rt.block_on(async {
+            let reply: (String, i64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            reply.1
+        })
+    };
+    let mut waiting = Box::pin({
+        let (waiter, name) = (waiter.clone(), name.clone());
+        async move { waiter.acquire(&name, &opts(10_000)).await }
+    });
+    // Polled on the runtime until it waits, subscribed.
+    rt.block_on(async {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            assert!(
+                tokio::time::timeout(Duration::from_millis(100), &mut waiting)
+                    .await
+                    .is_err(),
+                "the waiter got a held lock"
+            );
+            let reply: (String, i64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query_async(&mut raw_redis(&url).await)
+                .await
+                .unwrap();
+            if reply.1 == 1 {
+                return;
+            }
+        }
+        panic!("the waiter never subscribed");
+    });
+    std::thread::spawn(move || drop(waiting)).join().unwrap();
+    let started = Instant::now();
+    while subscribers(&rt) != 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the dropped waiter's subscription stayed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rt.block_on(async {
+        held.release().await.unwrap();
+        waiter.close().await;
+        holder.close().await;
+    });
+}

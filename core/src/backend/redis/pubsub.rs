@@ -87,6 +87,7 @@ impl WakeHub {
         }
         let seen = state.generation.load(Ordering::Acquire);
         Ok(HubWatch {
+            runtime: tokio::runtime::Handle::current(),
             hub: Arc::downgrade(self),
             conn: conn.clone(),
             channel: channel.to_string(),
@@ -110,6 +111,9 @@ impl WakeHub {
 }
 
 pub struct HubWatch {
+    /// Where the unsubscription runs when the watch is dropped, wherever that happens (a Rust
+    /// caller may drop an acquire future outside any runtime).
+    runtime: tokio::runtime::Handle,
     hub: Weak<WakeHub>,
     conn: Conn,
     channel: String,
@@ -141,10 +145,7 @@ impl Drop for HubWatch {
         }
         let channel = self.channel.clone();
         let conn = self.conn.clone();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
+        self.runtime.spawn(async move {
             let _changes = hub.changes.lock().await;
             let idle = {
                 let mut channels = lock(&hub.channels);
