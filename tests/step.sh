@@ -17,7 +17,9 @@ shift
 
 # setsid: the step leads a new session and process group (bash runs a background job in its
 # own group only with job control, so setsid does not fork here and $! is the step itself).
-setsid "$@" </dev/null &
+# env --default-signal: a background job of a shell without job control starts with SIGINT and
+# SIGQUIT ignored, which every process of the step would inherit (a Ctrl-C test would hang).
+setsid env --default-signal=INT,QUIT "$@" </dev/null &
 step=$!
 
 waited=0

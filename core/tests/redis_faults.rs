@@ -414,3 +414,111 @@ async fn waiters_in_one_locker_do_not_stampede() {
         "not first come, first served"
     );
 }
+
+/// Whether to wait for a replica is asked again during the Locker's life: a Locker that
+/// connected while the master had no replica waits for one added later (a paused replica then
+/// makes acquire UNAVAILABLE, as it does for a Locker that connected with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_added_after_connect_is_waited_for() {
+    let _serial = serial();
+    let url = redis_url();
+    let replica_url = support::url("REDIS_REPLICA", "redis://127.0.0.1:6382");
+    let master_addr = url
+        .trim_start_matches("redis://")
+        .split(['/', '?'])
+        .next()
+        .unwrap()
+        .to_string();
+    let (master_host, master_port) = master_addr.rsplit_once(':').unwrap();
+    let mut replica = raw_redis(&replica_url).await;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut replica)
+        .await
+        .unwrap();
+    let pid = replica_pid(&info);
+    let replicas = |mut c: redis::aio::MultiplexedConnection| async move {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    // Attached again however the test ends (other tests count on the replica).
+    struct Reattach(String, String, String);
+    impl Drop for Reattach {
+        fn drop(&mut self) {
+            if let Ok(mut c) = redis::Client::open(self.0.as_str()).and_then(|c| c.get_connection())
+            {
+                let _ = redis::cmd("REPLICAOF")
+                    .arg(&self.1)
+                    .arg(&self.2)
+                    .query::<()>(&mut c);
+            }
+        }
+    }
+    let _reattach = Reattach(
+        replica_url.clone(),
+        master_host.to_string(),
+        master_port.to_string(),
+    );
+    // Detached: the master has no replica when the Locker connects.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut replica)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while replicas(raw_redis(&url).await).await != 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the replica stayed attached"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let locker = Locker::connect(&url).await.unwrap();
+    let attach = redis::cmd("REPLICAOF")
+        .arg(master_host)
+        .arg(master_port)
+        .query_async::<()>(&mut replica)
+        .await;
+    let outcome = async {
+        attach.unwrap();
+        let started = Instant::now();
+        while replicas(raw_redis(&url).await).await == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the replica never attached"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Within a re-check or two, a paused replica fails the acquire.
+        let name = unique("replica-later");
+        let started = Instant::now();
+        loop {
+            // SAFETY: pausing and resuming the test replica.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            let result = locker
+                .acquire(&name, &opts(10_000).with_wait(Some(Duration::ZERO)))
+                .await;
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+            match result {
+                Err(e) if e.code() == ErrorCode::Unavailable => return,
+                Err(e) => panic!("{e}"),
+                Ok(lease) => lease.release().await.unwrap(),
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the Locker never started waiting for the replica added after it connected"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+    outcome.await;
+    locker.close().await;
+}

@@ -8,7 +8,8 @@
 //! - every script is called by SHA, and loaded again when the server's script cache was
 //!   flushed (redis-rs's `invoke_async` does this; the pipelined replica path does it here).
 //! - waiters share the Locker's one RESP3 connection for pub/sub ([`pubsub`]).
-//! - where the master reports replicas, acquires and renewals are followed by `WAIT 1` on a
+//! - where the master reports replicas (asked at connect and again every few seconds, see
+//!   [`replica`]), acquires and renewals are followed by `WAIT 1` on a
 //!   connection of their own: WAIT counts the writes of the connection it is sent on, so the
 //!   script and its WAIT are pipelined together there. No acknowledgement fails the operation;
 //!   a failed acquire is released again.
@@ -24,6 +25,7 @@ pub(crate) mod conn;
 pub(crate) mod connect;
 pub(crate) mod keys;
 pub(crate) mod pubsub;
+pub(crate) mod replica;
 pub(crate) mod scripts;
 
 use std::sync::Arc;
@@ -38,6 +40,7 @@ use self::conn::Conn;
 use self::connect::{RedisSettings, client, cluster_client, manager_config, map_error};
 use self::keys::{keys, name_of_lock_key, scan_pattern};
 use self::pubsub::WakeHub;
+use self::replica::ReplicaAck;
 use self::scripts::{
     ACQUIRE, FENCE_COUNTER_TTL_MS, FORCE_RELEASE, INSPECT, LAYOUT_VERSION, RELEASE, RENEW,
 };
@@ -52,8 +55,8 @@ use crate::url::{BackendKind, LockerUrl};
 pub struct RedisBackend {
     kind: BackendKind,
     conn: Conn,
-    /// Present when the master reports replicas and replica acknowledgement is on.
-    ack: Option<ConnectionManager>,
+    /// Present on one instance with replica acknowledgement on (see [`replica`]).
+    ack: Option<ReplicaAck>,
     hub: Arc<WakeHub>,
     settings: RedisSettings,
     deployment_id: String,
@@ -165,21 +168,14 @@ impl RedisBackend {
             .await
             .map_err(connect_error)?;
         check_eviction_policy(&mut conn, &settings, &redacted).await?;
-        // Replica acknowledgement: on one instance with replicas. On a Cluster, replicas are
-        // per shard and not checked yet (docs/redis.md says so).
-        let ack = match &single_client {
-            Some(client)
-                if settings.replica_ack
-                    && count_replicas(&mut conn, &settings, &redacted).await? > 0 =>
-            {
-                Some(
-                    client
-                        .get_connection_manager_with_config(manager_config(
-                            options.operation_timeout,
-                        ))
-                        .await
-                        .map_err(connect_error)?,
-                )
+        // Replica acknowledgement: on one instance with replicas (asked now, and again during
+        // the Locker's life). On a Cluster, replicas are per shard and not checked yet
+        // (docs/redis.md says so).
+        let ack = match single_client {
+            Some(client) if settings.replica_ack => {
+                let ack = ReplicaAck::new(client, options.operation_timeout, redacted.to_string());
+                ack.connection(&conn, &settings).await?;
+                Some(ack)
             }
             _ => None,
         };
@@ -229,6 +225,14 @@ impl RedisBackend {
             )));
         }
         Ok(())
+    }
+
+    /// The connection to follow writes with `WAIT 1` on, while the master reports replicas.
+    async fn replica_ack(&self) -> Result<Option<ConnectionManager>> {
+        match &self.ack {
+            Some(ack) => ack.connection(&self.conn, &self.settings).await,
+            None => Ok(None),
+        }
     }
 
     /// Runs `script` followed by `WAIT 1 timeout` on the acknowledgement connection and
@@ -325,7 +329,11 @@ fn collect_policies(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-async fn count_replicas(conn: &mut Conn, settings: &RedisSettings, url: &str) -> Result<u32> {
+pub(crate) async fn count_replicas(
+    conn: &mut Conn,
+    settings: &RedisSettings,
+    url: &str,
+) -> Result<u32> {
     let reply: redis::RedisResult<Value> = redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)
@@ -383,7 +391,8 @@ impl Backend for RedisBackend {
             LAYOUT_VERSION.to_string(),
             FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
         ];
-        let Some(ack) = &self.ack else {
+        let ack = self.replica_ack().await?;
+        let Some(ack) = &ack else {
             let reply: Value = ACQUIRE
                 .key(&k.lock)
                 .key(&k.fence)
@@ -415,7 +424,8 @@ impl Backend for RedisBackend {
         self.check_ttl(ttl)?;
         let k = keys(&self.settings.prefix, name);
         let args = [owner_hex(owner), ms(ttl).to_string()];
-        let (renewed, acks) = match &self.ack {
+        let ack = self.replica_ack().await?;
+        let (renewed, acks) = match &ack {
             None => {
                 let n: i64 = RENEW
                     .key(&k.lock)
