@@ -205,6 +205,19 @@ async fn tokens_keep_increasing_across_a_restart_without_persistence() {
     after.release().await.unwrap();
 }
 
+/// The test replica's URL, a connection to it, and its process id (to pause it).
+async fn test_replica() -> (String, redis::aio::MultiplexedConnection, i32) {
+    let url = support::url("REDIS_REPLICA", "redis://127.0.0.1:6382");
+    let mut replica = raw_redis(&url).await;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut replica)
+        .await
+        .unwrap();
+    let pid = replica_pid(&info);
+    (url, replica, pid)
+}
+
 fn replica_pid(info: &str) -> i32 {
     info.lines()
         .find_map(|l| l.strip_prefix("process_id:"))
@@ -216,14 +229,7 @@ fn replica_pid(info: &str) -> i32 {
 async fn a_paused_replica_makes_acquire_unavailable_and_leaves_nothing_behind() {
     let _serial = serial();
     let url = redis_url();
-    let replica_url = support::url("REDIS_REPLICA", "redis://127.0.0.1:6382");
-    let mut replica = raw_redis(&replica_url).await;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut replica)
-        .await
-        .unwrap();
-    let pid = replica_pid(&info);
+    let (_, _, pid) = test_replica().await;
     let locker = Locker::connect(&url).await.unwrap();
     let name = unique("replica");
     // SAFETY: pausing and resuming the test replica.
@@ -422,7 +428,6 @@ async fn waiters_in_one_locker_do_not_stampede() {
 async fn a_replica_added_after_connect_is_waited_for() {
     let _serial = serial();
     let url = redis_url();
-    let replica_url = support::url("REDIS_REPLICA", "redis://127.0.0.1:6382");
     let master_addr = url
         .trim_start_matches("redis://")
         .split(['/', '?'])
@@ -430,13 +435,7 @@ async fn a_replica_added_after_connect_is_waited_for() {
         .unwrap()
         .to_string();
     let (master_host, master_port) = master_addr.rsplit_once(':').unwrap();
-    let mut replica = raw_redis(&replica_url).await;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut replica)
-        .await
-        .unwrap();
-    let pid = replica_pid(&info);
+    let (replica_url, mut replica, pid) = test_replica().await;
     let replicas = |mut c: redis::aio::MultiplexedConnection| async move {
         let info: String = redis::cmd("INFO")
             .arg("replication")
