@@ -124,13 +124,14 @@ async fn a_lock_life_shows_in_the_metrics(url: &str) {
         with.extend_from_slice(attrs);
         get(after, name, &with) - get(&before, name, &with)
     };
-    // The lost signal fires before the loss is measured (observers come after the signal).
+    // The lost signal fires before the loss is measured (observers come after the signal):
+    // both of the loss's measurements are waited for.
     let started = std::time::Instant::now();
     let after = loop {
         let after = snapshot(backend);
-        if delta_in(&after, "fencelock.losses", &["reason=taken_over"]) >= 1
-            || started.elapsed() > Duration::from_secs(10)
-        {
+        let measured = delta_in(&after, "fencelock.losses", &["reason=taken_over"]) >= 1
+            && delta_in(&after, "fencelock.lease.hold", &["outcome=lost"]) >= 1;
+        if measured || started.elapsed() > Duration::from_secs(10) {
             break after;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -285,7 +285,20 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let lost_at = lost_at.lock().unwrap().unwrap();
+    // The signal fires first, its callbacks and the observers (events) hear of it after.
+    let lost_at = {
+        let started = Instant::now();
+        loop {
+            if let Some(at) = *lost_at.lock().unwrap() {
+                break at;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the on_lost callback never ran"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
     assert_eq!(lease.lost_signal().reason(), Some(LossReason::Expired));
     assert!(
         suspended_seen.is_some(),
@@ -294,9 +307,21 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
     assert!(!lease.is_suspended(), "a lost lease is not suspended");
     // The events tell the same story, in order: trouble (suspended or a retried renewal)
     // before the loss, and the loss last.
-    let kinds: Vec<_> = std::iter::from_fn(|| events.try_recv())
-        .filter(|e| e.name == name)
-        .collect();
+    let mut kinds = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+            .await
+            .expect("no lost event")
+            .expect("the events ended");
+        if event.name != name {
+            continue;
+        }
+        let lost = event.kind.as_str() == "lost";
+        kinds.push(event);
+        if lost {
+            break;
+        }
+    }
     let order: Vec<_> = kinds.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(order.first(), Some(&"acquired"), "{order:?}");
     assert_eq!(
