@@ -239,7 +239,7 @@ fn kill_9_of_the_leader_elects_another_within_its_ttl_on_every_backend() {
         // A fresh election per backend; a short ZooKeeper session plays the part of the ttl.
         let election = format!("elect-kill-{backend}-{}", std::process::id());
         let url = if backend == "zookeeper" {
-            format!("{url}?session_timeout_ms=2000")
+            format!("{url}?session_timeout_ms=2000&tick_ms=500")
         } else {
             url
         };

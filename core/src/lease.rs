@@ -60,6 +60,9 @@ pub(crate) struct LeaseShared {
     /// The process that acquired: a child made by fork() must not renew or release.
     pid: u32,
     acquired_at: BootInstant,
+    /// Renewed by its own task (not `auto_renew = false`): a backend's own proof of liveness
+    /// ([`LeaseEvents::advance`]) moves its deadline only then.
+    auto_renew: bool,
     max_hold: Option<Duration>,
     operation_timeout: Duration,
     /// See [`crate::LockOptions::pipelined_release`].
@@ -91,6 +94,9 @@ pub(crate) struct NewLease {
     pub runtime: Handle,
     pub locker: Weak<LockerInner>,
     pub sent_at: BootInstant,
+    /// What the client deadline counts from: `sent_at` unless the backend proves better
+    /// ([`Backend::expiry_counted_from`]).
+    pub counted_from: BootInstant,
     pub sent_wall: SystemTime,
     pub ttl: Duration,
     pub auto_renew: bool,
@@ -103,6 +109,19 @@ pub(crate) struct NewLease {
     pub answered_at: BootInstant,
 }
 
+/// The server's expiry on the wall clock, estimated from a request's send time (both clocks)
+/// and the instant the expiry counts from.
+fn wall_expiry(
+    sent_wall: SystemTime,
+    sent_at: BootInstant,
+    counted_from: BootInstant,
+    ttl: Duration,
+) -> SystemTime {
+    (sent_wall + ttl)
+        .checked_sub(counted_from.until(sent_at))
+        .unwrap_or(sent_wall)
+}
+
 fn client_deadline(backend: &dyn Backend, sent_at: BootInstant, ttl: Duration) -> BootInstant {
     let lifetime = ttl.saturating_sub(drift_margin(ttl, backend.max_clock_skew()));
     sent_at.checked_add(lifetime).unwrap_or(sent_at)
@@ -110,7 +129,7 @@ fn client_deadline(backend: &dyn Backend, sent_at: BootInstant, ttl: Duration) -
 
 impl LeaseShared {
     pub(crate) fn start(new: NewLease) -> Arc<LeaseShared> {
-        let deadline = client_deadline(new.backend.as_ref(), new.sent_at, new.ttl);
+        let deadline = client_deadline(new.backend.as_ref(), new.counted_from, new.ttl);
         let shared = Arc::new(LeaseShared {
             id: new.id,
             name: new.name,
@@ -121,6 +140,7 @@ impl LeaseShared {
             locker: new.locker,
             pid: std::process::id(),
             acquired_at: new.sent_at,
+            auto_renew: new.auto_renew,
             max_hold: new.max_hold,
             pipelined_release: new.pipelined_release,
             renewing: tokio::sync::Mutex::new(()),
@@ -129,7 +149,7 @@ impl LeaseShared {
             state: Mutex::new(State {
                 phase: Phase::Held,
                 deadline,
-                expires_at: new.sent_wall + new.ttl,
+                expires_at: wall_expiry(new.sent_wall, new.sent_at, new.counted_from, new.ttl),
                 ttl: new.ttl,
                 last_sent: new.sent_at,
                 renewal_failing: false,
@@ -325,7 +345,11 @@ impl LeaseShared {
     /// Records a confirmed renewal that was sent at `sent_at`. A confirmation that arrives
     /// after the old deadline does not revive the lease: it was already lost.
     fn confirm(self: &Arc<Self>, sent_at: BootInstant, sent_wall: SystemTime, ttl: Duration) {
-        let new_deadline = client_deadline(self.backend.as_ref(), sent_at, ttl);
+        let counted_from = self
+            .backend
+            .expiry_counted_from(self.owner)
+            .unwrap_or(sent_at);
+        let new_deadline = client_deadline(self.backend.as_ref(), counted_from, ttl);
         let mut state = lock(&self.state);
         if state.phase != Phase::Held || state.deadline.has_passed() {
             return;
@@ -333,7 +357,7 @@ impl LeaseShared {
         // Assigned, not maxed: an extend to a shorter ttl moves the server's expiry closer,
         // and the client deadline must follow it.
         state.deadline = new_deadline;
-        state.expires_at = sent_wall + ttl;
+        state.expires_at = wall_expiry(sent_wall, sent_at, counted_from, ttl);
         state.ttl = ttl;
         state.last_sent = sent_at;
         state.renewal_failing = false;
@@ -343,6 +367,32 @@ impl LeaseShared {
         watchdog::watch(self, deadline);
         // The next renewal is due a third of the (maybe new) ttl after this send.
         self.reschedule.notify_one();
+    }
+
+    /// The backend proved, by itself, that the server keeps the lease until at least
+    /// `counted_from` + its ttl: the deadline moves up to that (never down; no event: the
+    /// renewal task reports renewals). Not for a lease that stopped renewing (`auto_renew =
+    /// false`, `max_hold` reached): it ends at the deadline it has.
+    fn advance(self: &Arc<Self>, counted_from: BootInstant) {
+        if !self.auto_renew
+            || self
+                .max_hold
+                .is_some_and(|max| self.acquired_at.elapsed() >= max)
+        {
+            return;
+        }
+        let mut state = lock(&self.state);
+        let new_deadline = client_deadline(self.backend.as_ref(), counted_from, state.ttl);
+        if state.phase != Phase::Held
+            || state.deadline.has_passed()
+            || new_deadline <= state.deadline
+        {
+            return;
+        }
+        state.deadline = new_deadline;
+        let deadline = state.deadline;
+        drop(state);
+        watchdog::watch(self, deadline);
     }
 
     async fn with_timeout<T>(&self, what: &str, fut: impl Future<Output = Result<T>>) -> Result<T> {
@@ -619,6 +669,14 @@ impl LeaseEvents {
     pub fn lost(&self, reason: LossReason) {
         if let Some(lease) = self.lease.upgrade() {
             lease.mark_lost(reason);
+        }
+    }
+
+    /// The backend proved that the server keeps the lease until at least `counted_from` + its
+    /// ttl (ZooKeeper's session heartbeat): its client deadline moves up to that.
+    pub fn advance(&self, counted_from: BootInstant) {
+        if let Some(lease) = self.lease.upgrade() {
+            lease.advance(counted_from);
         }
     }
 

@@ -461,6 +461,11 @@ impl Locker {
                     runtime: self.inner.runtime.clone(),
                     locker: Arc::downgrade(&self.inner),
                     sent_at,
+                    counted_from: self
+                        .inner
+                        .backend
+                        .expiry_counted_from(owner)
+                        .unwrap_or(sent_at),
                     answered_at: BootInstant::now(),
                     sent_wall,
                     ttl: self.inner.backend.lease_ttl(options.ttl),

@@ -239,7 +239,7 @@ async fn a_cut_off_holder_is_lost_at_its_client_deadline_before_the_server_expir
     let timeout = Duration::from_secs(10);
     let proxy = Proxy::start(zk_host()).await;
     let url = format!(
-        "zk://{}?session_timeout_ms={}",
+        "zk://{}?session_timeout_ms={}&tick_ms=500",
         proxy.addr,
         timeout.as_millis()
     );
@@ -389,7 +389,7 @@ async fn a_create_whose_reply_was_lost_is_found_by_owner_id() {
     let mut options = LockerOptions::default();
     options.test_hook = Some(hook);
     let locker = Locker::connect_with(
-        &format!("zk://{}?session_timeout_ms=10000", proxy.addr),
+        &format!("zk://{}?session_timeout_ms=10000&tick_ms=500", proxy.addr),
         options,
     )
     .await
@@ -463,7 +463,7 @@ async fn a_waiter_dropped_during_a_partition_leaves_no_node_in_the_queue() {
     });
     // A session that outlives the partition: the waiter's node stays unless it is deleted.
     let waiter = Locker::connect_with(
-        &format!("zk://{}?session_timeout_ms=40000", proxy.addr),
+        &format!("zk://{}?session_timeout_ms=40000&tick_ms=500", proxy.addr),
         options,
     )
     .await
@@ -533,7 +533,7 @@ async fn cycle(locker: &Locker, name: &str, count: usize, last: &mut u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locking_goes_on_while_one_ensemble_node_is_down() {
     let _serial = serial();
-    let url = format!("{}?session_timeout_ms=20000", ensemble_url());
+    let url = format!("{}?session_timeout_ms=20000&tick_ms=500", ensemble_url());
     let locker = Locker::connect(&url).await.unwrap();
     let kept = locker
         .acquire(&unique("held-across"), &LockOptions::default())
@@ -580,7 +580,7 @@ async fn mode_of(host_port: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_moves_clients_and_never_double_holds() {
     let _serial = serial();
-    let url = format!("{}?session_timeout_ms=20000", ensemble_url());
+    let url = format!("{}?session_timeout_ms=20000&tick_ms=500", ensemble_url());
     let hosts: Vec<String> = url
         .trim_start_matches("zk://")
         .split('?')

@@ -130,7 +130,7 @@ async fn acquire_release_inspect_and_the_token_is_the_czxid() {
 
 #[tokio::test]
 async fn the_lease_lasts_one_session_timeout_and_renews_every_third_of_it() {
-    let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=3000"))
+    let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=3000&tick_ms=500"))
         .await
         .unwrap();
     let name = unique("session-ttl");
@@ -167,7 +167,7 @@ async fn the_lease_lasts_one_session_timeout_and_renews_every_third_of_it() {
 
 #[tokio::test]
 async fn without_auto_renew_the_lease_ends_after_one_session_timeout_and_its_node_goes() {
-    let url = with(&zk_url(), "session_timeout_ms=2000");
+    let url = with(&zk_url(), "session_timeout_ms=2000&tick_ms=500");
     let locker = Locker::connect(&url).await.unwrap();
     let other = Locker::connect(&url).await.unwrap();
     let name = unique("no-renew");
@@ -365,7 +365,7 @@ async fn one_release_wakes_exactly_the_next_waiter_in_fifo_order() {
 #[tokio::test]
 async fn a_holders_node_deleted_by_hand_makes_its_lease_lost_at_once() {
     let session = Duration::from_secs(6);
-    let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=6000"))
+    let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=6000&tick_ms=500"))
         .await
         .unwrap();
     let raw = raw().await;

@@ -115,10 +115,10 @@ def lock_url(backend: str, run_dir: Path, ports: Optional[dict[str, int]] = None
         hosts = ",".join(f"{h}:{p(f'redlock-{i}')}" for i in range(1, 6))
         return f"redlock://{hosts}?max_ttl={REDLOCK_MAX_TTL_S}s&max_skew=100ms"
     if backend == "zookeeper":
-        return f"zk://{h}:{p('zookeeper')}?session_timeout_ms={ZK_SESSION_MS}"
+        return f"zk://{h}:{p('zookeeper')}?session_timeout_ms={ZK_SESSION_MS}&tick_ms=500"
     if backend == "zk-ensemble":
         hosts = ",".join(f"{h}:{p(f'zk-ensemble-{i}')}" for i in range(1, 4))
-        return f"zk://{hosts}?session_timeout_ms={ZK_ENSEMBLE_SESSION_MS}"
+        return f"zk://{hosts}?session_timeout_ms={ZK_ENSEMBLE_SESSION_MS}&tick_ms=500"
     if backend == "postgres":
         return f"postgres://fencelock:fencelock-test@{h}:{p('postgres')}/fencelock_test"
     if backend == "mariadb":

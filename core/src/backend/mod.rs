@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 use crate::holder::HolderDescription;
 use crate::ids::OwnerId;
@@ -146,6 +147,14 @@ pub trait Backend: Send + Sync + 'static {
     /// ZooKeeper, whose liveness is the session, answers the negotiated session timeout.
     fn lease_ttl(&self, requested: Duration) -> Duration {
         requested
+    }
+
+    /// The instant the server's expiry of `owner`'s lease is proven to count from, for a
+    /// backend that proves it by itself rather than by the request that confirmed it
+    /// (ZooKeeper's session heartbeat): the client deadline is that instant + the lease ttl −
+    /// the drift margin. `None` (TTL backends): the send time of the confirming request.
+    fn expiry_counted_from(&self, _owner: OwnerId) -> Option<BootInstant> {
+        None
     }
 
     /// Whether the server expires a lease at a time set by its ttl. `false` (ZooKeeper: the

@@ -69,7 +69,7 @@ pub fn backend_url(backend: &str) -> String {
         }
         "redis" => redis_url(),
         "zookeeper" => format!(
-            "{}?session_timeout_ms=2000",
+            "{}?session_timeout_ms=2000&tick_ms=500",
             url("ZK", "zk://127.0.0.1:2181")
         ),
         "postgres" => url(

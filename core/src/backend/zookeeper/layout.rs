@@ -85,6 +85,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_wrapped_sequence_is_not_a_lock_node() {
+        // What ZooKeeper names the 2^31st child of a folder: its counter is a signed int.
+        assert_eq!(sequence("_c_x-lock--2147483648"), None);
+        assert_eq!(sequence("_c_x-lock-2147483647"), Some(2_147_483_647));
+    }
+
+    #[test]
     fn curator_names_and_order() {
         let owner = OwnerId::from_bytes([0xab; 16]);
         let name = LockName::new("batch/2024.nightly").unwrap();

@@ -14,9 +14,10 @@
 //!   queue: a later holder's node was created after this holder's (it was behind it in the
 //!   queue, or created once this one held).
 //! - liveness is the session. The lease's ttl is the negotiated session timeout
-//!   ([`Backend::lease_ttl`]); a renewal is an `exists` on our own node every timeout / 3, and
-//!   the client deadline is the send time of the last one answered + the timeout − the drift
-//!   margin. One standing exists-watch per held node, set once it has been held for 100 ms,
+//!   ([`Backend::lease_ttl`]). One heartbeat per session, a write the leader must commit,
+//!   proves until when the leader keeps the session ([`heartbeat`], docs/zookeeper.md), and the
+//!   client deadline of every held lease counts from that proof. One standing exists-watch per
+//!   held node, set once it has been held for 100 ms,
 //!   reports its deletion (a forced release) within that delay. A disconnect marks the Locker's leases suspended; an expired session makes them
 //!   lost at once, and the backend makes a new session by itself.
 //! - with credentials (`zk://user:password@…`), the session authenticates with the digest
@@ -27,6 +28,7 @@
 //! Nothing here blocks a thread; every ZooKeeper error becomes a fencelock error in
 //! [`settings::map_error`].
 
+mod heartbeat;
 mod layout;
 mod settings;
 
@@ -43,8 +45,10 @@ use zookeeper_client::{
     Acls, Client, CreateMode, EventType, OneshotWatcher, SessionState, WatchedEvent,
 };
 
+use self::heartbeat::Heartbeat;
 use self::settings::{ZkSettings, map_error};
 use super::{AcquireRequest, Attempt, Backend, LeaseEvents, LockInfo, ReleaseWatch, Renewal};
+use crate::clock::{BootInstant, drift_margin};
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
 use crate::name::LockName;
@@ -85,9 +89,10 @@ struct Inner {
 struct Session {
     client: Client,
     generation: u64,
-    id: i64,
     /// The negotiated session timeout.
     timeout: Duration,
+    /// Proves until when the leader keeps this session (see [`heartbeat`]).
+    heartbeat: Arc<Heartbeat>,
 }
 
 impl Session {
@@ -117,6 +122,8 @@ struct Node {
     /// The node just ahead in the queue, as the last attempt saw it (waiters only).
     predecessor: Option<String>,
     events: Option<LeaseEvents>,
+    /// Its session's heartbeat, which proves until when the node lives.
+    heartbeat: Arc<Heartbeat>,
 }
 
 enum Cleanup {
@@ -252,6 +259,7 @@ impl Inner {
             connector = connector.with_auth("digest", digest);
         }
         let context = format!("connecting to ZooKeeper at {}", s.hosts);
+        let connect_started = BootInstant::now();
         let client = connector
             .connect(&s.hosts)
             .await
@@ -277,13 +285,19 @@ impl Inner {
             );
         }
         let states = client.state_watcher();
+        let heartbeat = Arc::new(Heartbeat::new(s.tick(timeout), connect_started));
         let session = Arc::new(Session {
-            id: client.session_id().0,
             timeout,
             client,
             generation,
+            heartbeat: heartbeat.clone(),
         });
         spawn_monitor(&self.runtime, Arc::downgrade(self), generation, states);
+        self.runtime.spawn(heartbeat_loop(
+            Arc::downgrade(self),
+            Arc::downgrade(&session),
+            heartbeat,
+        ));
         Ok(session)
     }
 
@@ -569,6 +583,26 @@ impl Inner {
         }
     }
 
+    /// Whether this Locker has lock nodes (waiting or held) on session `generation`.
+    fn has_nodes(&self, generation: u64) -> bool {
+        lock(&self.nodes)
+            .values()
+            .any(|n| n.generation == generation)
+    }
+
+    /// The heartbeat proved session `generation` alive until `from` + its timeout: the client
+    /// deadlines of its held, renewing leases move up to it.
+    fn advance_leases(&self, generation: u64, from: BootInstant) {
+        let events: Vec<LeaseEvents> = lock(&self.nodes)
+            .values()
+            .filter(|n| n.generation == generation && n.held)
+            .filter_map(|n| n.events.clone())
+            .collect();
+        for e in events {
+            e.advance(from);
+        }
+    }
+
     fn set_suspended(&self, generation: u64, suspended: bool) {
         let events: Vec<LeaseEvents> = lock(&self.nodes)
             .values()
@@ -578,6 +612,69 @@ impl Inner {
         for e in events {
             e.set_suspended(suspended);
         }
+    }
+}
+
+/// Sends one session's heartbeats (see [`heartbeat`]) while this Locker has lock nodes on it,
+/// and for one session timeout after the last one went, so that locking again soon finds the
+/// proof fresh. Ends with the session.
+async fn heartbeat_loop(inner: Weak<Inner>, session: Weak<Session>, heartbeat: Arc<Heartbeat>) {
+    let pause = heartbeat.gap() / 2;
+    let mut busy_at = BootInstant::now();
+    loop {
+        let Some(this) = session.upgrade() else {
+            return;
+        };
+        if this.is_ended() {
+            return;
+        }
+        let (generation, linger) = (this.generation, this.timeout);
+        drop(this);
+        let busy = {
+            let Some(inner) = inner.upgrade() else { return };
+            if inner.closed.load(Ordering::Acquire) {
+                return;
+            }
+            inner.has_nodes(generation)
+        };
+        if busy {
+            busy_at = BootInstant::now();
+        } else if busy_at.elapsed() > linger {
+            // Idle: sleep until a node is made (checking now and then that the session lives).
+            let _ = tokio::time::timeout(Duration::from_secs(1), heartbeat.wake.notified()).await;
+            continue;
+        }
+        let sent = BootInstant::now();
+        let outcome = {
+            let Some(this) = session.upgrade() else {
+                return;
+            };
+            let mut check = this.client.new_multi_writer();
+            match check.add_check_version("/", -1) {
+                Ok(()) => tokio::time::timeout(this.timeout, check.commit())
+                    .await
+                    .map(|r| r.map(drop).map_err(ZkError::from)),
+                Err(e) => Ok(Err(e)),
+            }
+        };
+        match outcome {
+            Ok(Ok(_)) => {
+                let moved = heartbeat.answered(sent, BootInstant::now());
+                if let Some(inner) = inner.upgrade() {
+                    if let Some(from) = moved {
+                        inner.advance_leases(generation, from);
+                    }
+                    inner.hook("zk_heartbeat_confirmed");
+                }
+            }
+            Ok(Err(e)) if is_session_gone(&e) => {
+                heartbeat.failed(map_error("the session heartbeat", e).to_string());
+                return;
+            }
+            Ok(Err(e)) => heartbeat.failed(map_error("the session heartbeat", e).to_string()),
+            Err(_) => heartbeat.failed("the session heartbeat got no answer".to_string()),
+        }
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -946,6 +1043,19 @@ impl Backend for ZkBackend {
                             "the ZooKeeper server answered a create without its stat",
                         ));
                     }
+                    if layout::sequence(&path).is_none() {
+                        // ZooKeeper's sequence is a signed 32-bit counter per folder: past 2^31
+                        // creates it goes negative, and the queue order with it. Such a node
+                        // never holds (nobody counts it); say so instead of queueing forever.
+                        let _ = inner.delete_own(&session, &path).await;
+                        return Err(Error::backend(format!(
+                            "lock {:?}: ZooKeeper's sequence counter of its folder {folder} \
+                             has passed 2^31 and wrapped; no new node can queue there. Delete \
+                             the folder once nobody holds or waits (it is made again, counting \
+                             from 0)",
+                            req.name.as_str()
+                        )));
+                    }
                     let node = Node {
                         path: path.clone(),
                         czxid,
@@ -953,8 +1063,10 @@ impl Backend for ZkBackend {
                         held: false,
                         predecessor: None,
                         events: None,
+                        heartbeat: session.heartbeat.clone(),
                     };
                     lock(&inner.nodes).insert(req.owner, node);
+                    session.heartbeat.wake.notify_one();
                     (path, listed)
                 }
             };
@@ -962,28 +1074,40 @@ impl Backend for ZkBackend {
                 Some(children) => position_in(children, &folder, &path),
                 None => inner.position(&session, &folder, &path).await?,
             };
-            let mut nodes = lock(&inner.nodes);
-            match position {
-                Position::First => {
-                    if let Some(node) = nodes.get_mut(&req.owner) {
-                        node.held = true;
-                        node.predecessor = None;
-                        return Ok(Attempt::Acquired {
-                            token: node.czxid as u64,
-                        });
+            let acquired = {
+                let mut nodes = lock(&inner.nodes);
+                match position {
+                    Position::First => match nodes.get_mut(&req.owner) {
+                        Some(node) => {
+                            node.held = true;
+                            node.predecessor = None;
+                            Some(node.czxid as u64)
+                        }
+                        // Removed meanwhile (the session ended): queue again.
+                        None => None,
+                    },
+                    Position::Behind(predecessor) => {
+                        if let Some(node) = nodes.get_mut(&req.owner) {
+                            node.predecessor = Some(predecessor);
+                        }
+                        return Ok(Attempt::Held { expires_in: None });
                     }
-                    // Removed meanwhile (the session ended): queue again.
-                }
-                Position::Behind(predecessor) => {
-                    if let Some(node) = nodes.get_mut(&req.owner) {
-                        node.predecessor = Some(predecessor);
+                    Position::Missing => {
+                        // Deleted by somebody while we waited: take a new place at the end.
+                        nodes.remove(&req.owner);
+                        None
                     }
-                    return Ok(Attempt::Held { expires_in: None });
                 }
-                Position::Missing => {
-                    // Deleted by somebody while we waited: take a new place at the end.
-                    nodes.remove(&req.owner);
-                }
+            };
+            if let Some(token) = acquired {
+                // The lease's client deadline counts from the heartbeat's proof: wait until
+                // that leaves it at least a heartbeat gap (a session idle for long, or new).
+                let proof_needed =
+                    BootInstant::now().saturating_sub(session.timeout.saturating_sub(
+                        drift_margin(session.timeout, Duration::ZERO) + session.heartbeat.gap(),
+                    ));
+                session.heartbeat.proven_since(proof_needed).await;
+                return Ok(Attempt::Acquired { token });
             }
         }
         Err(Error::unavailable(format!(
@@ -1010,19 +1134,19 @@ impl Backend for ZkBackend {
                 "disconnected from ZooKeeper: the lease is suspended until the session reconnects",
             ));
         }
-        match session.client.check_stat(&node.path).await {
-            Ok(Some(stat)) if stat.czxid == node.czxid && stat.ephemeral_owner == session.id => {
-                Ok(Renewal::Renewed)
-            }
-            Ok(_) => Ok(Renewal::NotOurs),
-            Err(e) if is_session_gone(&e) => {
-                if let Some(events) = &node.events {
-                    events.lost(LossReason::SessionExpired);
-                }
-                Ok(Renewal::NotOurs)
-            }
-            Err(e) => Err(map_error("checking our lock node", e)),
-        }
+        // One heartbeat per session renews every lease of it; the own-node watch reports a
+        // node deleted by somebody else.
+        session.heartbeat.next().await?;
+        Ok(Renewal::Renewed)
+    }
+
+    fn expiry_counted_from(&self, owner: OwnerId) -> Option<BootInstant> {
+        let nodes = lock(&self.inner.nodes);
+        // A node forgotten already (its session ended) proves nothing: count from boot.
+        Some(nodes.get(&owner).map_or_else(
+            || BootInstant::now().saturating_sub(BootInstant::now().since_boot()),
+            |n| n.heartbeat.proven_from(),
+        ))
     }
 
     async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {

@@ -16,7 +16,12 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_ROOT: &str = "/fencelock";
 const DEFAULT_PORT: u16 = 2181;
 
-const KNOWN: [&str; 2] = ["session_timeout_ms", "root"];
+/// The servers' tickTime assumed when the URL does not give `tick_ms`: ZooKeeper's own default
+/// (its sample configurations use 2 s), and never more than half the negotiated session timeout
+/// (a server grants at least two ticks unless its minSessionTimeout was lowered).
+pub const DEFAULT_TICK: Duration = Duration::from_secs(3);
+
+const KNOWN: [&str; 3] = ["session_timeout_ms", "root", "tick_ms"];
 
 /// Settings read from a `zk://[user:password@]h1:p1,h2:p2[/chroot][?options]` URL.
 #[derive(Clone)]
@@ -29,6 +34,8 @@ pub struct ZkSettings {
     pub root: String,
     /// What to ask the server for; the negotiated value is what counts.
     pub session_timeout: Duration,
+    /// The servers' tickTime, when the URL gives it (`tick_ms`); see [`ZkSettings::tick`].
+    pub tick: Option<Duration>,
     /// `user:password` for the digest scheme. Private: never formatted.
     digest: Option<String>,
 }
@@ -40,6 +47,7 @@ impl fmt::Debug for ZkSettings {
             .field("chroot", &self.chroot)
             .field("root", &self.root)
             .field("session_timeout", &self.session_timeout)
+            .field("tick", &self.tick)
             .field("digest", &self.digest.as_ref().map(|_| "***"))
             .finish()
     }
@@ -70,6 +78,18 @@ impl ZkSettings {
                 .ok_or_else(|| {
                     Error::invalid(format!("session_timeout_ms must be 100-600000, not {ms:?}"))
                 })?,
+        };
+        let tick = match url.query.get("tick_ms") {
+            None => None,
+            Some(ms) => Some(
+                ms.parse::<u64>()
+                    .ok()
+                    .filter(|ms| (1..=60_000).contains(ms))
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| {
+                        Error::invalid(format!("tick_ms must be 1-60000, not {ms:?}"))
+                    })?,
+            ),
         };
         let chroot = match url.path.trim_end_matches('/') {
             "" => String::new(),
@@ -118,8 +138,16 @@ impl ZkSettings {
             chroot,
             root,
             session_timeout,
+            tick,
             digest,
         })
+    }
+
+    /// The servers' tickTime the session heartbeat counts with, for a negotiated session
+    /// timeout: `tick_ms` if given, else [`DEFAULT_TICK`] or half the timeout, if less.
+    pub fn tick(&self, negotiated: Duration) -> Duration {
+        self.tick
+            .unwrap_or_else(|| DEFAULT_TICK.min(negotiated / 2))
     }
 
     /// The `user:password` credential for the digest scheme, if any.
@@ -234,11 +262,25 @@ mod tests {
     }
 
     #[test]
+    fn the_tick_is_given_or_at_most_half_the_session_timeout() {
+        let given = settings("zk://h?tick_ms=500").unwrap();
+        assert_eq!(
+            given.tick(Duration::from_secs(10)),
+            Duration::from_millis(500)
+        );
+        let assumed = settings("zk://h").unwrap();
+        assert_eq!(assumed.tick(Duration::from_secs(10)), DEFAULT_TICK);
+        assert_eq!(assumed.tick(Duration::from_secs(2)), Duration::from_secs(1));
+    }
+
+    #[test]
     fn bad_urls_are_invalid_arguments() {
         for url in [
             "zk://h?bogus=1",
             "zk://h?session_timeout_ms=abc",
             "zk://h?session_timeout_ms=5",
+            "zk://h?tick_ms=0",
+            "zk://h?tick_ms=2s",
             "zk://h?root=relative",
             "zk://h?root=/a/",
             "zk://h?root=/a/../b",
