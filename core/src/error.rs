@@ -84,6 +84,9 @@ pub struct Error {
     code: ErrorCode,
     message: String,
     retryable: bool,
+    /// When the backend knows it cannot answer sooner (Redlock masters abstaining after a
+    /// restart): an acquire whose wait allows it waits this long instead of failing.
+    retry_after: Option<std::time::Duration>,
 }
 
 impl Error {
@@ -92,6 +95,7 @@ impl Error {
             code,
             message: message.into(),
             retryable: false,
+            retry_after: None,
         }
     }
 
@@ -119,6 +123,16 @@ impl Error {
 
     pub(crate) fn retryable(mut self) -> Self {
         self.retryable = true;
+        self
+    }
+
+    /// How long until the backend can answer, when it knows (see the field).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
+    }
+
+    pub(crate) fn with_retry_after(mut self, after: std::time::Duration) -> Self {
+        self.retry_after = Some(after);
         self
     }
 

@@ -318,6 +318,21 @@ impl Locker {
                     owner = OwnerId::random()?;
                     // A watch made for the old owner may follow its place in a queue.
                     watch = None;
+                    if let Some(after) = e.retry_after() {
+                        // The backend knows when it can answer (Redlock masters abstaining
+                        // after a restart): wait that long if the caller's wait allows it,
+                        // else fail now, with the error that says how long.
+                        let remaining =
+                            wait_deadline.map_or(Duration::MAX, |d| BootInstant::now().until(d));
+                        if after > remaining {
+                            return Err(e);
+                        }
+                        flog!(info, lock = name, "waiting {after:?} for the backend: {e}");
+                        failing_since = None;
+                        self.hook("backend_not_ready");
+                        tokio::time::sleep((after + jitter(poll) / 4).min(remaining)).await;
+                        continue;
+                    }
                     let since = *failing_since.get_or_insert_with(BootInstant::now);
                     if since.elapsed() >= self.inner.options.operation_timeout {
                         return Err(e);

@@ -1,17 +1,19 @@
 //! Redis scenarios that disturb the shared test server (restarts, a paused replica, server
-//! settings, command counts). They run one at a time: cargo runs test binaries one after the
-//! other, and a lock inside this one serializes its tests.
+//! settings, command counts), and a failover on a master and replica of the test's own. They
+//! run one at a time: cargo runs test binaries one after the other, and a lock inside this one
+//! serializes its tests.
 
 // `serial()`'s guard is held across awaits on purpose: see there.
 #![allow(clippy::await_holding_lock)]
 
 mod support;
 
-use std::process::Command;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fencelock::{ErrorCode, Fence, LockOptions, Locker, LockerOptions};
+use fencelock::{BootInstant, ErrorCode, Fence, LockOptions, Locker, LockerOptions, LossReason};
 use support::{command_calls, raw_redis, redis_url, servers, unique};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -520,4 +522,391 @@ async fn a_replica_added_after_connect_is_waited_for() {
     };
     outcome.await;
     locker.close().await;
+}
+
+// ------------------------------------------------------------ failover with a skewed clock
+
+/// How far the promoted replica's clock runs ahead of its master's.
+const FAILOVER_SKEW: Duration = Duration::from_millis(400);
+/// The URLs' `max_skew`, above the real skew: the holder's client deadline (the ttl less
+/// 1% + 2 ms + `max_skew` after the last acknowledged send) comes 3000 − 832 = 2168 ms after
+/// it, 432 ms before the promoted replica expires the key (3000 − 400 = 2600 ms).
+/// `FENCELOCK_TEST_FAILOVER_MAX_SKEW=0ms` (the margin before `max_skew` existed: 32 ms) makes
+/// the test fail: the deadline then comes 368 ms after the waiter got the lock.
+const FAILOVER_MAX_SKEW: &str = "800ms";
+const FAILOVER_TTL: Duration = Duration::from_secs(3);
+
+/// libfaketime (Debian's `faketime` package) where Debian and a source install put it.
+fn libfaketime() -> Option<PathBuf> {
+    let file = "faketime/libfaketimeMT.so.1";
+    let mut dirs = vec![
+        PathBuf::from("/usr/lib"),
+        "/usr/local/lib".into(),
+        "/usr/lib64".into(),
+    ];
+    // Multiarch: /usr/lib/x86_64-linux-gnu/faketime/…
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        dirs.extend(entries.flatten().map(|e| e.path()));
+    }
+    dirs.into_iter().map(|d| d.join(file)).find(|p| p.exists())
+}
+
+/// A missing prerequisite skips the test, or fails it when FENCELOCK_REQUIRE_SERVERS=1 (CI).
+fn skip(why: &str) {
+    assert!(
+        std::env::var("FENCELOCK_REQUIRE_SERVERS").as_deref() != Ok("1"),
+        "cannot run the failover test: {why}"
+    );
+    println!("skipped: {why}");
+}
+
+/// Two loopback ports free a moment ago (both bound at once, so they differ).
+fn free_ports() -> (u16, u16) {
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (a, b) = (bind(), bind());
+    (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    )
+}
+
+/// A master and a replica of this test's own (the shared servers stay untouched), on free
+/// loopback ports, their files in a temporary folder. Dropping it resumes and kills both.
+struct OwnPair {
+    dir: tempfile::TempDir,
+    master: Child,
+    replica: Child,
+    master_port: u16,
+    replica_port: u16,
+}
+
+impl OwnPair {
+    /// The replica runs with its wall clock `skew` ahead, through libfaketime. Debian's
+    /// redis-server allocates with jemalloc, which deadlocks against libfaketime's
+    /// initialisation (libfaketime issue #130; the `faketime` wrapper hangs the same way), so
+    /// the replica preloads libc after libfaketime: glibc's malloc then comes first and
+    /// jemalloc is left only its statistics calls. Only the wall clock is shifted
+    /// (FAKETIME_DONT_FAKE_MONOTONIC=1): Redis times its event loop on the monotonic clock
+    /// and expires keys on the wall clock.
+    fn start(faketime: &Path, skew: Duration) -> std::io::Result<OwnPair> {
+        let dir = tempfile::Builder::new()
+            .prefix("fencelock-failover-")
+            .tempdir()?;
+        let (master_port, replica_port) = free_ports();
+        let spawn = |name: &str, port: u16, extra: &[String], env: &[(&str, String)]| {
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .args([
+                    "--repl-diskless-sync",
+                    "yes",
+                    "--repl-diskless-sync-delay",
+                    "0",
+                ])
+                .arg("--dir")
+                .arg(dir.path())
+                .arg("--logfile")
+                .arg(dir.path().join(format!("{name}.log")))
+                .args(extra)
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(
+                    dir.path().join(format!("{name}.err")),
+                )?);
+            cmd.spawn()
+        };
+        let master = spawn("master", master_port, &[], &[])?;
+        let replica = spawn(
+            "replica",
+            replica_port,
+            &[
+                "--replicaof".into(),
+                "127.0.0.1".into(),
+                master_port.to_string(),
+            ],
+            &[
+                ("LD_PRELOAD", format!("{} libc.so.6", faketime.display())),
+                // libfaketime's offset in seconds; "+0.400" in the C locale.
+                ("FAKETIME", format!("+{:.3}", skew.as_secs_f64())),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+                ("LC_ALL", "C".into()),
+            ],
+        );
+        let replica = match replica {
+            Ok(r) => r,
+            Err(e) => {
+                let mut master = master;
+                let _ = master.kill();
+                let _ = master.wait();
+                return Err(e);
+            }
+        };
+        Ok(OwnPair {
+            dir,
+            master,
+            replica,
+            master_port,
+            replica_port,
+        })
+    }
+
+    fn url(port: u16) -> String {
+        format!("redis://127.0.0.1:{port}")
+    }
+
+    /// What the servers said, for a failure message.
+    fn logs(&self) -> String {
+        ["master.err", "master.log", "replica.err", "replica.log"]
+            .iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(self.dir.path().join(f)).unwrap_or_default();
+                let tail: Vec<_> = text.lines().rev().take(8).collect();
+                let tail: Vec<_> = tail.into_iter().rev().collect();
+                format!("--- {f}\n{}", tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for OwnPair {
+    fn drop(&mut self) {
+        for child in [&mut self.master, &mut self.replica] {
+            // SAFETY: signalling a child of this test (stopped or not).
+            unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+async fn info_field(conn: &mut redis::aio::MultiplexedConnection, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await
+        .ok()?;
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().to_string())
+}
+
+/// Server TIME in microseconds.
+async fn server_micros(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    secs * 1_000_000 + micros
+}
+
+/// How far the replica's clock runs ahead of the master's, in µs: the replica's TIME against
+/// the middle of two master TIMEs around it, from the tightest of a few tries.
+async fn clock_offset(
+    master: &mut redis::aio::MultiplexedConnection,
+    replica: &mut redis::aio::MultiplexedConnection,
+) -> i64 {
+    let mut best = (i64::MAX, 0);
+    for _ in 0..5 {
+        let before = server_micros(master).await;
+        let theirs = server_micros(replica).await;
+        let after = server_micros(master).await;
+        if after - before < best.0 {
+            best = (after - before, theirs - (before + after) / 2);
+        }
+    }
+    best.1
+}
+
+async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
+}
+
+/// Signed milliseconds from `from` to `to`.
+fn ms_between(from: BootInstant, to: BootInstant) -> f64 {
+    (to.since_boot().as_secs_f64() - from.since_boot().as_secs_f64()) * 1000.0
+}
+
+/// Issue 23, safety finding 3. Redis 7 replicates key expiry as absolute unix times, so a
+/// replica whose clock runs S ahead of its master's expires a lock key S early once it is
+/// promoted. The holder's client deadline keeps `max_skew` in its margin for that: its lost
+/// signal must fire before a waiter on the promoted replica gets the lock. The master is
+/// paused (SIGSTOP) so the holder's renewals fail, then the replica, running 400 ms ahead under
+/// libfaketime, is promoted (REPLICAOF NO ONE); a waiter tries every 5 ms there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_with_a_clock_ahead_lets_a_waiter_in_only_after_the_holder_lost() {
+    let _serial = serial();
+    let Some(faketime) = libfaketime() else {
+        return skip(
+            "libfaketime is not installed (apt-get install faketime, or tests/servers.sh install redis)",
+        );
+    };
+    let max_skew = std::env::var("FENCELOCK_TEST_FAILOVER_MAX_SKEW")
+        .unwrap_or_else(|_| FAILOVER_MAX_SKEW.to_string());
+    let pair = match OwnPair::start(&faketime, FAILOVER_SKEW) {
+        Ok(pair) => pair,
+        Err(e) => return skip(&format!("cannot start redis-server: {e}")),
+    };
+    let (master_url, replica_url) = (
+        OwnPair::url(pair.master_port),
+        OwnPair::url(pair.replica_port),
+    );
+    // Both answer, and the replica is in sync (so the master counts it and WAITs for it).
+    let started = Instant::now();
+    let (mut master, mut replica) = loop {
+        let master = redis::Client::open(master_url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await;
+        let replica = redis::Client::open(replica_url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await;
+        // After a diskless sync the master streams writes to the replica only once the
+        // replica's first REPLCONF ACK came (up to a second later): until a write is
+        // acknowledged, the holder's first acquire could fail its WAIT and be retried.
+        if let (Ok(mut m), Ok(mut r)) = (master, replica)
+            && info_field(&mut r, "master_link_status").await.as_deref() == Some("up")
+            && info_field(&mut m, "connected_slaves").await.as_deref() == Some("1")
+            && redis::pipe()
+                .cmd("SET")
+                .arg("probe")
+                .arg("1")
+                .ignore()
+                .cmd("WAIT")
+                .arg(1)
+                .arg(100)
+                .query_async::<(i64,)>(&mut m)
+                .await
+                .is_ok_and(|(acks,)| acks == 1)
+        {
+            break (m, r);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the master and its replica did not come up\n{}",
+            pair.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let offset = clock_offset(&mut master, &mut replica).await;
+    println!("replica clock ahead by {:.1} ms", offset as f64 / 1000.0);
+    let skew = FAILOVER_SKEW.as_micros() as i64;
+    assert!(
+        (offset - skew).abs() < 150_000,
+        "libfaketime did not put the replica's clock {FAILOVER_SKEW:?} ahead: it is {offset} µs ahead"
+    );
+
+    // The holder, on the master, its renewals acknowledged by the replica (WAIT 1).
+    let options = LockerOptions::default().with_operation_timeout(Duration::from_millis(500));
+    let holder = Locker::connect_with(&format!("{master_url}?max_skew={max_skew}"), options)
+        .await
+        .unwrap();
+    let name = unique("failover");
+    let key = format!("fencelock:{{{name}}}");
+    let t0 = BootInstant::now();
+    let lease = holder
+        .acquire(&name, &LockOptions::default().with_ttl(FAILOVER_TTL))
+        .await
+        .unwrap();
+    let acquired = BootInstant::now();
+    let lost_at = Arc::new(Mutex::new(None));
+    {
+        let lost_at = lost_at.clone();
+        lease.lost_signal().on_lost(move |reason| {
+            *lost_at.lock().unwrap() = Some((BootInstant::now(), reason));
+        });
+    }
+    // The key reached the replica (the acquire waited for it), with the master's absolute
+    // expiry, which the replica's clock reads as S nearer.
+    let on_replica = pttl(&mut replica, &key).await;
+    let on_master = pttl(&mut master, &key).await;
+    println!("PTTL after the acquire: master {on_master} ms, replica {on_replica} ms");
+    assert!(on_replica > 0, "the lock key is not on the replica");
+    assert!(
+        on_master - on_replica > FAILOVER_SKEW.as_millis() as i64 / 2,
+        "the replica does not expire the key early ({on_master} vs {on_replica} ms): Redis \
+         did not replicate the expiry as an absolute time, or the clock is not skewed"
+    );
+
+    // Failover: the master stops answering (the holder's renewals fail), the replica is
+    // promoted.
+    // SAFETY: pausing our own master; OwnPair's drop resumes and kills it.
+    unsafe { libc::kill(pair.master.id() as i32, libc::SIGSTOP) };
+    let stopped = BootInstant::now();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut replica)
+        .await
+        .unwrap();
+    let left = pttl(&mut replica, &key).await;
+    assert!(
+        left > 0,
+        "the lock key expired on the replica before the test could wait"
+    );
+    let expires = BootInstant::now()
+        .checked_add(Duration::from_millis(left as u64))
+        .unwrap();
+
+    // A waiter on the promoted replica tries every 5 ms.
+    let waiter = Locker::connect(&format!("{replica_url}?max_skew={max_skew}"))
+        .await
+        .unwrap();
+    let (tried_at, got_at, taken) = loop {
+        let tried_at = BootInstant::now();
+        if let Some(lease) = waiter
+            .try_acquire(&name, &LockOptions::default().with_ttl(FAILOVER_TTL))
+            .await
+            .unwrap()
+        {
+            break (tried_at, BootInstant::now(), lease);
+        }
+        assert!(
+            stopped.elapsed() < FAILOVER_TTL + Duration::from_secs(10),
+            "the waiter never got the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    // The signal may still be due (that is the failure this test catches): wait for it.
+    let lost = tokio::time::timeout(FAILOVER_TTL, lease.lost_signal().wait()).await;
+    let recorded = *lost_at.lock().unwrap();
+    let timeline = format!(
+        "ms after the holder's acquire was called: it returned {:.0}, master stopped {:.0}, \
+         client deadline {:.0}, lost signal {}, replica's expiry {:.0}, waiter's winning try \
+         sent {:.0} and answered {:.0} (max_skew={max_skew}, skew {FAILOVER_SKEW:?}, ttl \
+         {FAILOVER_TTL:?})",
+        ms_between(t0, acquired),
+        ms_between(t0, stopped),
+        ms_between(t0, lease.deadline()),
+        recorded.map_or("never".to_string(), |(at, _)| format!(
+            "{:.0}",
+            ms_between(t0, at)
+        )),
+        ms_between(t0, expires),
+        ms_between(t0, tried_at),
+        ms_between(t0, got_at),
+    );
+    println!("{timeline}");
+    assert!(
+        lost.is_ok(),
+        "the holder's lease was never lost; {timeline}"
+    );
+    let (lost_at, reason) = recorded.expect("the lost signal fired but its callback did not run");
+    assert_eq!(reason, LossReason::Expired, "{timeline}");
+    assert!(
+        lost_at < tried_at,
+        "the waiter got the lock before the holder's lost signal fired; {timeline}"
+    );
+    // The counter reached the replica with the key, and its clock is ahead anyway.
+    assert!(
+        taken.token() > lease.token(),
+        "token went backwards across the failover: {} after {}",
+        taken.token(),
+        lease.token()
+    );
+    taken.release().await.unwrap();
+    waiter.close().await;
+    drop(lease);
+    let _ = tokio::time::timeout(Duration::from_secs(2), holder.close()).await;
+    drop(pair);
 }

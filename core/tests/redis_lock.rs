@@ -269,13 +269,26 @@ async fn the_redis_fence_rejects_stale_tokens_and_foreign_locks() {
     }
     fence.check(&new).await.unwrap();
     assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
-    // Lua compares tokens as doubles: from 2^53 on, one would be compared rounded.
-    for huge in [1u64 << 53, u64::MAX >> 1] {
-        let err = fence.check(huge).await.unwrap_err();
-        assert_eq!(err.code(), ErrorCode::InvalidArgument, "{huge}: {err}");
-        let err = fence.fenced_set(huge, &key, b"x").await.unwrap_err();
-        assert_eq!(err.code(), ErrorCode::InvalidArgument, "{huge}: {err}");
+    // Tokens are compared exactly up to 2^63 - 1 (as doubles, 2^53 + 1 would round to 2^53
+    // and 2^53 would pass as not older); beyond, the token is refused.
+    let exact = Fence::open(&redis_url(), &unique("exact")).await.unwrap();
+    let just_above = (1u64 << 53) + 1;
+    exact.fenced_set(just_above, &key, b"2^53+1").await.unwrap();
+    for older in [1u64 << 53, just_above - 2] {
+        let err = exact.check(older).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::StaleToken, "{older}: {err}");
+        let err = exact.fenced_set(older, &key, b"x").await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::StaleToken, "{older}: {err}");
     }
+    exact
+        .fenced_set(i64::MAX as u64, &key, b"2^63-1")
+        .await
+        .unwrap();
+    let err = exact.check(i64::MAX as u64 - 1).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::StaleToken, "{err}");
+    assert_eq!(exact.highest().await.unwrap(), Some(i64::MAX as u64));
+    let err = exact.check(1u64 << 63).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
     assert_eq!(fence.highest().await.unwrap(), Some(new.token()));
 }
 
@@ -622,4 +635,42 @@ fn a_waiting_acquire_dropped_outside_the_runtime_unsubscribes() {
         waiter.close().await;
         holder.close().await;
     });
+}
+
+#[tokio::test]
+async fn tokens_above_2_pow_53_are_minted_exactly() {
+    let locker = Locker::connect(&redis_url()).await.unwrap();
+    let mut raw = raw_redis(&redis_url()).await;
+    let name = unique("past-2-53");
+    // As a double, 2^53 + 1 is 2^53, and the next token would repeat 2^53 + 1's neighbour.
+    let counter = (1u64 << 53) + 1;
+    let _: () = redis::cmd("SET")
+        .arg(format!(
+            "fencelock:{{{}}}:fence",
+            fencelock::name::encode(&name)
+        ))
+        .arg(counter.to_string())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+    assert_eq!(lease.token(), counter + 1);
+    lease.release().await.unwrap();
+    let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+    assert_eq!(lease.token(), counter + 2);
+    lease.release().await.unwrap();
+    // A carry through every digit.
+    let name = unique("all-nines");
+    let _: () = redis::cmd("SET")
+        .arg(format!(
+            "fencelock:{{{}}}:fence",
+            fencelock::name::encode(&name)
+        ))
+        .arg("99999999999999999")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+    assert_eq!(lease.token(), 100_000_000_000_000_000);
+    lease.release().await.unwrap();
 }

@@ -232,3 +232,253 @@ async fn a_restarted_master_abstains_until_its_uptime_passes_the_bound() {
         "master 2 abstained: {refused} attempts refused, voting again {back:?} after the restart began"
     );
 }
+
+/// Fresh Redis masters of this test's own (the shared ones stay untouched), on free loopback
+/// ports, each listening on 127.0.0.1 and on the alias 127.0.0.2; killed when dropped.
+struct FreshMasters {
+    dir: tempfile::TempDir,
+    children: Vec<Option<std::process::Child>>,
+    ports: Vec<u16>,
+}
+
+impl FreshMasters {
+    /// Reserves `n` ports and starts the masters in `now`.
+    async fn start(n: usize, now: &[usize]) -> FreshMasters {
+        let dir = tempfile::Builder::new()
+            .prefix("fencelock-fresh-masters-")
+            .tempdir()
+            .unwrap();
+        let listeners: Vec<_> = (0..n)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let ports: Vec<u16> = listeners
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        drop(listeners);
+        let mut masters = FreshMasters {
+            dir,
+            children: (0..n).map(|_| None).collect(),
+            ports,
+        };
+        for &i in now {
+            masters.spawn(i).await;
+        }
+        masters
+    }
+
+    async fn spawn(&mut self, i: usize) {
+        let port = self.ports[i];
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1 127.0.0.2"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dbfilename", &format!("{port}.rdb")])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        self.children[i] = Some(child);
+        let url = format!("redis://127.0.0.1:{port}");
+        let started = Instant::now();
+        while redis::Client::open(url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .is_err()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{url} did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.children[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// `hosts`: the masters' spellings, e.g. `127.0.0.1:P` (see [`FreshMasters::host`]).
+    fn url(hosts: &[String], query: &str) -> String {
+        let sep = if query.is_empty() { "" } else { "?" };
+        format!("redlock://{}{sep}{query}", hosts.join(","))
+    }
+
+    fn host(&self, i: usize, ip: &str) -> String {
+        format!("{ip}:{}", self.ports[i])
+    }
+
+    fn hosts(&self) -> Vec<String> {
+        (0..self.ports.len())
+            .map(|i| self.host(i, "127.0.0.1"))
+            .collect()
+    }
+}
+
+impl Drop for FreshMasters {
+    fn drop(&mut self) {
+        for i in 0..self.children.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// One master listed twice under two addresses (127.0.0.1 and 127.0.0.2 reach the same
+/// process) is told apart by its run_id: refused at connect when it answers then, left out of
+/// quorums when it first answers later, so its vote never counts twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_listed_twice_under_two_addresses_votes_once() {
+    if !servers_up() {
+        return;
+    }
+    let query = "max_ttl=2s&max_skew=100ms";
+    let mut masters = FreshMasters::start(4, &[0, 1, 2]).await;
+    let aliased = |m: &FreshMasters| {
+        let mut hosts = m.hosts();
+        hosts.push(m.host(3, "127.0.0.2"));
+        hosts
+    };
+    // Both listings answer at connect: INVALID_ARGUMENT.
+    let twice = vec![
+        masters.host(0, "127.0.0.1"),
+        masters.host(0, "127.0.0.2"),
+        masters.host(1, "127.0.0.1"),
+    ];
+    let err = Locker::connect(&FreshMasters::url(&twice, query))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+    assert!(err.message().contains("same server"), "{err}");
+    // Master 3 is down at connect (3 of 5 answer), then starts: both of its listings answer.
+    let locker = Locker::connect(&FreshMasters::url(&aliased(&masters), query))
+        .await
+        .unwrap();
+    masters.spawn(3).await;
+    let name = unique("rl-alias");
+    let lease = locker
+        .acquire(&name, &opts(1_500).with_wait(Some(Duration::from_secs(20))))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+    // Only master 2 and master 3 (twice) are left: two servers, not the three votes a quorum
+    // of five needs.
+    masters.kill(0);
+    masters.kill(1);
+    let err = locker
+        .acquire(&name, &opts(1_500).with_wait(Some(Duration::from_secs(2))))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
+}
+
+/// Freshly started masters abstain for max_ttl + 2 x max_skew (here 5 s + 2 x 100 ms, plus up
+/// to a second of uptime rounding): an acquire whose wait covers that waits for them, one whose
+/// wait does not fails at once saying how long they still abstain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_waits_through_the_abstention_of_fresh_masters_when_its_wait_allows() {
+    waits_through_abstention("max_ttl=5s&max_skew=100ms", Duration::from_millis(5_200)).await;
+}
+
+/// The same with the default max_ttl and max_skew (the masters vote about 61 s after their
+/// start): the soak profile's (tests/faults/rust-scenarios.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "soak: about 62 s"]
+async fn soak_an_acquire_waits_through_the_default_abstention() {
+    waits_through_abstention("", Duration::from_secs(61)).await;
+}
+
+async fn waits_through_abstention(query: &str, bound: Duration) {
+    if !servers_up() {
+        return;
+    }
+    let masters = FreshMasters::start(3, &[0, 1, 2]).await;
+    let started = Instant::now();
+    let locker = Locker::connect(&FreshMasters::url(&masters.hosts(), query))
+        .await
+        .unwrap();
+    let name = unique("rl-fresh");
+    // Too short a wait: UNAVAILABLE now, not after the operation timeout, with how long.
+    let short = Instant::now();
+    let err = locker
+        .acquire(&name, &opts(2_000).with_wait(Some(Duration::from_secs(1))))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
+    assert!(err.message().contains("voting in"), "{err}");
+    assert!(
+        short.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        short.elapsed()
+    );
+    let err = locker.try_acquire(&name, &opts(2_000)).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
+    // A wait longer than the abstention: the acquire waits and succeeds.
+    let lease = locker
+        .acquire(
+            &name,
+            &opts(2_000).with_wait(Some(bound + Duration::from_secs(25))),
+        )
+        .await
+        .unwrap();
+    let after = started.elapsed();
+    assert!(
+        after >= bound && after < bound + Duration::from_secs(10),
+        "acquired {after:?} after the masters started (bound {bound:?})"
+    );
+    lease.release().await.unwrap();
+    eprintln!("fresh masters voted after {after:?}");
+}
+
+/// Masters that restarted and lost the stored max_ttl do not make Lockers disagree on it: a
+/// Locker that connects to them alone starts from its URL's smaller value, and learns the
+/// larger one as soon as a Locker that knows it has acquired (which writes it back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockers_converge_on_the_largest_max_ttl_after_masters_lost_it() {
+    if !servers_up() {
+        return;
+    }
+    let mut masters = FreshMasters::start(3, &[0, 1, 2]).await;
+    let url = |max_ttl: &str| {
+        FreshMasters::url(
+            &masters.hosts(),
+            &format!("max_ttl={max_ttl}&max_skew=100ms"),
+        )
+    };
+    let (knows, newcomer) = (url("4s"), url("2s"));
+    let old = Locker::connect(&knows).await.unwrap();
+    // Every master restarts empty; the third stays down.
+    for i in 0..3 {
+        masters.kill(i);
+    }
+    masters.spawn(0).await;
+    masters.spawn(1).await;
+    let new = Locker::connect(&newcomer).await.unwrap();
+    let name = unique("rl-max-ttl");
+    let long = opts(3_000).with_wait(Some(Duration::from_secs(20)));
+    assert_eq!(
+        new.acquire(&name, &long).await.unwrap_err().code(),
+        ErrorCode::InvalidArgument,
+        "a 3 s ttl is above the 2 s the newcomer started from"
+    );
+    // The Locker that knows 4 s acquires (waiting out the restarted masters' abstention),
+    // which writes 4 s back; the newcomer learns it with its next acquire.
+    old.acquire(&name, &long)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    new.acquire(&name, &opts(1_500).with_wait(Some(Duration::from_secs(20))))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let lease = new.acquire(&name, &long).await.unwrap();
+    lease.release().await.unwrap();
+}

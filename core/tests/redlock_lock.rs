@@ -362,3 +362,30 @@ fn eight_contenders_in_two_processes_keep_a_fenced_counter_exact() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_above_2_pow_53_are_minted_and_raised_exactly() {
+    if !servers_up() {
+        return;
+    }
+    let locker = Locker::connect(&redlock_url()).await.unwrap();
+    let name = unique("rl-past-2-53");
+    // As doubles, 2^53 + 1 and 2^53 + 2 are both 2^53 (phase 1) and a raise would compare
+    // rounded (phase 2).
+    let counter = (1u64 << 53) + 1;
+    for m in masters() {
+        let mut raw = raw_redis(&m).await;
+        let _: () = redis::cmd("SET")
+            .arg(format!("{}:fence", lock_key(&name, "fencelock")))
+            .arg(counter.to_string())
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+    assert_eq!(lease.token(), counter + 1);
+    lease.release().await.unwrap();
+    let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
+    assert_eq!(lease.token(), counter + 2);
+    lease.release().await.unwrap();
+}

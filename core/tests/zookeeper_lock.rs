@@ -129,7 +129,7 @@ async fn acquire_release_inspect_and_the_token_is_the_czxid() {
 }
 
 #[tokio::test]
-async fn the_lease_lasts_one_session_timeout_and_renews_every_third_of_it() {
+async fn the_lease_lasts_one_session_timeout_and_the_heartbeat_keeps_it() {
     let locker = Locker::connect(&with(&zk_url(), "session_timeout_ms=3000&tick_ms=500"))
         .await
         .unwrap();
@@ -147,7 +147,7 @@ async fn the_lease_lasts_one_session_timeout_and_renews_every_third_of_it() {
         left <= Duration::from_secs(3) && left > Duration::from_secs(2),
         "{left:?}"
     );
-    // Longer than the session timeout: the exists checks every second keep it.
+    // Longer than the session timeout: the session heartbeat keeps it.
     tokio::time::sleep(Duration::from_millis(4500)).await;
     assert!(lease.is_held() && !lease.is_suspended());
     let left = BootInstant::now().until(lease.deadline());
@@ -155,7 +155,7 @@ async fn the_lease_lasts_one_session_timeout_and_renews_every_third_of_it() {
         left > Duration::from_millis(1500),
         "the renewals did not move the deadline: {left:?}"
     );
-    // extend() confirms the node is still ours now; it does not lengthen the lease.
+    // extend() waits for the next heartbeat; it does not lengthen the lease.
     lease.extend(Some(Duration::from_secs(600))).await.unwrap();
     let left = BootInstant::now().until(lease.deadline());
     assert!(

@@ -34,6 +34,12 @@ def _langs(s: dict[str, Any]) -> str:
     return f"{len(parts)} clients: " + ", ".join(f"{n} {lang}" for lang, n in sorted(count.items()))
 
 
+# Fault scenarios that run as Rust integration tests (one backend, no worker processes), not
+# through the harness, are described by hand in rust-scenarios.md, which FAULTS.md includes, so
+# that it names every fault that is tested.
+IN_RUST_TESTS = HERE / "rust-scenarios.md"
+
+
 def write(inputs: list[str], out: Path) -> int:
     runs = _load(inputs)
     with open(HERE / "scenarios.toml", "rb") as f:
@@ -135,6 +141,7 @@ def write(inputs: list[str], out: Path) -> int:
             )
     else:
         lines.append("No broken-build run has been recorded yet.")
+    lines += ["", *IN_RUST_TESTS.read_text().rstrip("\n").split("\n")]
     out.write_text("\n".join(lines) + "\n")
     print(
         f"wrote {out}: {len(normal)} runs, {len(soak)} soak runs, {len(broken)} broken-build runs"

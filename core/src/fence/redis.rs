@@ -70,14 +70,12 @@ fn lock_key(token: &FenceToken) -> String {
     token.lock.as_ref().map(|l| l.key()).unwrap_or_default()
 }
 
-/// Redis's scripts compare tokens as Lua numbers (doubles), exact only below 2^53. fencelock's
-/// own Redis tokens stay far below (about 1.8e15 today, 2^53 is 9.0e15, around the year 2255);
-/// a larger one came from elsewhere and would be compared rounded.
+/// Redis's scripts compare tokens exactly as decimal strings, and tokens are below 2^63 (the
+/// type allows more: one from elsewhere is refused rather than compared).
 fn check_exact(token: &FenceToken) -> Result<()> {
-    if token.token >= 1 << 53 {
+    if token.token > i64::MAX as u64 {
         return Err(Error::invalid(format!(
-            "token {} is 2^53 or more: a Redis fence compares tokens as Lua numbers, exact only \
-             below 2^53 (tokens of Redis locks are)",
+            "token {} is 2^63 or more: fencelock's tokens are below 2^63",
             token.token
         )));
     }

@@ -17,6 +17,8 @@ pub struct Probe {
     /// The master's clock minus this client's, in microseconds (estimated at the midpoint of
     /// the round trip).
     pub offset_us: i64,
+    /// `run_id`: the server process's random id, the same under every name it is reached by.
+    pub run_id: Option<String>,
 }
 
 /// Reads `uptime_in_seconds` and `server_time_usec` out of an `INFO server` reply.
@@ -29,9 +31,15 @@ pub fn parse_info(text: &str, local_mid_us: i64) -> Option<Probe> {
     };
     let uptime = field("uptime_in_seconds")?;
     let server_us = field("server_time_usec")?;
+    let run_id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty());
     Some(Probe {
         uptime: Duration::from_secs(uptime.max(0) as u64),
         offset_us: server_us - local_mid_us,
+        run_id,
     })
 }
 
@@ -47,6 +55,24 @@ pub fn abstain_bound(max_ttl: Duration, max_skew: Duration) -> Duration {
 /// be up to a second below the reported one ([`Probe::uptime`]), has passed the bound.
 pub fn abstains(uptime: Duration, max_ttl: Duration, max_skew: Duration) -> bool {
     uptime < abstain_bound(max_ttl, max_skew) + UPTIME_OVERSTATEMENT
+}
+
+/// For each master, the earlier master that answered with the same `run_id` (one server listed
+/// twice, under two names): its vote must not count twice.
+pub fn duplicates(run_ids: &[Option<&str>]) -> Vec<Option<usize>> {
+    run_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let id = (*id)?;
+            run_ids[..i].iter().position(|other| *other == Some(id))
+        })
+        .collect()
+}
+
+/// How long a master that reports this uptime still abstains, at most.
+pub fn abstention_left(uptime: Duration, max_ttl: Duration, max_skew: Duration) -> Duration {
+    (abstain_bound(max_ttl, max_skew) + UPTIME_OVERSTATEMENT).saturating_sub(uptime)
 }
 
 /// How much `uptime_in_seconds` can exceed the true uptime: started at 52.9 s and read at
@@ -77,15 +103,25 @@ mod tests {
 
     #[test]
     fn info_parses() {
-        let info = "# Server\r\nredis_version:7.0.15\r\nserver_time_usec:1000500\r\nuptime_in_seconds:12\r\n";
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:4a1c\r\nserver_time_usec:1000500\r\nuptime_in_seconds:12\r\n";
         assert_eq!(
             parse_info(info, 1_000_000),
             Some(Probe {
                 uptime: Duration::from_secs(12),
-                offset_us: 500
+                offset_us: 500,
+                run_id: Some("4a1c".to_string()),
             })
         );
         assert_eq!(parse_info("redis_version:7\r\n", 0), None);
+    }
+
+    #[test]
+    fn a_server_listed_twice_is_a_duplicate_of_its_first_listing() {
+        let ids = [Some("a"), Some("b"), None, Some("a"), Some("b"), Some("a")];
+        assert_eq!(
+            duplicates(&ids),
+            vec![None, None, None, Some(0), Some(1), Some(0)]
+        );
     }
 
     #[test]

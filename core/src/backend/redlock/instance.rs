@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::Value;
 
 use super::health::{Probe, parse_info};
-use super::scripts::{INSPECT, RAISE};
+use super::scripts::{INSPECT, RAISE, RAISE_MAX_TTL};
 use crate::backend::Attempt;
 use crate::backend::redis::conn::Conn;
 use crate::backend::redis::connect::RedisSettings;
@@ -32,12 +32,14 @@ pub struct Health {
     /// Beyond the maximum clock skew from the others at the last check.
     pub excluded: bool,
     pub offset_us: Option<i64>,
+    /// The same server as an earlier master of the list (the same `run_id`): never votes.
+    pub duplicate_of: Option<usize>,
 }
 
 impl Health {
     /// Whether this master's vote counts, as far as the last probe tells.
     pub fn votes(&self) -> bool {
-        self.checked.is_some() && !self.abstaining && !self.excluded
+        self.checked.is_some() && !self.abstaining && !self.excluded && self.duplicate_of.is_none()
     }
 }
 
@@ -52,6 +54,8 @@ pub struct Instance {
     connecting: tokio::sync::Mutex<()>,
     pub hub: Arc<WakeHub>,
     pub health: Mutex<Health>,
+    /// The `run_id` it last answered with (see [`Health::duplicate_of`]).
+    pub run_id: Mutex<Option<String>>,
     /// Set when a request found the master unreachable: requests then fail at once, without
     /// waiting out a timeout each, while a background probe pings it until it answers.
     down: Mutex<Option<String>>,
@@ -72,6 +76,8 @@ fn wall_us() -> i64 {
 pub struct Phase1 {
     pub probe: Option<Probe>,
     pub attempt: Attempt,
+    /// The `max_ttl` the master stores after [`RAISE_MAX_TTL`] (ms).
+    pub max_ttl_ms: Option<u64>,
 }
 
 impl Instance {
@@ -84,6 +90,7 @@ impl Instance {
             connecting: tokio::sync::Mutex::new(()),
             hub: Arc::new(WakeHub::default()),
             health: Mutex::new(Health::default()),
+            run_id: Mutex::new(None),
             down: Mutex::new(None),
             probing: AtomicBool::new(false),
         }))
@@ -180,14 +187,13 @@ impl Instance {
         });
     }
 
-    /// At connect: reachable, a safe eviction policy, scripts loaded, `max_ttl` stored (set
-    /// if absent) and read back, and a first probe. Returns the stored `max_ttl` in ms.
+    /// At connect: reachable, a safe eviction policy, scripts loaded, the stored `max_ttl`
+    /// read (ms; `None` where there is none), and a first probe.
     pub async fn prepare(
         self: &Arc<Self>,
         settings: &RedisSettings,
         max_ttl_key: &str,
-        max_ttl_ms: u64,
-    ) -> Result<(u64, Probe)> {
+    ) -> Result<(Option<u64>, Probe)> {
         self.guarded(self.connect_timeout, async {
             let mut conn = self.conn().await?;
             check_eviction_policy(&mut conn, settings, &self.label).await?;
@@ -197,23 +203,23 @@ impl Instance {
                     .await
                     .map_err(|e| map_error("loading the lock scripts", e))?;
             }
-            let (_, stored): (Value, Value) = redis::pipe()
-                .cmd("SET")
-                .arg(max_ttl_key)
-                .arg(max_ttl_ms)
-                .arg("NX")
-                .cmd("GET")
+            // Read, not written: a master that restarted and lost the value must get the
+            // deployment's (the largest any master stores), not this URL's.
+            let stored: Value = redis::cmd("GET")
                 .arg(max_ttl_key)
                 .query_async(&mut conn)
                 .await
-                .map_err(|e| map_error(&format!("storing max_ttl on {}", self.label), e))?;
+                .map_err(|e| map_error(&format!("reading max_ttl on {}", self.label), e))?;
+            if matches!(stored, Value::Nil) {
+                return Ok((None, self.probe().await?));
+            }
             let stored = as_i64(&stored).filter(|v| *v > 0).ok_or_else(|| {
                 Error::backend(format!(
                     "{max_ttl_key} on redlock master {} is not a number of milliseconds",
                     self.label
                 ))
             })?;
-            Ok((stored as u64, self.probe().await?))
+            Ok((Some(stored as u64), self.probe().await?))
         })
         .await
     }
@@ -244,6 +250,7 @@ impl Instance {
         timeout: Duration,
         keys: [&str; 2],
         args: &[String],
+        max_ttl: (&str, u64),
     ) -> Result<Phase1> {
         self.guarded(timeout, async {
             let mut conn = self.conn().await?;
@@ -255,14 +262,20 @@ impl Instance {
                     .arg(2)
                     .arg(&keys[..])
                     .arg(args);
+                pipe.cmd("EVAL")
+                    .arg(RAISE_MAX_TTL)
+                    .arg(1)
+                    .arg(max_ttl.0)
+                    .arg(max_ttl.1);
                 let sent = wall_us();
-                match pipe.query_async::<(Value, Value)>(&mut conn).await {
-                    Ok((info, reply)) => {
+                match pipe.query_async::<(Value, Value, Value)>(&mut conn).await {
+                    Ok((info, reply, stored)) => {
                         let mid = (sent + wall_us()) / 2;
                         let probe = as_string(&info).and_then(|t| parse_info(&t, mid));
                         return Ok(Phase1 {
                             probe,
                             attempt: parse_attempt(&reply)?,
+                            max_ttl_ms: as_i64(&stored).filter(|v| *v > 0).map(|v| v as u64),
                         });
                     }
                     Err(e)

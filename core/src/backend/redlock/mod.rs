@@ -17,15 +17,18 @@
 //! 3. **A restarted master abstains** ([`health`]) while its `uptime_in_seconds` is below
 //!    `max_ttl + 2 × max_skew`. `INFO server` is pipelined in front of every phase-1 acquire, so
 //!    the vote and the uptime it is judged by come from the same moment. `max_ttl` is stored on
-//!    the masters (`<prefix>:redlock:max_ttl`, set if absent by the first client) and every
-//!    Locker uses the largest stored value it reads; a ttl above it is INVALID_ARGUMENT.
+//!    the masters (`<prefix>:redlock:max_ttl`); every Locker uses the largest value it has
+//!    read, and every phase-1 round writes its value where it is missing or smaller and reads
+//!    the stored one back, so Lockers converge; a ttl above it is INVALID_ARGUMENT.
 //! 4. **Clock skew**: the same `INFO server` carries `server_time_usec`; a master whose clock is
 //!    further than `max_skew` from the median of the others' is left out of quorums until it is
 //!    back within it.
 //!
 //! Abstaining and excluded masters still receive requests (their answers tell when they are
-//! back), but their grants count as no votes and are released; the quorum stays a majority
-//! of all N.
+//! back), but their grants count as no votes; the quorum stays a majority of all N. After a
+//! successful acquire their grants are kept (the holder's own keys, renewed with the others,
+//! expiring with the lease); a failed acquire releases every grant. A master listed twice (one
+//! `run_id` under two addresses) is refused at connect, or left out when it first answers later.
 //!
 //! # Why tokens strictly increase
 //!
@@ -69,13 +72,13 @@ pub(crate) mod settings;
 mod watch;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use self::fanout::{error_summary, fan_out, fatal_error};
-use self::health::{abstains, skewed};
+use self::health::{abstains, abstention_left, duplicates, skewed};
 use self::instance::{Instance, Phase1};
 use self::settings::RedlockSettings;
 use self::watch::AnyOf;
@@ -102,11 +105,21 @@ pub struct RedlockBackend {
     instances: Vec<Arc<Instance>>,
     labels: Vec<String>,
     settings: RedlockSettings,
-    /// The stored `max_ttl`: the longest ttl any Locker of this deployment uses.
-    max_ttl: Duration,
+    /// The stored `max_ttl` in ms: the longest ttl any Locker of this deployment uses. It only
+    /// grows: every phase-1 round writes it where it is missing or smaller and reads the
+    /// masters' value back ([`scripts::RAISE_MAX_TTL`]), so Lockers converge on the largest.
+    max_ttl_ms: AtomicU64,
     quorum: usize,
     deployment_id: String,
     closed: AtomicBool,
+}
+
+/// Each master's last known `run_id`.
+fn lock_all_run_ids(instances: &[Arc<Instance>]) -> Vec<Option<String>> {
+    instances
+        .iter()
+        .map(|i| crate::signal::lock(&i.run_id).clone())
+        .collect()
 }
 
 fn ok_count<T>(answers: &[Option<Result<T>>], yes: impl Fn(usize, &T) -> bool) -> usize {
@@ -140,7 +153,7 @@ impl RedlockBackend {
         let answers = fan_out(
             instances
                 .iter()
-                .map(|i| i.prepare(&redis_settings, &key, wanted))
+                .map(|i| i.prepare(&redis_settings, &key))
                 .collect(),
             connect_timeout + SLACK,
             &labels,
@@ -158,11 +171,13 @@ impl RedlockBackend {
                 error_summary(&answers, &labels)
             )));
         }
+        // The largest value any master stores; the URL's only for a new deployment. Masters
+        // that lack it get it with this Locker's first acquire ([`scripts::RAISE_MAX_TTL`]).
         let stored = answers
             .iter()
             .flatten()
             .flatten()
-            .map(|(stored, _)| *stored)
+            .filter_map(|(stored, _)| *stored)
             .max()
             .unwrap_or(wanted);
         let max_ttl = Duration::from_millis(stored);
@@ -179,7 +194,7 @@ impl RedlockBackend {
             instances,
             labels,
             settings,
-            max_ttl,
+            max_ttl_ms: AtomicU64::new(stored),
             quorum,
             closed: AtomicBool::new(false),
         };
@@ -187,8 +202,48 @@ impl RedlockBackend {
             .into_iter()
             .map(|a| a.and_then(|a| a.ok()).map(|(_, probe)| probe))
             .collect();
+        let run_ids: Vec<Option<&str>> = probes
+            .iter()
+            .map(|p| p.as_ref().and_then(|p| p.run_id.as_deref()))
+            .collect();
+        if let Some((i, Some(first))) = duplicates(&run_ids)
+            .into_iter()
+            .enumerate()
+            .find(|(_, d)| d.is_some())
+        {
+            return Err(Error::invalid(format!(
+                "redlock masters {} and {} are the same server (one run_id): list each master \
+                 once, or its vote would count twice",
+                backend.labels[first], backend.labels[i]
+            )));
+        }
         backend.judge(&probes);
         Ok(backend)
+    }
+
+    fn max_ttl(&self) -> Duration {
+        Duration::from_millis(self.max_ttl_ms.load(Ordering::Acquire))
+    }
+
+    /// A master stores a larger `max_ttl` than this Locker knew (another Locker wrote it, or
+    /// this one connected while the masters that had it were down): use it from now on.
+    fn learn_max_ttl(&self, answers: &[Option<Result<Phase1>>]) {
+        let seen = answers
+            .iter()
+            .filter_map(|a| a.as_ref()?.as_ref().ok()?.max_ttl_ms)
+            .max();
+        if let Some(seen) = seen {
+            let before = self.max_ttl_ms.fetch_max(seen, Ordering::AcqRel);
+            if seen > before {
+                flog!(
+                    warn,
+                    "redlock max_ttl is {:?} on the masters, more than the {:?} this Locker read at \
+                     connect: using it",
+                    Duration::from_millis(seen),
+                    Duration::from_millis(before)
+                );
+            }
+        }
     }
 
     fn ensure_open(&self) -> Result<()> {
@@ -199,11 +254,11 @@ impl RedlockBackend {
     }
 
     fn check_ttl(&self, ttl: Duration) -> Result<Duration> {
-        if ttl > self.max_ttl {
+        if ttl > self.max_ttl() {
             return Err(Error::invalid(format!(
                 "ttl of {ttl:?} is above this redlock deployment's max_ttl of {:?} (stored on the masters); \
                  hold longer by renewing",
-                self.max_ttl
+                self.max_ttl()
             )));
         }
         let margin = drift_margin(ttl, self.settings.max_skew);
@@ -229,7 +284,7 @@ impl RedlockBackend {
     /// Records what this round's probes said and returns which masters may vote: not
     /// abstaining, not beyond the skew. Masters that did not answer keep their last state.
     fn judge(&self, probes: &[Option<health::Probe>]) -> Vec<bool> {
-        let (max_ttl, skew) = (self.max_ttl, self.settings.max_skew);
+        let (max_ttl, skew) = (self.max_ttl(), self.settings.max_skew);
         for (instance, probe) in self.instances.iter().zip(probes) {
             if let Some(probe) = probe {
                 let abstaining = abstains(probe.uptime, max_ttl, skew);
@@ -256,18 +311,43 @@ impl RedlockBackend {
             })
             .collect();
         let beyond = skewed(&offsets, skew);
+        // A master listed twice under two names (a DNS alias, `localhost` and `127.0.0.1`)
+        // that was down at connect shows it when it first answers: its later listing is left
+        // out, so that one server's vote never counts twice.
+        let mut run_ids: Vec<Option<String>> = lock_all_run_ids(&self.instances);
+        for (slot, probe) in run_ids.iter_mut().zip(probes) {
+            if let Some(id) = probe.as_ref().and_then(|p| p.run_id.clone()) {
+                *slot = Some(id);
+            }
+        }
+        let same: Vec<Option<usize>> =
+            duplicates(&run_ids.iter().map(|r| r.as_deref()).collect::<Vec<_>>());
         self.instances
             .iter()
-            .zip(&beyond)
-            .map(|(instance, &beyond)| {
+            .zip(beyond.iter().zip(&same))
+            .zip(run_ids)
+            .map(|((instance, (&beyond, &same)), run_id)| {
                 let mut h = crate::signal::lock(&instance.health);
                 if beyond && !h.excluded {
                     flog!(warn, "redlock master {} has a clock more than {skew:?} from the others': left out of quorums",
                         instance.label
                     );
                 }
+                if let Some(first) = same
+                    && h.duplicate_of.is_none()
+                {
+                    flog!(
+                        error,
+                        "redlock master {} is the same server as {} (one run_id): it is left out \
+                         of quorums; list each master once",
+                        instance.label,
+                        self.instances[first].label
+                    );
+                }
                 h.excluded = beyond;
-                h.checked.is_some() && !h.abstaining && !beyond
+                h.duplicate_of = same;
+                *crate::signal::lock(&instance.run_id) = run_id;
+                h.checked.is_some() && !h.abstaining && !beyond && same.is_none()
             })
             .collect()
     }
@@ -338,11 +418,12 @@ impl RedlockBackend {
         ];
         let (n, q) = (self.instances.len(), self.quorum);
         let cached = self.eligible_now();
-        let (max_ttl, skew) = (self.max_ttl, self.settings.max_skew);
+        let (max_ttl, skew) = (self.max_ttl(), self.settings.max_skew);
+        let max_ttl_key = self.settings.max_ttl_key();
         let requests = self
             .instances
             .iter()
-            .map(|i| i.acquire(per, [&k.lock, &k.fence], &args))
+            .map(|i| i.acquire(per, [&k.lock, &k.fence], &args, (&max_ttl_key, ms(max_ttl))))
             .collect();
         let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
             // A provisional count (the skew check needs the whole round): stop early once a
@@ -366,6 +447,7 @@ impl RedlockBackend {
             yes >= q || n - no.count() < q
         })
         .await;
+        self.learn_max_ttl(&answers);
         let probes: Vec<_> = answers
             .iter()
             .map(|a| {
@@ -495,13 +577,37 @@ impl Backend for RedlockBackend {
             .iter()
             .filter(|i| i.health().excluded)
             .count();
-        Err(Error::unavailable(format!(
+        // Masters that abstain only because they restarted recently will vote once their
+        // uptime passes the bound: say when enough of them will, so that an acquire whose
+        // wait allows it waits for that instead of failing.
+        let mut abstention_left: Vec<Duration> = answers
+            .iter()
+            .filter_map(|a| a.as_ref()?.as_ref().ok()?.probe.as_ref())
+            .filter(|probe| abstains(probe.uptime, self.max_ttl(), self.settings.max_skew))
+            .map(|probe| abstention_left(probe.uptime, self.max_ttl(), self.settings.max_skew))
+            .collect();
+        abstention_left.sort();
+        let ready_in = q
+            .checked_sub(voting + 1)
+            .and_then(|k| abstention_left.get(k).copied());
+        let error = Error::unavailable(format!(
             "no quorum for lock {:?}: {voting} of {n} redlock masters voted (need {q}; {abstaining} abstaining after \
-             a restart, {excluded} beyond the clock skew){}{}",
+             a restart{}, {excluded} beyond the clock skew){}{}",
             req.name.as_str(),
+            match ready_in {
+                Some(left) => format!(
+                    ", enough of them voting in {:.1} s at most",
+                    left.as_secs_f64()
+                ),
+                None => String::new(),
+            },
             if voting < n { ": " } else { "" },
             error_summary(&answers, &self.labels)
-        )))
+        ));
+        Err(match ready_in {
+            Some(left) => error.with_retry_after(left),
+            None => error,
+        })
     }
 
     async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {

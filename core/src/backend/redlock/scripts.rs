@@ -5,18 +5,19 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+use crate::backend::redis::scripts::with_gt;
+
 /// Fencing phase 2 (design §3). KEYS: lock, fence counter. ARGV: owner, T, counter ttl ms.
 /// If the lock is still this owner's, raises the counter to at least T and records T as the
 /// lock's token; returns 1. Returns 0 (and writes nothing) when the lock is not ours.
 pub static RAISE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    with_gt(
         r#"
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
   return 0
 end
-local t = tonumber(ARGV[2])
-local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-if counter < t then
+local counter = redis.call('GET', KEYS[2])
+if (not counter) or gt(ARGV[2], counter) then
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 end
 redis.call('HSET', KEYS[1], 'token', ARGV[2])
@@ -42,3 +43,16 @@ return {pttl, owner, token, holder, redis.call('GET', KEYS[2])}
 "#,
     )
 });
+
+/// Keeps the stored `max_ttl` at the largest value any Locker knows: KEYS: the max_ttl key.
+/// ARGV: this Locker's value in ms. Writes it when the key is missing (a master restarted and
+/// lost it) or smaller; returns the stored value. Sent as EVAL (small, and never NOSCRIPT after
+/// a restart) in the same pipeline as every phase-1 acquire.
+pub const RAISE_MAX_TTL: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if (not v) or (tonumber(v) or 0) < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return ARGV[1]
+end
+return v
+"#;
