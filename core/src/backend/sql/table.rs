@@ -295,8 +295,9 @@ pub struct SqlBackend {
     deployment_id: String,
     /// PostgreSQL: the Locker's one LISTEN connection, opened on first wait.
     notifier: Option<super::postgres::Notifier>,
-    /// How long close waits for connections in use to come back (the operation timeout).
-    close_wait: Duration,
+    /// The operation timeout: how long close waits for connections in use to come back, and
+    /// how long each try of an abandoned attempt's release may take.
+    operation_timeout: Duration,
     closed: AtomicBool,
 }
 
@@ -349,7 +350,7 @@ impl SqlBackend {
             attempts: Arc::default(),
             deployment_id,
             notifier,
-            close_wait: options.operation_timeout,
+            operation_timeout: options.operation_timeout,
             closed: AtomicBool::new(false),
         })
     }
@@ -394,27 +395,6 @@ impl SqlBackend {
         } else {
             Renewal::NotOurs
         })
-    }
-
-    async fn release_once(
-        &self,
-        name: &LockName,
-        owner: OwnerId,
-    ) -> std::result::Result<bool, OpError> {
-        let mut s = if self.sql.writes_in_tx {
-            self.pool.begin().await?
-        } else {
-            self.pool.connection().await?
-        };
-        let mut args = Self::lock_args(name, owner);
-        if let Some(channel) = self.sql.channel(name.as_str()) {
-            args.set(P::Channel, SqlValue::Text(channel));
-        }
-        let n = s
-            .execute(&self.sql.release.sql, self.sql.release.bind(&args)?)
-            .await?;
-        s.commit().await?;
-        Ok(n == 1)
     }
 
     async fn inspect_once(&self, name: &LockName) -> std::result::Result<LockInfo, OpError> {
@@ -498,6 +478,66 @@ impl SqlBackend {
             .await?;
         s.commit().await?;
         Ok(n == 1)
+    }
+}
+
+async fn release_once(
+    pool: &dyn SqlPool,
+    sql: &LockSql,
+    name: &LockName,
+    owner: OwnerId,
+) -> std::result::Result<bool, OpError> {
+    let mut s = if sql.writes_in_tx {
+        pool.begin().await?
+    } else {
+        pool.connection().await?
+    };
+    let mut args = SqlBackend::lock_args(name, owner);
+    if let Some(channel) = sql.channel(name.as_str()) {
+        args.set(P::Channel, SqlValue::Text(channel));
+    }
+    let n = s
+        .execute(&sql.release.sql, sql.release.bind(&args)?)
+        .await?;
+    s.commit().await?;
+    Ok(n == 1)
+}
+
+/// The release an abandoned attempt runs once it has ended: tried again once after a failure
+/// or after `timeout`, so a ghost lasts at most 2 x `timeout` while the server answers.
+async fn release_abandoned(
+    pool: &dyn SqlPool,
+    sql: &LockSql,
+    context: &str,
+    name: &LockName,
+    owner: OwnerId,
+    timeout: Duration,
+) {
+    for round in 1..=2 {
+        let released =
+            with_conflict_retries(context, &sql.table, || release_once(pool, sql, name, owner));
+        match tokio::time::timeout(timeout, released).await {
+            Ok(Ok(freed)) => {
+                if freed {
+                    flog!(
+                        debug,
+                        lock = name,
+                        "an acquire given up on took the lock after all; released it"
+                    );
+                }
+                return;
+            }
+            Ok(Err(e)) => flog!(
+                warn,
+                lock = name,
+                "releasing an acquire given up on (try {round} of 2): {e}"
+            ),
+            Err(_) => flog!(
+                warn,
+                lock = name,
+                "releasing an acquire given up on (try {round} of 2): no answer within {timeout:?}"
+            ),
+        }
     }
 }
 
@@ -588,23 +628,43 @@ async fn acquire_once(
 /// The acquire attempts running, by owner id. An attempt runs to its end in a task of its own
 /// even when the acquire that started it is dropped: a statement cut short can still reach the
 /// server afterwards (sqlx sends what it buffered when the connection is next used), taking the
-/// lock after the release that was meant to undo it. A release for the same owner id (the one
-/// the core sends for an attempt whose answer it did not see) waits for the attempt to end.
+/// lock after the release that was meant to undo it.
+///
+/// A release for the same owner id (the one the core sends for an attempt whose answer it did
+/// not see) marks the attempt abandoned and waits for it to end. The attempt itself releases
+/// the lock when it ends abandoned (unless its answer was `Held`), however late that is: the
+/// core gives its release 2 x operation timeout + 1 s, and a statement held up in the network
+/// longer used to take the lock after that release had given up, for an owner nobody held a
+/// lease for, until the ttl (`sql_faults`: `a_late_acquire_statement_leaves_a_ghost…`).
 #[derive(Default)]
-struct InFlight(std::sync::Mutex<HashMap<OwnerId, Arc<tokio::sync::Mutex<()>>>>);
+struct InFlight(std::sync::Mutex<HashMap<OwnerId, Arc<Gate>>>);
+
+/// One attempt's entry: locked while it runs.
+struct Gate {
+    running: Arc<tokio::sync::Mutex<()>>,
+    /// Set by a release for its owner id while it ran: nobody will read its answer.
+    abandoned: AtomicBool,
+}
 
 /// One running attempt: ends (and wakes the releases waiting for it) when dropped.
 struct Running {
     registry: Arc<InFlight>,
     owner: OwnerId,
-    gate: Arc<tokio::sync::Mutex<()>>,
+    gate: Arc<Gate>,
     _held: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl InFlight {
     fn start(self: &Arc<Self>, owner: OwnerId) -> Running {
-        let gate = Arc::new(tokio::sync::Mutex::new(()));
-        let held = gate.clone().try_lock_owned().expect("a new mutex is free");
+        let running = Arc::new(tokio::sync::Mutex::new(()));
+        let held = running
+            .clone()
+            .try_lock_owned()
+            .expect("a new mutex is free");
+        let gate = Arc::new(Gate {
+            running,
+            abandoned: AtomicBool::new(false),
+        });
         lock(&self.0).insert(owner, gate.clone());
         Running {
             registry: self.clone(),
@@ -614,18 +674,36 @@ impl InFlight {
         }
     }
 
-    /// Returns once no attempt under `owner` is running.
-    async fn finished(&self, owner: OwnerId) {
-        let gate = lock(&self.0).get(&owner).cloned();
+    /// Marks the attempt under `owner`, if one is running, abandoned, and returns once none
+    /// is running.
+    async fn abandon(&self, owner: OwnerId) {
+        // Marked with the registry locked, as the attempt checks it (see [`Running::settle`]).
+        let gate = lock(&self.0)
+            .get(&owner)
+            .inspect(|gate| {
+                gate.abandoned.store(true, Ordering::Release);
+            })
+            .cloned();
         if let Some(gate) = gate {
-            drop(gate.lock().await);
+            drop(gate.running.lock().await);
         }
     }
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
+impl Running {
+    /// Called with the attempt's answer: whether it was abandoned, so that it must undo
+    /// itself before it ends. When it was not, it is taken off the registry now, atomically
+    /// with the check: a release arriving later finds nothing running and releases by itself.
+    fn settle(&self) -> bool {
         let mut running = lock(&self.registry.0);
+        if self.gate.abandoned.load(Ordering::Acquire) {
+            return true;
+        }
+        self.unregister(&mut running);
+        false
+    }
+
+    fn unregister(&self, running: &mut HashMap<OwnerId, Arc<Gate>>) {
         // A later attempt under the same owner id may have replaced the entry.
         if running
             .get(&self.owner)
@@ -633,6 +711,13 @@ impl Drop for Running {
         {
             running.remove(&self.owner);
         }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = lock(&self.registry.0);
+        self.unregister(&mut running);
     }
 }
 
@@ -651,19 +736,27 @@ impl Backend for SqlBackend {
         let (pool, sql, context) = (self.pool.clone(), self.sql.clone(), self.context("acquire"));
         let (name, owner, ttl, holder) =
             (req.name.clone(), req.owner, req.ttl, req.holder.to_string());
+        let (timeout, releasing) = (self.operation_timeout, self.context("release"));
         let running = self.attempts.start(owner);
         let attempt = tokio::spawn(async move {
-            let _running = running;
             let req = AcquireRequest {
                 name: &name,
                 owner,
                 ttl,
                 holder: &holder,
             };
-            with_conflict_retries(&context, &sql.table, || {
+            let result = with_conflict_retries(&context, &sql.table, || {
                 acquire_once(pool.as_ref(), &sql, &req)
             })
-            .await
+            .await;
+            // Given up on while it ran: the lock may be ours (or, after an error, may be) for
+            // an owner id nobody holds a lease for. Undo it before the release waiting for
+            // this attempt goes on (it may have timed out meanwhile).
+            if running.settle() && !matches!(result, Ok(Attempt::Held { .. })) {
+                release_abandoned(pool.as_ref(), &sql, &releasing, &name, owner, timeout).await;
+            }
+            drop(running);
+            result
         });
         attempt
             .await
@@ -680,9 +773,9 @@ impl Backend for SqlBackend {
 
     async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
-        self.attempts.finished(owner).await;
+        self.attempts.abandon(owner).await;
         with_conflict_retries(&self.context("release"), &self.sql.table, || {
-            self.release_once(name, owner)
+            release_once(self.pool.as_ref(), &self.sql, name, owner)
         })
         .await
     }
@@ -729,14 +822,14 @@ impl Backend for SqlBackend {
         // sqlx's close waits, without a limit, for every connection in use to come back, and a
         // connection comes back only once a ping answers on it (after a cancelled query, say):
         // close never hangs on one. A connection still out is closed when it comes back.
-        if tokio::time::timeout(self.close_wait, self.pool.close())
+        if tokio::time::timeout(self.operation_timeout, self.pool.close())
             .await
             .is_err()
         {
             flog!(
                 warn,
                 "closing: a database connection still in use after {:?}; not waiting for it",
-                self.close_wait
+                self.operation_timeout
             );
         }
     }
