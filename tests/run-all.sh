@@ -18,7 +18,7 @@ section "Lint: formatting and lint of every language (tests/lint.sh; tests/lint.
 step 900 bash tests/lint.sh
 
 section "Test servers (Debian packages, loopback)"
-bash tests/servers.sh start redis redlock cluster postgres mariadb zookeeper zk-ensemble
+bash tests/servers.sh start redis redlock cluster postgres mariadb zookeeper zk-ensemble zk-follower
 set -a
 eval "$(bash tests/servers.sh env)"
 set +a

@@ -11,9 +11,9 @@
 #   tests/servers.sh env                FENCELOCK_TEST_*_URL=... lines
 #   tests/servers.sh clean              stop all and delete the state folder
 #
-# Groups: redis redlock cluster zookeeper zk-ensemble postgres mariadb (all).
+# Groups: redis redlock cluster zookeeper zk-ensemble zk-follower postgres mariadb (all).
 # Servers: redis redis-replica redis-tls redis-acl redlock-1..5 cluster-1..3
-#          zookeeper zk-ensemble-1..3 postgres mariadb.
+#          zookeeper zk-ensemble-1..3 zk-follower-proxy zk-follower-1..3 postgres mariadb.
 #
 # Test servers trade durability for speed; they hold nothing worth keeping.
 # Needs root (apt-get, runuser); no systemd: every server is started by hand,
@@ -37,6 +37,12 @@ P_ZK=${FENCELOCK_TEST_ZK_PORT:-2181}
 ZKE_BASE=${FENCELOCK_TEST_ZK_ENSEMBLE_PORT_BASE:-2280}          # 2281-2283
 ZKE_PEER_BASE=${FENCELOCK_TEST_ZK_ENSEMBLE_PEER_PORT_BASE:-2880}          # 2881-2883
 ZKE_ELECTION_BASE=${FENCELOCK_TEST_ZK_ENSEMBLE_ELECTION_PORT_BASE:-3880}  # 3881-3883
+# zk-follower: a 3-node ensemble whose node 3 reaches its peers only through a proxy that the
+# tests can pause (tests/partition_proxy.py): control on base, links on base+1..base+4.
+ZKF_BASE=${FENCELOCK_TEST_ZK_FOLLOWER_PORT_BASE:-2380}                    # 2381-2383
+ZKF_PEER_BASE=${FENCELOCK_TEST_ZK_FOLLOWER_PEER_PORT_BASE:-2980}          # 2981-2983
+ZKF_ELECTION_BASE=${FENCELOCK_TEST_ZK_FOLLOWER_ELECTION_PORT_BASE:-3980}  # 3981-3983
+ZKF_PROXY_BASE=${FENCELOCK_TEST_ZK_FOLLOWER_PROXY_PORT_BASE:-2390}        # 2390-2394
 P_POSTGRES=${FENCELOCK_TEST_POSTGRES_PORT:-5432}
 P_MARIADB=${FENCELOCK_TEST_MARIADB_PORT:-3306}
 
@@ -63,7 +69,8 @@ die() { echo "servers.sh: error: $*" >&2; exit 1; }
 say() { echo "servers.sh: $*"; }
 
 for v in P_REDIS P_REDIS_TLS P_REDIS_ACL P_REDIS_REPLICA REDLOCK_BASE CLUSTER_BASE \
-         P_ZK ZKE_BASE ZKE_PEER_BASE ZKE_ELECTION_BASE P_POSTGRES P_MARIADB TIMEOUT; do
+         P_ZK ZKE_BASE ZKE_PEER_BASE ZKE_ELECTION_BASE ZKF_BASE ZKF_PEER_BASE ZKF_ELECTION_BASE \
+         ZKF_PROXY_BASE P_POSTGRES P_MARIADB TIMEOUT; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a number, got '${!v}'"
 done
 # The folder goes into URLs, config files and command lines: keep it plain.
@@ -83,15 +90,18 @@ for i in 1 2 3 4 5; do add "redlock-$i" redis $((REDLOCK_BASE + i)); done
 for i in 1 2 3; do add "cluster-$i" redis-cluster $((CLUSTER_BASE + i)); done
 add zookeeper     zk            "$P_ZK"
 for i in 1 2 3; do add "zk-ensemble-$i" zk-ensemble $((ZKE_BASE + i)); done
+add zk-follower-proxy partition-proxy "$ZKF_PROXY_BASE"   # its control port
+for i in 1 2 3; do add "zk-follower-$i" zk-follower $((ZKF_BASE + i)); done
 add postgres      postgres      "$P_POSTGRES"
 add mariadb       mariadb       "$P_MARIADB"
 
-GROUPS_ORDER=(redis redlock cluster zookeeper zk-ensemble postgres mariadb)
+GROUPS_ORDER=(redis redlock cluster zookeeper zk-ensemble zk-follower postgres mariadb)
 GROUP[redis]="redis redis-replica redis-tls redis-acl"
 GROUP[redlock]="redlock-1 redlock-2 redlock-3 redlock-4 redlock-5"
 GROUP[cluster]="cluster-1 cluster-2 cluster-3"
 GROUP[zookeeper]="zookeeper"
 GROUP[zk-ensemble]="zk-ensemble-1 zk-ensemble-2 zk-ensemble-3"
+GROUP[zk-follower]="zk-follower-proxy zk-follower-1 zk-follower-2 zk-follower-3"
 GROUP[postgres]="postgres"
 GROUP[mariadb]="mariadb"
 GROUP[all]="${SERVERS[*]}"
@@ -163,7 +173,12 @@ alive() {
 running() {
   local pid
   pid=$(pid_of "$1")
-  alive "$pid" && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$(comm_of_kind "${KIND[$1]}")" ]]
+  alive "$pid" || return 1
+  if [[ ${KIND[$1]} == partition-proxy ]]; then # python3 may be a shim: match the script
+    [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") == *partition_proxy.py* ]]
+  else
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$(comm_of_kind "${KIND[$1]}")" ]]
+  fi
 }
 
 # shellcheck disable=SC2016 # $0 and $1 belong to the inner bash
@@ -217,6 +232,12 @@ rcli() { # rcli NAME redis-cli-args...
   timeout 5 redis-cli "${args[@]}" "$@" 2>/dev/null
 }
 
+proxy_ctl() { # proxy_ctl PORT COMMAND: a command to tests/partition_proxy.py, print its answer
+  # shellcheck disable=SC2016
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "%s\n" "$2" >&3 && head -n1 <&3' \
+    "$HOST" "$1" "$2" 2>/dev/null || true
+}
+
 zk4() { # zk4 PORT WORD: send a four-letter word, print the answer
   # shellcheck disable=SC2016
   timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf %s "$2" >&3 && cat <&3' \
@@ -238,6 +259,7 @@ answers() {
   case ${KIND[$name]} in
     redis*) [[ $(rcli "$name" ping) == PONG ]] ;;
     zk*) [[ $(zk4 "$port" ruok) == imok ]] ;;
+    partition-proxy) [[ $(proxy_ctl "$port" status) =~ ^(running|paused)$ ]] ;;
     postgres) "$(pg_bin)/pg_isready" -q -h "$HOST" -p "$port" -t 2 ;;
     mariadb) port_open "$port" &&
       timeout 5 mariadb-admin --no-defaults -S "$S/mariadb/mysqld.sock" -uroot \
@@ -265,8 +287,10 @@ wait_until() {
 # packages needed by each group
 pkgs_for() {
   case $1 in
-    redis | redlock | cluster) echo redis-server redis-tools openssl ;;
+    redis) echo redis-server redis-tools openssl faketime ;;
+    redlock | cluster) echo redis-server redis-tools openssl ;;
     zookeeper | zk-ensemble) echo zookeeper libslf4j-java libcurator-recipes-java ;;
+    zk-follower) echo zookeeper libslf4j-java python3 ;;
     postgres) echo postgresql-15 ;;
     mariadb) echo mariadb-server mariadb-client ;;
   esac
@@ -395,14 +419,17 @@ launch_redis() {
 
 # --------------------------------------------------------------- zookeeper
 zk_conf() { # zk_conf NAME
-  local name=$1 d i; d=$(dir_of "$1")
+  local name=$1 d i sync_limit=10; d=$(dir_of "$1")
+  # zk-follower: a follower cut off from its leader serves its clients for syncLimit x tickTime
+  # (6 s) before it notices, clearly longer than the 3 s sessions of the test that cuts it.
+  [[ ${KIND[$name]} == zk-follower ]] && sync_limit=12
   mkdir -p "$d/data"
   {
     cat <<EOF
 # generated by tests/servers.sh: a test server, nothing worth keeping
 tickTime=500
 initLimit=20
-syncLimit=10
+syncLimit=$sync_limit
 minSessionTimeout=1000
 maxSessionTimeout=60000
 dataDir=$d/data
@@ -418,17 +445,52 @@ EOF
         echo "server.$i=$HOST:$((ZKE_PEER_BASE + i)):$((ZKE_ELECTION_BASE + i))"
       done
     fi
+    if [[ ${KIND[$name]} == zk-follower ]]; then
+      for i in 1 2 3; do
+        if [[ $name == zk-follower-3 && $i != 3 ]]; then
+          # node 3's own links (it connects out: to the leader's quorum port, and to the lower
+          # sids' election ports) go through the proxy; see zkf_proxy_links
+          echo "server.$i=$HOST:$((ZKF_PROXY_BASE + i)):$((ZKF_PROXY_BASE + 2 + i))"
+        else
+          echo "server.$i=$HOST:$((ZKF_PEER_BASE + i)):$((ZKF_ELECTION_BASE + i))"
+        fi
+      done
+    fi
   } >"$d/zoo.cfg"
-  if [[ ${KIND[$name]} == zk-ensemble ]]; then echo "${name##*-}" >"$d/data/myid"; fi
+  if [[ ${KIND[$name]} == zk-ensemble || ${KIND[$name]} == zk-follower ]]; then
+    echo "${name##*-}" >"$d/data/myid"
+  fi
 }
 
 launch_zk() {
   local name=$1 d main=org.apache.zookeeper.server.ZooKeeperServerMain java; d=$(dir_of "$1")
-  [[ ${KIND[$name]} == zk-ensemble ]] && main=org.apache.zookeeper.server.quorum.QuorumPeerMain
+  [[ ${KIND[$name]} == zk-ensemble || ${KIND[$name]} == zk-follower ]] &&
+    main=org.apache.zookeeper.server.quorum.QuorumPeerMain
   [[ -r /usr/share/java/zookeeper.jar ]] || { fail_server "$name" "/usr/share/java/zookeeper.jar is missing"; return 1; }
   java=$(command -v java) || { fail_server "$name" "no java on PATH"; return 1; }
   zk_conf "$name"
-  spawn "$d/pid" "$d/server.log" "$java" "${ZK_JAVA_OPTS[@]}" -cp "$ZK_CLASSPATH" "$main" "$d/zoo.cfg"
+  local opts=("${ZK_JAVA_OPTS[@]}")
+  # A node back from a partition retries the election every 2 s at most (60 s by default).
+  [[ ${KIND[$name]} == zk-follower ]] && opts+=(-Dzookeeper.fastleader.maxNotificationInterval=2000)
+  spawn "$d/pid" "$d/server.log" "$java" "${opts[@]}" -cp "$ZK_CLASSPATH" "$main" "$d/zoo.cfg"
+}
+
+# --------------------------------------------------------- partition proxy
+# zkf_proxy_links: LISTEN:TARGET for zk-follower-3's links to nodes 1 and 2 (quorum, election)
+zkf_proxy_links() {
+  local i
+  for i in 1 2; do echo "$((ZKF_PROXY_BASE + i)):$((ZKF_PEER_BASE + i))"; done
+  for i in 1 2; do echo "$((ZKF_PROXY_BASE + 2 + i)):$((ZKF_ELECTION_BASE + i))"; done
+}
+
+launch_proxy() {
+  local name=$1 d py script links; d=$(dir_of "$1")
+  script=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/partition_proxy.py
+  [[ -r $script ]] || { fail_server "$name" "$script is missing"; return 1; }
+  py=/usr/bin/python3
+  [[ -x $py ]] || py=$(command -v python3) || { fail_server "$name" "no python3"; return 1; }
+  mapfile -t links < <(zkf_proxy_links)
+  spawn "$d/pid" "$d/server.log" "$py" -u "$script" "${PORT[$name]}" "${links[@]}"
 }
 
 # ---------------------------------------------------------------- postgres
@@ -539,11 +601,21 @@ start_one() {
     fail_server "$name" "port ${PORT[$name]} is taken by another process (set FENCELOCK_TEST_*_PORT to move it)"
     return 1
   fi
+  if [[ ${KIND[$name]} == partition-proxy ]]; then
+    local link
+    for link in $(zkf_proxy_links); do
+      if port_open "${link%%:*}"; then
+        fail_server "$name" "port ${link%%:*} is taken by another process (set FENCELOCK_TEST_ZK_FOLLOWER_PROXY_PORT_BASE to move it)"
+        return 1
+      fi
+    done
+  fi
   : >"$d/init.log"
   echo "=== $(date -Is) start" >>"$d/server.log"
   case ${KIND[$name]} in
     redis*) launch_redis "$name" ;;
     zk*) launch_zk "$name" ;;
+    partition-proxy) launch_proxy "$name" ;;
     postgres) launch_postgres "$name" ;;
     mariadb) launch_mariadb "$name" ;;
   esac || return 1
@@ -618,11 +690,68 @@ ensure_ensemble() {
   say "zk ensemble: ${up[*]} serve ($(for n in "${up[@]}"; do zk4 "${PORT[$n]}" srvr | sed -n 's/^Mode: //p'; done | sort | uniq -c | xargs))"
 }
 
+zk_mode() { zk4 "${PORT[$1]}" srvr | sed -n 's/^Mode: //p'; }
+zkf_led() { [[ $(zk_mode zk-follower-1) == leader || $(zk_mode zk-follower-2) == leader ]]; }
+zkf_follows() { [[ $(zk_mode zk-follower-3) == follower ]]; }
+
+# ensure_zk_follower: node 1 or 2 leads and node 3 follows (through the proxy, not paused)
+ensure_zk_follower() {
+  local n p=${PORT[zk-follower-proxy]}
+  for n in ${GROUP[zk-follower]}; do
+    running "$n" || { say "warning: $n is not running; the zk-follower group is incomplete"; return 0; }
+  done
+  if [[ $(proxy_ctl "$p" status) == paused ]]; then
+    say "zk-follower-proxy was left paused: resuming it"
+    proxy_ctl "$p" resume >/dev/null
+  fi
+  for n in zk-follower-1 zk-follower-2 zk-follower-3; do
+    wait_until "$n" "quorum (srvr Mode: leader/follower)" zk_serving "$n" || return 1
+  done
+  if [[ $(zk_mode zk-follower-3) == leader ]]; then
+    say "zk-follower-3 leads: restarting it so that it joins as a follower"
+    stop_servers zk-follower-3
+    wait_until zk-follower-1 "a leader among zk-follower-1 and -2" zkf_led || return 1
+    start_one zk-follower-3 || return 1
+  fi
+  wait_until zk-follower-3 "srvr Mode: follower" zkf_follows || return 1
+  say "zk-follower: $(for n in 1 2 3; do printf '%s ' "$n=$(zk_mode "zk-follower-$n")"; done)(node 3 through the proxy on ${PORT[zk-follower-proxy]})"
+}
+
+# start_zk_follower SERVER...: the proxy, then nodes 1 and 2, and node 3 once one of them leads
+# (the highest sid wins an election among equals: started with the others, node 3 would lead).
+start_zk_follower() {
+  local s rc=0 members=" $* "
+  local -A pids=()
+  if [[ $members == *" zk-follower-proxy "* || $members == *" zk-follower-3 "* ]]; then
+    start_one zk-follower-proxy || return 1
+  fi
+  for s in zk-follower-1 zk-follower-2; do
+    [[ $members == *" $s "* ]] || continue
+    start_one "$s" >"$S/.out/$s" 2>&1 &
+    pids[$s]=$!
+  done
+  for s in "${!pids[@]}"; do
+    wait "${pids[$s]}" || rc=1
+    cat "$S/.out/$s"; rm -f "$S/.out/$s"
+  done
+  ((rc == 0)) || return 1
+  if [[ $members == *" zk-follower-3 "* ]] && ! running zk-follower-3; then
+    if ! { running zk-follower-1 && running zk-follower-2; }; then
+      fail_server zk-follower-3 "it joins only once zk-follower-1 and -2 run (start zk-follower)"
+      return 1
+    fi
+    wait_until zk-follower-1 "a leader among zk-follower-1 and -2" zkf_led || return 1
+  fi
+  if [[ $members == *" zk-follower-3 "* ]]; then start_one zk-follower-3 || return 1; fi
+  ensure_zk_follower
+}
+
 # start_group GROUP SERVER...: start the servers (of one group) in parallel,
 # then check what the group needs beyond each server answering.
 start_group() {
   local g=$1 s rc=0; shift
   local -A pids=()
+  if [[ $g == zk-follower ]]; then start_zk_follower "$@"; return; fi
   for s in "$@"; do
     mkdir -p "$S/$s"
     start_one "$s" >"$S/.out/$s" 2>&1 &
@@ -698,7 +827,7 @@ stop_servers() {
 
 status_servers() {
   local s pid state rc=0 extra
-  printf '%-15s %-6s %-8s %-8s %s\n' SERVER PORT STATE PID ANSWERS
+  printf '%-17s %-6s %-8s %-8s %s\n' SERVER PORT STATE PID ANSWERS
   for s in "$@"; do
     extra=
     if running "$s"; then
@@ -708,6 +837,7 @@ status_servers() {
         case $s in
           redis-replica) extra+=" ($(rcli "$s" info replication | tr -d '\r' | grep '^master_link_status'))" ;;
           cluster-*) extra+=" ($(rcli "$s" cluster info | tr -d '\r' | grep '^cluster_state'))" ;;
+          zk-follower-proxy) extra+=" ($(proxy_ctl "${PORT[$s]}" status))" ;;
           zookeeper | zk-*) extra+=" ($(zk4 "${PORT[$s]}" srvr | grep '^Mode' || echo 'not serving'))" ;;
         esac
       else
@@ -716,7 +846,7 @@ status_servers() {
     else
       pid=- state=stopped extra=- rc=3
     fi
-    printf '%-15s %-6s %-8s %-8s %s\n' "$s" "${PORT[$s]}" "$state" "$pid" "$extra"
+    printf '%-17s %-6s %-8s %-8s %s\n' "$s" "${PORT[$s]}" "$state" "$pid" "$extra"
   done
   return "$rc"
 }
@@ -741,6 +871,9 @@ print_env() {
   echo "FENCELOCK_TEST_ZK_URL=zk://$HOST:${PORT[zookeeper]}"
   list=; for i in 1 2 3; do list+="${list:+,}$HOST:${PORT[zk-ensemble-$i]}"; done
   echo "FENCELOCK_TEST_ZK_ENSEMBLE_URL=zk://$list"
+  list=; for i in 1 2 3; do list+="${list:+,}$HOST:${PORT[zk-follower-$i]}"; done
+  echo "FENCELOCK_TEST_ZK_FOLLOWER_URL=zk://$list"
+  echo "FENCELOCK_TEST_ZK_FOLLOWER_PROXY_URL=tcp://$HOST:${PORT[zk-follower-proxy]}"
   echo "FENCELOCK_TEST_POSTGRES_URL=postgres://$DB_USER:$DB_PASS@$HOST:${PORT[postgres]}/$DB_NAME"
   echo "FENCELOCK_TEST_POSTGRES_APP_URL=postgres://$DB_APP_USER:$DB_APP_PASS@$HOST:${PORT[postgres]}/$DB_NAME"
   echo "FENCELOCK_TEST_MARIADB_URL=mariadb://$DB_USER:$DB_PASS@$HOST:${PORT[mariadb]}/$DB_NAME"
