@@ -60,6 +60,7 @@ pub(crate) struct LeaseShared {
     /// The process that acquired: a child made by fork() must not renew or release.
     pid: u32,
     acquired_at: BootInstant,
+    deployment: Arc<crate::fence::Deployment>,
     /// Renewed by its own task (not `auto_renew = false`): a backend's own proof of liveness
     /// ([`LeaseEvents::advance`]) moves its deadline only then.
     auto_renew: bool,
@@ -94,6 +95,8 @@ pub(crate) struct NewLease {
     pub runtime: Handle,
     pub locker: Weak<LockerInner>,
     pub sent_at: BootInstant,
+    /// The identity fences know the lock's deployment by.
+    pub deployment: Arc<crate::fence::Deployment>,
     /// What the client deadline counts from: `sent_at` unless the backend proves better
     /// ([`Backend::expiry_counted_from`]).
     pub counted_from: BootInstant,
@@ -140,6 +143,7 @@ impl LeaseShared {
             locker: new.locker,
             pid: std::process::id(),
             acquired_at: new.sent_at,
+            deployment: new.deployment,
             auto_renew: new.auto_renew,
             max_hold: new.max_hold,
             pipelined_release: new.pipelined_release,
@@ -822,8 +826,8 @@ impl Lease {
         crate::fence::FenceToken::from_lease(self)
     }
 
-    pub(crate) fn deployment_id(&self) -> &str {
-        self.shared.backend.deployment_id()
+    pub(crate) fn deployment(&self) -> &crate::fence::Deployment {
+        &self.shared.deployment
     }
 }
 

@@ -12,6 +12,7 @@ use tokio::runtime::Handle;
 use crate::backend::{self, AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch};
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
+use crate::fence::Deployment;
 use crate::holder::HolderDescription;
 use crate::ids::OwnerId;
 use crate::lease::{Lease, LeaseEvents, LeaseShared, NewLease};
@@ -23,6 +24,8 @@ use crate::url::{BackendKind, LockerUrl};
 
 pub(crate) struct LockerInner {
     url: LockerUrl,
+    /// How fences know this Locker's leases' deployment.
+    deployment: Arc<Deployment>,
     backend: Arc<dyn Backend>,
     options: LockerOptions,
     runtime: Handle,
@@ -81,15 +84,17 @@ impl Locker {
         let runtime = Handle::try_current()
             .map_err(|_| Error::internal("Locker::connect must run inside a tokio runtime"))?;
         let timeout = options.operation_timeout;
-        let backend = match tokio::time::timeout(timeout, backend::connect(&parsed, &options)).await
-        {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(Error::unavailable(format!(
-                    "connecting to {parsed} took longer than {timeout:?}"
-                )));
-            }
-        };
+        let mut for_backend = parsed.clone();
+        let deployment_name = Deployment::take_name(&mut for_backend)?;
+        let backend =
+            match tokio::time::timeout(timeout, backend::connect(&for_backend, &options)).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(Error::unavailable(format!(
+                        "connecting to {parsed} took longer than {timeout:?}"
+                    )));
+                }
+            };
         let language = options.language.clone();
         let metrics = match (&options.metrics_sink, options.metrics) {
             (Some(sink), _) => Some(Arc::new(crate::metrics::LockMetrics::to_sink(
@@ -101,9 +106,11 @@ impl Locker {
             ))),
             (None, false) => None,
         };
+        let deployment = Arc::new(Deployment::of(backend.as_ref(), deployment_name.as_deref()));
         Ok(Locker {
             inner: Arc::new(LockerInner {
                 url: parsed,
+                deployment,
                 backend,
                 options,
                 runtime,
@@ -476,6 +483,7 @@ impl Locker {
                     runtime: self.inner.runtime.clone(),
                     locker: Arc::downgrade(&self.inner),
                     sent_at,
+                    deployment: self.inner.deployment.clone(),
                     counted_from: self
                         .inner
                         .backend

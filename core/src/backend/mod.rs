@@ -134,8 +134,16 @@ pub trait Backend: Send + Sync + 'static {
     fn kind(&self) -> BackendKind;
 
     /// Identifies this backend deployment (the lock table, the Redis deployment, …), so a
-    /// fence can refuse tokens of another lock.
+    /// fence can refuse tokens of another lock. The same however the URL is spelled (hosts
+    /// sorted, defaults filled in); SQL backends store a random one in the database.
     fn deployment_id(&self) -> &str;
+
+    /// Identities earlier versions derived for this deployment from the URL's spelling, where
+    /// they differ from [`Backend::deployment_id`]: fences that recorded one accept it, and
+    /// move to the new one.
+    fn legacy_deployment_ids(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Clock skew to add to the client deadline's drift margin (Redlock, replicas).
     fn max_clock_skew(&self) -> Duration {

@@ -25,6 +25,52 @@ use crate::options::LockerOptions;
 pub use crate::sql_value::SqlValue;
 use crate::url::{BackendKind, LockerUrl};
 
+/// Which lock deployment a Locker's leases belong to, as fences see it: the backend's own
+/// identity ([`crate::backend::Backend::deployment_id`]), or a name the user gives with the
+/// `deployment=NAME` URL option (for deployments reached under several names); `aliases` are
+/// the identities fence records may hold from before (the derived one when a name is given,
+/// and what earlier versions derived from the URL's spelling).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Deployment {
+    pub id: String,
+    pub aliases: Vec<String>,
+}
+
+impl Deployment {
+    pub(crate) fn of(backend: &dyn crate::backend::Backend, name: Option<&str>) -> Deployment {
+        let derived = backend.deployment_id().to_string();
+        let legacy = backend.legacy_deployment_ids();
+        match name {
+            None => Deployment {
+                id: derived,
+                aliases: legacy,
+            },
+            Some(name) => Deployment {
+                id: format!("deployment:{name}"),
+                aliases: std::iter::once(derived).chain(legacy).collect(),
+            },
+        }
+    }
+
+    /// Takes the `deployment` option out of `url` (backends do not know it) and checks it.
+    pub(crate) fn take_name(url: &mut LockerUrl) -> Result<Option<String>> {
+        let Some(name) = url.query.remove("deployment") else {
+            return Ok(None);
+        };
+        let valid = !name.is_empty()
+            && name.len() <= 200
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+        if !valid {
+            return Err(Error::invalid(format!(
+                "deployment must be 1-200 characters of A-Z a-z 0-9 . _ : -, not {name:?}"
+            )));
+        }
+        Ok(Some(name))
+    }
+}
+
 /// Which lock a token belongs to: tokens are only ordered per lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockIdentity {
@@ -38,24 +84,46 @@ impl LockIdentity {
     }
 }
 
+/// How a recorded lock key compares with a token's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockMatch {
+    Same,
+    /// The same lock under an identity from before (another spelling, or before a
+    /// `deployment` name was given).
+    Alias,
+    Other,
+}
+
 /// A token as a fence sees it: from a lease (with the lock's identity and the client
 /// deadline) or a bare number (from another process).
 #[derive(Debug, Clone)]
 pub struct FenceToken {
     pub token: u64,
     pub lock: Option<LockIdentity>,
+    /// Other keys a fence may have recorded for the same lock (see [`Deployment::aliases`]).
+    lock_aliases: Vec<String>,
     lease: Option<Lease>,
     deadline: Option<BootInstant>,
 }
 
 impl FenceToken {
     pub(crate) fn from_lease(lease: &Lease) -> Self {
+        let deployment = lease.deployment();
+        let alias_key = |alias: &String| LockIdentity {
+            deployment: alias.clone(),
+            name: lease.name().to_string(),
+        };
         FenceToken {
             token: lease.token(),
             lock: Some(LockIdentity {
-                deployment: lease.deployment_id().to_string(),
+                deployment: deployment.id.clone(),
                 name: lease.name().to_string(),
             }),
+            lock_aliases: deployment
+                .aliases
+                .iter()
+                .map(|a| alias_key(a).key())
+                .collect(),
             lease: Some(lease.clone()),
             deadline: Some(lease.deadline()),
         }
@@ -66,9 +134,26 @@ impl FenceToken {
         FenceToken {
             token,
             lock: Some(lock),
+            lock_aliases: Vec::new(),
             lease: None,
             deadline: None,
         }
+    }
+
+    /// Whether a fence that recorded `stored` as its lock guards this token's lock: the same
+    /// key, or one of its aliases (a fence then moves to the current key).
+    pub(crate) fn matches_lock(&self, stored: &str) -> LockMatch {
+        match &self.lock {
+            None => LockMatch::Same,
+            Some(lock) if lock.key() == stored => LockMatch::Same,
+            Some(_) if self.lock_aliases.iter().any(|a| a == stored) => LockMatch::Alias,
+            Some(_) => LockMatch::Other,
+        }
+    }
+
+    /// The keys a Redis fence script accepts besides the lock's own.
+    pub(crate) fn lock_aliases(&self) -> &[String] {
+        &self.lock_aliases
     }
 
     /// Refuses, before anything is sent, a token from a lease that is lost, released or
@@ -112,6 +197,7 @@ impl From<u64> for FenceToken {
         FenceToken {
             token,
             lock: None,
+            lock_aliases: Vec::new(),
             lease: None,
             deadline: None,
         }
@@ -195,6 +281,13 @@ impl Fence {
                 Arc::new(sql::SqlFence::open(&parsed, &options).await?)
             }
             BackendKind::Redis => Arc::new(redis::RedisFence::open(&parsed, &options).await?),
+            BackendKind::Redlock => {
+                return Err(Error::invalid(
+                    "a fence lives where the resource's data lives, not on the lock's masters: \
+                     open it on that store (sqlite://, postgres://, mysql://, redis://); it \
+                     accepts the tokens of Redlock leases like any other's",
+                ));
+            }
             other => return Err(crate::backend::not_built(other)),
         };
         Ok(Fence {

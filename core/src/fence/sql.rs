@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{FenceBackend, FenceToken, SqlValue, Statement};
+use super::{FenceBackend, FenceToken, LockMatch, SqlValue, Statement};
 use crate::backend::sql::dialect::{Args, FenceSql, P};
 use crate::backend::sql::session::{Session, SqlPool, int, text};
 use crate::backend::sql::table::{OpError, ensure_tables, flavor_of, with_conflict_retries};
@@ -106,8 +106,9 @@ impl SqlFence {
     ) -> std::result::Result<Vec<u64>, OpError> {
         let mut args = Self::args(resource).with(P::Token, SqlValue::Int(token.token as i64));
         let (mut tx, stored_lock) = self.lock_row(&args).await?;
-        check_lock(stored_lock.as_deref(), token)?;
-        if stored_lock.is_none()
+        let matched = check_lock(stored_lock.as_deref(), token)?;
+        // First use, or a record under an alias of the lock's identity: record the current one.
+        if (stored_lock.is_none() || matched == LockMatch::Alias)
             && let Some(lock) = &token.lock
         {
             args.set(P::LockKey, SqlValue::Text(lock.key()));
@@ -149,16 +150,17 @@ impl SqlFence {
     }
 }
 
-fn check_lock(stored: Option<&str>, token: &FenceToken) -> Result<()> {
-    if let (Some(stored), Some(lock)) = (stored, &token.lock)
-        && stored != lock.key()
-    {
-        return Err(Error::invalid(format!(
+fn check_lock(stored: Option<&str>, token: &FenceToken) -> Result<LockMatch> {
+    let Some(stored) = stored else {
+        return Ok(LockMatch::Same);
+    };
+    match token.matches_lock(stored) {
+        LockMatch::Other => Err(Error::invalid(format!(
             "this fence guards another lock; a token of lock {:?} is not ordered with its tokens",
-            lock.name
-        )));
+            token.lock.as_ref().map(|l| l.name.as_str()).unwrap_or("")
+        ))),
+        matched => Ok(matched),
     }
-    Ok(())
 }
 
 #[async_trait]

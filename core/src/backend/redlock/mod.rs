@@ -111,7 +111,15 @@ pub struct RedlockBackend {
     max_ttl_ms: AtomicU64,
     quorum: usize,
     deployment_id: String,
+    /// What earlier versions used: the masters in the order listed.
+    listed_id: String,
     closed: AtomicBool,
+}
+
+fn sorted(labels: &[String]) -> Vec<String> {
+    let mut labels = labels.to_vec();
+    labels.sort();
+    labels
 }
 
 /// Each master's last known `run_id`.
@@ -190,7 +198,9 @@ impl RedlockBackend {
             );
         }
         let backend = RedlockBackend {
-            deployment_id: format!("redlock:{}/{}", labels.join(","), settings.prefix),
+            // The masters as a set: the order they are listed in is not part of the identity.
+            deployment_id: format!("redlock:{}/{}", sorted(&labels).join(","), settings.prefix),
+            listed_id: format!("redlock:{}/{}", labels.join(","), settings.prefix),
             instances,
             labels,
             settings,
@@ -504,6 +514,13 @@ impl Backend for RedlockBackend {
 
     fn deployment_id(&self) -> &str {
         &self.deployment_id
+    }
+
+    fn legacy_deployment_ids(&self) -> Vec<String> {
+        if self.listed_id == self.deployment_id {
+            return Vec::new();
+        }
+        vec![self.listed_id.clone()]
     }
 
     fn max_clock_skew(&self) -> Duration {
