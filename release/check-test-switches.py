@@ -4,6 +4,8 @@
 A test-only switch is a cargo feature that exists for the test suites and must never ship:
 - `fault-injection-disable-fencing` (core): turns the fence's checks off, for the fault suite's
   deliberately broken worker;
+- `fault-injection-duplicate-scripts` (core): the Redis backend sends every lock script twice,
+  for core/tests/redis_lock.rs's run as a replaying client;
 - `test-hooks` (each binding): entry points that panic on purpose (`_testPanic`, ...).
 
 Two checks, each against every switch listed in SWITCHES (a switch added later goes there):
@@ -15,7 +17,7 @@ Two checks, each against every switch listed in SWITCHES (a switch added later g
    the declared API (`_native.pyi`, `index.d.ts`) for the hook names. In a `dist` build no marker
    may appear. CI's `ci` build turns `test-hooks` on for the language suites, which test those
    very artifacts: there each binding's module must contain its marker (which also shows that
-   the search sees into every artifact), and the fencing switch must still be absent.
+   the search sees into every artifact), and the fault-injection switches must still be absent.
 
     release/check-test-switches.py DIST --profile dist|ci|dev
 """
@@ -43,6 +45,7 @@ class Switch:
 
 SWITCHES = [
     Switch("fault-injection-disable-fencing", b"FENCELOCK_FAULT_INJECTION_DISABLE_FENCING", ()),
+    Switch("fault-injection-duplicate-scripts", b"FENCELOCK_FAULT_INJECTION_DUPLICATE_SCRIPTS", ()),
     Switch("test-hooks", b"test panic requested by", ("ci", "dev")),
 ]
 

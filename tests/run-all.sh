@@ -28,6 +28,10 @@ export FENCELOCK_REQUIRE_SERVERS=1
 section "Rust: core and the fencelock command"
 # default-members: the crates that need no Python, Node or JDK.
 step 1800 cargo test --no-fail-fast
+# The Redis lock tests once more with every acquire, renew and release script sent twice, as
+# the Cluster client's retry after a lost reply does (docs/redis.md, "Replayed scripts"): the
+# core built again with a test-only feature, about 30 s.
+step 300 cargo test -p fencelock --features fault-injection-duplicate-scripts --test redis_lock
 
 section "Release artifacts: build (zig, glibc 2.17, profile ci) and smoke tests without Rust"
 # The bindings' tests below run on these artifacts instead of building their own: what users

@@ -33,12 +33,25 @@ pub mod sql_value;
 pub mod url;
 mod watchdog;
 
-/// Sizes of the core's own bookkeeping, for the tests that bound them; not part of the API.
+/// Sizes of the core's own bookkeeping and other internals, for the tests; not part of the API.
 #[doc(hidden)]
 pub mod internals {
     /// How many deadlines the process's watchdog holds.
     pub fn watchdog_entries() -> usize {
         crate::watchdog::entries()
+    }
+
+    /// The source of a Redis lock script (`acquire`, `renew`, `release`, `force_release`), as
+    /// the server runs it: for the tests that replay one by hand, as a client library's retry
+    /// after a lost reply would.
+    pub fn redis_script_source(name: &str) -> Option<String> {
+        crate::backend::redis::scripts::source(name)
+    }
+
+    /// How many Redis lock scripts this process sent a second time: always 0 unless built with
+    /// the test-only `fault-injection-duplicate-scripts` feature.
+    pub fn duplicated_redis_scripts() -> u64 {
+        crate::backend::redis::duplicated_scripts()
     }
 }
 

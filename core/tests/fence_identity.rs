@@ -169,3 +169,66 @@ async fn a_fence_on_redlock_says_where_it_lives() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_urls_spelled_differently_name_one_lock() {
+    let plain = redis_url();
+    let with_db = format!(
+        "{}/0",
+        plain.split('?').next().unwrap().trim_end_matches('/')
+    );
+    let name = unique("fence-redis-spelling");
+    let fence = Fence::open(&plain, &name).await.unwrap();
+    for url in [&plain, &with_db, &plain] {
+        let locker = Locker::connect(url).await.unwrap();
+        let lease = locker
+            .acquire(&name, &LockOptions::default())
+            .await
+            .unwrap();
+        fence
+            .fenced_set(&lease, &format!("data:{name}"), b"x")
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        lease.release().await.unwrap();
+    }
+    // A record under the spelling earlier versions used (the database as written: none) is
+    // the same lock, and moves to the current identity.
+    let mut raw = support::raw_redis(&plain).await;
+    let record = format!("fencelock-fence:{{{}}}", fencelock::name::encode(&name));
+    let current: String = redis::cmd("HGET")
+        .arg(&record)
+        .arg("lock")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let host = with_db
+        .trim_start_matches("redis://")
+        .trim_end_matches("/0");
+    let legacy = format!("redis:{host}//fencelock/{}", fencelock::name::encode(&name));
+    assert_ne!(current, legacy);
+    let _: () = redis::cmd("HSET")
+        .arg(&record)
+        .arg("lock")
+        .arg(&legacy)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let locker = Locker::connect(&plain).await.unwrap();
+    let lease = locker
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
+    fence.check(&lease).await.unwrap();
+    fence
+        .fenced_set(&lease, &format!("data:{name}"), b"y")
+        .await
+        .unwrap();
+    let moved: String = redis::cmd("HGET")
+        .arg(&record)
+        .arg("lock")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(moved, current);
+    lease.release().await.unwrap();
+}

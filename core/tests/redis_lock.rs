@@ -674,3 +674,337 @@ async fn tokens_above_2_pow_53_are_minted_exactly() {
     assert_eq!(lease.token(), 100_000_000_000_000_000);
     lease.release().await.unwrap();
 }
+
+// A reply lost after the server ran a lock script: the Cluster client (`retries(2)`) sends the
+// script again, and the second run must answer what the first did (issue 24 item 5, safety
+// review finding 6). The tests below replay the scripts by hand (the sources the core runs,
+// sent twice with the same arguments) on one instance, through the least-privilege ACL user and
+// on the Cluster; `duplicated_lock_scripts_change_nothing` goes through the public API, and in a
+// build with the test-only `fault-injection-duplicate-scripts` feature (tests/run-all.sh) every
+// acquire, renew and release script is sent twice.
+
+/// Where the lock scripts are replayed: one server, or a Cluster (routed by the first key).
+enum ScriptConn {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl ScriptConn {
+    /// A connection to the server of `url`, or to the Cluster of its seeds, and the publish
+    /// command the core uses there.
+    async fn open(url: &str) -> (ScriptConn, &'static str) {
+        match url.strip_prefix("redis+cluster://") {
+            Some(seeds) => {
+                let seeds: Vec<String> = seeds.split(',').map(|s| format!("redis://{s}")).collect();
+                let conn = redis::cluster::ClusterClient::new(seeds)
+                    .unwrap()
+                    .get_async_connection()
+                    .await
+                    .unwrap();
+                (ScriptConn::Cluster(conn), "SPUBLISH")
+            }
+            None => (ScriptConn::Single(raw_redis(url).await), "PUBLISH"),
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for ScriptConn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            ScriptConn::Single(c) => c.req_packed_command(cmd),
+            ScriptConn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            ScriptConn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            ScriptConn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            ScriptConn::Single(c) => c.get_db(),
+            ScriptConn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The lock scripts as the core runs them, with the arguments the core sends.
+struct Replay {
+    conn: ScriptConn,
+    publish: &'static str,
+    lock: String,
+    fence: String,
+    channel: String,
+}
+
+impl Replay {
+    async fn new(url: &str, name: &str) -> Replay {
+        let (conn, publish) = ScriptConn::open(url).await;
+        let lock = format!("fencelock:{{{}}}", fencelock::name::encode(name));
+        Replay {
+            conn,
+            publish,
+            fence: format!("{lock}:fence"),
+            channel: format!("{lock}:released"),
+            lock,
+        }
+    }
+
+    fn script(name: &str) -> redis::Script {
+        redis::Script::new(&fencelock::internals::redis_script_source(name).unwrap())
+    }
+
+    /// `(1, token)` taken, `(0, pttl)` held.
+    async fn acquire(&mut self, owner: &str, ttl_ms: u64) -> (i64, String) {
+        Self::script("acquire")
+            .key(&self.lock)
+            .key(&self.fence)
+            .arg(owner)
+            .arg(ttl_ms)
+            .arg("{\"language\":\"test\"}")
+            .arg("1")
+            .arg(30u64 * 24 * 3600 * 1000)
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn renew(&mut self, owner: &str, ttl_ms: u64) -> i64 {
+        Self::script("renew")
+            .key(&self.lock)
+            .arg(owner)
+            .arg(ttl_ms)
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn release(&mut self, owner: &str) -> i64 {
+        Self::script("release")
+            .key(&self.lock)
+            .arg(owner)
+            .arg(&self.channel)
+            .arg(self.publish)
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn force_release(&mut self) -> i64 {
+        Self::script("force_release")
+            .key(&self.lock)
+            .arg(&self.channel)
+            .arg(self.publish)
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn pttl(&mut self) -> i64 {
+        redis::cmd("PTTL")
+            .arg(&self.lock)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    async fn owner(&mut self) -> Option<String> {
+        redis::cmd("HGET")
+            .arg(&self.lock)
+            .arg("owner")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+}
+
+/// A fresh owner id: 32 hex digits, as the core's.
+fn owner_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    format!(
+        "{nanos:016x}{:016x}",
+        NEXT.fetch_add(1, Ordering::Relaxed) ^ (u64::from(std::process::id()) << 32)
+    )
+}
+
+/// One server, the least-privilege ACL user (the tombstone's commands and key are allowed), and
+/// the Cluster.
+fn replay_urls() -> [String; 3] {
+    [
+        redis_url(),
+        support::url(
+            "REDIS_ACL",
+            "redis://fencelock:fencelock-test@127.0.0.1:6381",
+        ),
+        cluster_url(),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_acquire_answers_taken_with_the_same_token() {
+    for url in replay_urls() {
+        let mut r = Replay::new(&url, &unique("replay-acquire")).await;
+        let owner = owner_id();
+        let (taken, token) = r.acquire(&owner, 10_000).await;
+        assert_eq!(taken, 1, "{url}");
+        // Time passes between the run and its replay: the replay applies the ttl again.
+        let _: () = redis::cmd("PEXPIRE")
+            .arg(&r.lock)
+            .arg(3_000)
+            .query_async(&mut r.conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            r.acquire(&owner, 10_000).await,
+            (1, token.clone()),
+            "{url}: the replay must answer taken, with the token of the first run"
+        );
+        assert!(r.pttl().await > 9_000, "{url}: the replay applies the ttl");
+        // Another owner is still refused, and the lock is still the first owner's.
+        let (taken, pttl) = r.acquire(&owner_id(), 10_000).await;
+        assert_eq!(taken, 0, "{url}");
+        assert!(pttl.parse::<i64>().unwrap() > 9_000, "{url}: {pttl}");
+        assert_eq!(r.owner().await.as_deref(), Some(owner.as_str()), "{url}");
+        assert_eq!(r.release(&owner).await, 1, "{url}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_renew_still_answers_renewed() {
+    for url in replay_urls() {
+        let mut r = Replay::new(&url, &unique("replay-renew")).await;
+        let owner = owner_id();
+        assert_eq!(r.acquire(&owner, 10_000).await.0, 1, "{url}");
+        assert_eq!(r.renew(&owner, 20_000).await, 1, "{url}");
+        assert_eq!(r.renew(&owner, 20_000).await, 1, "{url}: replayed renew");
+        assert!(r.pttl().await > 19_000, "{url}");
+        assert_eq!(r.renew(&owner_id(), 20_000).await, 0, "{url}: not ours");
+        assert_eq!(r.release(&owner).await, 1, "{url}");
+        // After a release a renewal (or its replay) never re-creates the lock.
+        assert_eq!(r.renew(&owner, 20_000).await, 0, "{url}");
+        assert_eq!(r.pttl().await, -2, "{url}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_release_still_answers_released() {
+    for url in replay_urls() {
+        let mut r = Replay::new(&url, &unique("replay-release")).await;
+        let first = owner_id();
+        let (_, token) = r.acquire(&first, 10_000).await;
+        assert_eq!(r.release(&first).await, 1, "{url}");
+        assert_eq!(
+            r.release(&first).await,
+            1,
+            "{url}: the replay must answer released"
+        );
+        assert_eq!(r.pttl().await, -2, "{url}");
+        // Whatever a release leaves behind, the next acquire takes the lock at once, with a
+        // larger token.
+        let second = owner_id();
+        let (taken, next) = r.acquire(&second, 10_000).await;
+        assert_eq!(taken, 1, "{url}");
+        assert!(
+            next.len() > token.len() || (next.len() == token.len() && next > token),
+            "{url}: {next} after {token}"
+        );
+        // A late replay of the first owner's release answers released and leaves the second
+        // owner's lock alone.
+        assert_eq!(r.release(&first).await, 1, "{url}");
+        assert_eq!(r.owner().await.as_deref(), Some(second.as_str()), "{url}");
+        assert_eq!(r.release(&second).await, 1, "{url}");
+        // An owner that never held the lock, or whose lock expired, is told it is not held.
+        assert_eq!(r.release(&owner_id()).await, 0, "{url}");
+        let expired = owner_id();
+        assert_eq!(r.acquire(&expired, 300).await.0, 1, "{url}");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            r.release(&expired).await,
+            0,
+            "{url}: expired, never released"
+        );
+        // An operator's release is not the owner's: its owner is still told so.
+        let forced = owner_id();
+        assert_eq!(r.acquire(&forced, 10_000).await.0, 1, "{url}");
+        assert_eq!(r.force_release().await, 1, "{url}");
+        assert_eq!(
+            r.release(&forced).await,
+            0,
+            "{url}: released by an operator"
+        );
+        assert_eq!(r.force_release().await, 0, "{url}: nothing to release");
+        // Several releases by other owners in between: the replay is still recognised.
+        let late = owner_id();
+        assert_eq!(r.acquire(&late, 10_000).await.0, 1, "{url}");
+        assert_eq!(r.release(&late).await, 1, "{url}");
+        for _ in 0..7 {
+            let other = owner_id();
+            assert_eq!(r.acquire(&other, 10_000).await.0, 1, "{url}");
+            assert_eq!(r.release(&other).await, 1, "{url}");
+        }
+        assert_eq!(r.release(&late).await, 1, "{url}: after 7 other releases");
+    }
+}
+
+/// Through the public API: acquire, renewals, release, and the next acquire at once, exactly as
+/// without a replay. In the `fault-injection-duplicate-scripts` build every lock script is sent
+/// twice (tests/run-all.sh runs this file so once more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicated_lock_scripts_change_nothing() {
+    let duplicated = cfg!(feature = "fault-injection-duplicate-scripts");
+    for url in [redis_url(), cluster_url()] {
+        let before = fencelock::internals::duplicated_redis_scripts();
+        let a = Locker::connect(&url).await.unwrap();
+        let b = Locker::connect(&url).await.unwrap();
+        let name = unique("duplicated");
+        let lease = a
+            .try_acquire(&name, &opts(1_000))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{url}: a free lock was not acquired at once"));
+        lease.extend(None).await.unwrap();
+        // Several automatic renewals (a third of the ttl apart) keep the lease.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert!(lease.is_held(), "{url}");
+        let info = a.inspect(&name).await.unwrap();
+        assert!(info.held, "{url}");
+        assert_eq!(info.token, Some(lease.token()), "{url}");
+        assert!(
+            b.try_acquire(&name, &opts(1_000)).await.unwrap().is_none(),
+            "{url}"
+        );
+        assert_eq!(a.list(&name).await.unwrap().locks.len(), 1, "{url}");
+        lease.release().await.unwrap();
+        let next = b
+            .try_acquire(&name, &opts(1_000))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{url}: a released lock was not acquired at once"));
+        assert!(next.token() > lease.token(), "{url}");
+        next.release().await.unwrap();
+        assert!(a.list(&name).await.unwrap().locks.is_empty(), "{url}");
+        let sent_twice = fencelock::internals::duplicated_redis_scripts() - before;
+        if duplicated {
+            assert!(sent_twice >= 5, "{url}: {sent_twice} scripts sent twice");
+        } else {
+            assert_eq!(sent_twice, 0, "{url}");
+        }
+        a.close().await;
+        b.close().await;
+    }
+}

@@ -124,6 +124,7 @@ impl FenceBackend for RedisFence {
             .arg(token.token)
             .arg(lock_key(token))
             .arg(value)
+            .arg(token.lock_aliases())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| {
@@ -146,6 +147,7 @@ impl FenceBackend for RedisFence {
             .key(self.record_key(resource))
             .arg(token.token)
             .arg(lock_key(token))
+            .arg(token.lock_aliases())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| map_error("fence check", e))?;

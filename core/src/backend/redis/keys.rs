@@ -10,6 +10,8 @@ pub const DEFAULT_PREFIX: &str = "fencelock";
 pub struct Keys {
     pub lock: String,
     pub fence: String,
+    /// The tombstone: the owner ids of the last releases (see `scripts::RELEASE`).
+    pub gone: String,
     pub channel: String,
 }
 
@@ -34,6 +36,7 @@ pub fn keys(prefix: &str, name: &LockName) -> Keys {
     let base = format!("{prefix}:{{{}}}", name.encoded());
     Keys {
         fence: format!("{base}:fence"),
+        gone: format!("{base}:gone"),
         channel: format!("{base}:released"),
         lock: base,
     }
@@ -41,7 +44,8 @@ pub fn keys(prefix: &str, name: &LockName) -> Keys {
 
 /// The `SCAN MATCH` pattern of the lock keys whose names start with `name_prefix`: the key
 /// prefix is escaped (it may hold glob characters), the encoded name prefix needs no escape
-/// (it only holds `A-Z a-z 0-9 - _ ~ %`), and the closing brace keeps `:fence` keys out.
+/// (it only holds `A-Z a-z 0-9 - _ ~ %`), and the closing brace keeps `:fence` and `:gone`
+/// keys out.
 pub fn scan_pattern(prefix: &str, name_prefix: &str) -> String {
     let mut pattern = String::with_capacity(prefix.len() + name_prefix.len() * 3 + 6);
     for c in prefix.chars() {
@@ -77,9 +81,14 @@ mod tests {
         let name = LockName::new("batch/1").unwrap();
         assert_eq!(
             name_of_lock_key("fencelock", &keys("fencelock", &name).lock),
-            Some(name)
+            Some(name.clone())
         );
         assert_eq!(name_of_lock_key("fencelock", "fencelock:{job}:fence"), None);
+        assert_eq!(name_of_lock_key("fencelock", "fencelock:{job}:gone"), None);
+        // The tombstone's name is the lock key's plus `:gone`: the release script derives it
+        // so when a caller (Redlock) passes only the lock key.
+        let k = keys("fencelock", &name);
+        assert_eq!(k.gone, format!("{}:gone", k.lock));
         assert_eq!(name_of_lock_key("fencelock", "other:{job}"), None);
     }
 
@@ -94,6 +103,7 @@ mod tests {
             };
             assert!(!tag(&k.lock).is_empty());
             assert_eq!(tag(&k.lock), tag(&k.fence));
+            assert_eq!(tag(&k.lock), tag(&k.gone));
             assert_eq!(tag(&k.lock), tag(&k.channel));
             assert_eq!(k.lock.matches('{').count(), 1, "{}", k.lock);
         }

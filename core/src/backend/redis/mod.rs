@@ -3,8 +3,10 @@
 //! - acquire is one Lua script, one round trip: if the lock key exists it answers the
 //!   remaining PTTL; otherwise it mints `max(counter + 1, server TIME in µs)`, stores it as the
 //!   counter, and sets the lock hash with PX ttl.
-//! - release compares the owner, deletes and PUBLISHes; extend compares the owner and
-//!   PEXPIREs, never re-creating an expired lock.
+//! - release compares the owner, deletes, records the owner in a short-lived tombstone and
+//!   PUBLISHes; extend compares the owner and PEXPIREs, never re-creating an expired lock.
+//! - acquire, renew and release answer a replay (the Cluster client resends a request whose
+//!   connection failed) as they answered the first run ([`scripts`]).
 //! - every script is called by SHA, and loaded again when the server's script cache was
 //!   flushed (redis-rs's `invoke_async` does this; the pipelined replica path does it here).
 //! - waiters share the Locker's one RESP3 connection for pub/sub ([`pubsub`]).
@@ -29,12 +31,12 @@ pub(crate) mod replica;
 pub(crate) mod scripts;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::Value;
 use redis::aio::ConnectionManager;
+use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use self::conn::Conn;
 use self::connect::{RedisSettings, client, cluster_client, manager_config, map_error};
@@ -42,7 +44,8 @@ use self::keys::{keys, name_of_lock_key, scan_pattern};
 use self::pubsub::WakeHub;
 use self::replica::ReplicaAck;
 use self::scripts::{
-    ACQUIRE, FENCE_COUNTER_TTL_MS, FORCE_RELEASE, INSPECT, LAYOUT_VERSION, RELEASE, RENEW,
+    ACQUIRE, FENCE_COUNTER_TTL_MS, FORCE_RELEASE, GONE_TTL_MS, INSPECT, LAYOUT_VERSION, RELEASE,
+    RENEW,
 };
 use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::drift_margin;
@@ -50,7 +53,7 @@ use crate::error::{Error, Result};
 use crate::ids::OwnerId;
 use crate::name::LockName;
 use crate::options::LockerOptions;
-use crate::url::{BackendKind, LockerUrl};
+use crate::url::{BackendKind, HostPort, LockerUrl};
 
 pub struct RedisBackend {
     kind: BackendKind,
@@ -60,7 +63,47 @@ pub struct RedisBackend {
     hub: Arc<WakeHub>,
     settings: RedisSettings,
     deployment_id: String,
+    /// What earlier versions used: the URL's spelling (see [`identities`]).
+    listed_id: String,
+    /// How long a release's tombstone is kept: a replay comes within the operation timeout.
+    gone_ttl_ms: u64,
     closed: AtomicBool,
+}
+
+/// How many times each lock script (acquire, renew, release) is sent: twice, keeping the
+/// second reply, in a build with the test-only `fault-injection-duplicate-scripts` feature. That
+/// is what the Cluster client's retry does after a reply was lost: the scripts must answer the
+/// second run as they answered the first (see [`scripts`]).
+const SCRIPT_RUNS: usize = if cfg!(feature = "fault-injection-duplicate-scripts") {
+    2
+} else {
+    1
+};
+
+/// Lock scripts sent a second time ([`SCRIPT_RUNS`]), for the tests.
+static DUPLICATED: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn duplicated_scripts() -> u64 {
+    DUPLICATED.load(Ordering::Relaxed)
+}
+
+/// Runs a lock script on the shared connection ([`SCRIPT_RUNS`] times: the last reply counts).
+async fn run_lock_script<T: FromRedisValue>(
+    conn: &Conn,
+    invocation: &ScriptInvocation<'_>,
+    context: &str,
+) -> Result<T> {
+    if SCRIPT_RUNS == 2 {
+        let _: Value = invocation
+            .invoke_async(&mut conn.clone())
+            .await
+            .map_err(|e| map_error(context, e))?;
+        DUPLICATED.fetch_add(1, Ordering::Relaxed);
+    }
+    invocation
+        .invoke_async(&mut conn.clone())
+        .await
+        .map_err(|e| map_error(context, e))
 }
 
 pub(crate) fn owner_hex(owner: OwnerId) -> String {
@@ -129,6 +172,12 @@ impl RedisBackend {
             .hosts
             .first()
             .ok_or_else(|| Error::invalid("a Redis URL needs a host"))?;
+        #[cfg(feature = "fault-injection-duplicate-scripts")]
+        flog!(
+            warn,
+            "FENCELOCK_FAULT_INJECTION_DUPLICATE_SCRIPTS: a test build, which sends every Redis \
+             lock script twice"
+        );
         let hub = Arc::new(WakeHub::default());
         let sink = {
             let hub = Arc::downgrade(&hub);
@@ -187,14 +236,7 @@ impl RedisBackend {
                     .map_err(|e| map_error("loading the lock scripts", e))?;
             }
         }
-        let hosts: Vec<String> = url.hosts.iter().map(|h| h.to_string()).collect();
-        let deployment_id = format!(
-            "{}:{}/{}/{}",
-            url.kind.as_str(),
-            hosts.join(","),
-            url.path,
-            settings.prefix
-        );
+        let (deployment_id, listed_id) = identities(url, &settings.prefix);
         Ok(RedisBackend {
             kind: url.kind,
             conn,
@@ -202,6 +244,8 @@ impl RedisBackend {
             hub,
             settings,
             deployment_id,
+            listed_id,
+            gone_ttl_ms: GONE_TTL_MS.max(ms(options.operation_timeout)),
             closed: AtomicBool::new(false),
         })
     }
@@ -248,14 +292,25 @@ impl RedisBackend {
         let mut conn = ack.clone();
         for attempt in 0..2 {
             let mut pipe = redis::pipe();
-            pipe.cmd("EVALSHA")
-                .arg(script.get_hash())
-                .arg(keys.len())
-                .arg(keys)
-                .arg(args);
+            for _ in 0..SCRIPT_RUNS {
+                pipe.cmd("EVALSHA")
+                    .arg(script.get_hash())
+                    .arg(keys.len())
+                    .arg(keys)
+                    .arg(args);
+            }
             pipe.cmd("WAIT").arg(1).arg(timeout_ms);
-            match pipe.query_async::<(Value, i64)>(&mut conn).await {
-                Ok(reply) => return Ok(reply),
+            match pipe.query_async::<Vec<Value>>(&mut conn).await {
+                Ok(mut replies) if replies.len() == SCRIPT_RUNS + 1 => {
+                    DUPLICATED.fetch_add(SCRIPT_RUNS as u64 - 1, Ordering::Relaxed);
+                    let acks = replies.pop().as_ref().and_then(as_i64).unwrap_or(0);
+                    return Ok((replies.pop().unwrap_or(Value::Nil), acks));
+                }
+                Ok(replies) => {
+                    return Err(Error::internal(format!(
+                        "unexpected replies to a lock script and WAIT: {replies:?}"
+                    )));
+                }
                 Err(e)
                     if attempt == 0
                         && e.kind()
@@ -375,6 +430,13 @@ impl Backend for RedisBackend {
         &self.deployment_id
     }
 
+    fn legacy_deployment_ids(&self) -> Vec<String> {
+        if self.listed_id == self.deployment_id {
+            return Vec::new();
+        }
+        vec![self.listed_id.clone()]
+    }
+
     fn max_clock_skew(&self) -> Duration {
         self.settings.max_skew
     }
@@ -393,13 +455,12 @@ impl Backend for RedisBackend {
         ];
         let ack = self.replica_ack().await?;
         let Some(ack) = &ack else {
-            let reply: Value = ACQUIRE
-                .key(&k.lock)
-                .key(&k.fence)
-                .arg(&args[..])
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(|e| map_error("redis acquire", e))?;
+            let reply: Value = run_lock_script(
+                &self.conn,
+                ACQUIRE.key(&k.lock).key(&k.fence).arg(&args[..]),
+                "redis acquire",
+            )
+            .await?;
             return parse_attempt(&reply);
         };
         let timeout = wait_timeout(req.ttl);
@@ -427,12 +488,9 @@ impl Backend for RedisBackend {
         let ack = self.replica_ack().await?;
         let (renewed, acks) = match &ack {
             None => {
-                let n: i64 = RENEW
-                    .key(&k.lock)
-                    .arg(&args[..])
-                    .invoke_async(&mut self.conn.clone())
-                    .await
-                    .map_err(|e| map_error("redis renew", e))?;
+                let n: i64 =
+                    run_lock_script(&self.conn, RENEW.key(&k.lock).arg(&args[..]), "redis renew")
+                        .await?;
                 (n, 1)
             }
             Some(ack) => {
@@ -457,14 +515,18 @@ impl Backend for RedisBackend {
     async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        let n: i64 = RELEASE
-            .key(&k.lock)
-            .arg(owner_hex(owner))
-            .arg(&k.channel)
-            .arg(self.conn.publish_command())
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| map_error("redis release", e))?;
+        let n: i64 = run_lock_script(
+            &self.conn,
+            RELEASE
+                .key(&k.lock)
+                .key(&k.gone)
+                .arg(owner_hex(owner))
+                .arg(&k.channel)
+                .arg(self.conn.publish_command())
+                .arg(self.gone_ttl_ms),
+            "redis release",
+        )
+        .await?;
         Ok(n == 1)
     }
 
@@ -666,6 +728,31 @@ async fn cluster_masters(
         )));
     }
     Ok(masters)
+}
+
+/// The deployment's identity for fences, the same however the URL spells it (hosts in lower
+/// case with their port, sorted; the database, 0 when not given; the prefix), and the one
+/// earlier versions derived from the spelling as written.
+fn identities(url: &LockerUrl, prefix: &str) -> (String, String) {
+    let kind = url.kind.as_str();
+    let mut hosts: Vec<String> = url
+        .hosts
+        .iter()
+        .map(|h| {
+            HostPort {
+                host: h.host.to_ascii_lowercase(),
+                port: Some(h.port.unwrap_or(6379)),
+            }
+            .to_string()
+        })
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    let db = url.path.trim_matches('/').parse::<u32>().unwrap_or(0);
+    let normalized = format!("{kind}:{}/{db}/{prefix}", hosts.join(","));
+    let written: Vec<String> = url.hosts.iter().map(|h| h.to_string()).collect();
+    let listed = format!("{kind}:{}/{}/{prefix}", written.join(","), url.path);
+    (normalized, listed)
 }
 
 #[cfg(test)]

@@ -6,7 +6,21 @@
 //! - `<prefix>:{ENC}` hash: `owner` (32 hex digits), `token`, `holder` (JSON), `v`; PX ttl
 //! - `<prefix>:{ENC}:fence` string: the last token minted; a long expiry is safe because the
 //!   next token is at least the server's clock in microseconds anyway
+//! - `<prefix>:{ENC}:gone` string: the owner ids of the last [`GONE_OWNERS`] releases, newest
+//!   first, space-separated; PX [`GONE_TTL_MS`] or the operation timeout if longer (a tombstone:
+//!   see below). Added without a layout change: a client that does not know it ignores it.
 //! - channel `<prefix>:{ENC}:released`: a message on every release
+//!
+//! Acquire, renew and release answer a second run with the same owner id as they answered the
+//! first: the Cluster client resends a request whose connection failed (`retries(2)` in
+//! [`super::connect`]), and the server may have run it already (safety review finding 6). Owner
+//! ids are random per acquisition and never reused, so "the same owner id" means "a replay".
+//! - acquire: the lock is already this owner's: taken, with its stored token, the ttl applied
+//!   again (never a ghost lock answered "held" to its own creator).
+//! - renew: the owner still matches; PEXPIRE again (never a false "not ours").
+//! - release: the lock is gone and the owner id is in the tombstone: released (never a false
+//!   NOT_HELD or LOST). An operator's force release writes no tombstone, so the owner of a lock
+//!   taken from it is still told so; acquire ignores the tombstone.
 
 use std::sync::LazyLock;
 
@@ -36,18 +50,35 @@ pub(crate) fn with_gt(body: &str) -> Script {
     Script::new(&format!("{LUA_GT}{body}"))
 }
 
+/// The source of a lock script as the server runs it, by name (`acquire`, `renew`, `release`,
+/// `force_release`), for the tests that replay one by hand ([`crate::internals`]).
+pub(crate) fn source(name: &str) -> Option<String> {
+    Some(match name {
+        "acquire" => format!("{LUA_GT}{ACQUIRE_LUA}"),
+        "renew" => RENEW_LUA.to_string(),
+        "release" => release_lua(),
+        "force_release" => FORCE_RELEASE_LUA.to_string(),
+        _ => return None,
+    })
+}
+
 /// How long a free lock's counter is kept: long, but not forever. Losing it is harmless
 /// (the time floor), keeping it bounds memory for names used once.
 pub const FENCE_COUNTER_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// KEYS: lock, fence counter. ARGV: owner, ttl ms, holder, layout version, counter ttl ms.
 /// Returns `{1, token}` when taken, `{0, pttl}` when held (pttl -1: held with no expiry).
-/// The token is `max(counter + 1, the server's TIME in µs)`.
-pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    with_gt(
-        r#"
+/// The token is `max(counter + 1, the server's TIME in µs)`. A lock that is already this
+/// owner's (a replay) is taken with its stored token, and its ttl applied again: the caller's
+/// deadline counts from before this run, so the key outlives it.
+pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| with_gt(ACQUIRE_LUA));
+const ACQUIRE_LUA: &str = r#"
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl ~= -2 then
+  if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, redis.call('HGET', KEYS[1], 'token')}
+  end
   return {0, pttl}
 end
 local now = redis.call('TIME')
@@ -58,50 +89,67 @@ redis.call('SET', KEYS[2], t, 'PX', ARGV[5])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', t, 'holder', ARGV[3], 'v', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, t}
-"#,
-    )
-});
+"#;
 
-/// KEYS: lock. ARGV: owner, ttl ms. Never re-creates an expired lock.
-pub static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+/// KEYS: lock. ARGV: owner, ttl ms. Never re-creates an expired lock. A replay finds the owner
+/// unchanged and answers renewed again.
+pub static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
+const RENEW_LUA: &str = r#"
 if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
 return 0
-"#,
-    )
-});
+"#;
 
-/// KEYS: lock. ARGV: owner, release channel, publish command (PUBLISH or SPUBLISH).
-pub static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+/// How many owner ids the tombstone (`<lock>:gone`) keeps: a replay of a release is still
+/// recognised after this many later releases of the same lock by others.
+pub const GONE_OWNERS: usize = 8;
+
+/// How long the tombstone is kept at least: a replay comes within the caller's operation
+/// timeout, so the backend passes the longer of the two.
+pub const GONE_TTL_MS: u64 = 60_000;
+
+/// KEYS: lock, tombstone. ARGV: owner, release channel, publish command (PUBLISH or SPUBLISH),
+/// tombstone ttl ms. Returns 1 released (now, or by an earlier run for the same owner: its id is
+/// in the tombstone), 0 not this owner's lock. Redlock's masters call it with the lock key and
+/// the first three arguments only: the tombstone is then `KEYS[1]:gone`, kept [`GONE_TTL_MS`].
+pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&release_lua()));
+fn release_lua() -> String {
+    format!(
         r#"
+local gone = KEYS[2] or (KEYS[1] .. ':gone')
+local recent = redis.call('GET', gone) or ''
 if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  local kept = {{ARGV[1]}}
+  for owner in string.gmatch(recent, '%S+') do
+    if #kept == {GONE_OWNERS} then break end
+    kept[#kept + 1] = owner
+  end
+  redis.call('SET', gone, table.concat(kept, ' '), 'PX', ARGV[4] or '{GONE_TTL_MS}')
   redis.call(ARGV[3], ARGV[2], 'released')
   return 1
 end
+for owner in string.gmatch(recent, '%S+') do
+  if owner == ARGV[1] then return 1 end
+end
 return 0
-"#,
+"#
     )
-});
+}
 
 /// An operator's release, whoever holds the lock. KEYS: lock. ARGV: release channel, publish
 /// command. The fence counter is not touched: the next token still exceeds every earlier one.
-pub static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+/// No tombstone: the holder's own release afterwards answers "not held", as it should.
+pub static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(FORCE_RELEASE_LUA));
+const FORCE_RELEASE_LUA: &str = r#"
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call(ARGV[2], ARGV[1], 'released')
   return 1
 end
 return 0
-"#,
-    )
-});
+"#;
 
 /// KEYS: lock, fence counter. Returns `{pttl, token or false, holder or false, counter or false}`.
 pub static INSPECT: LazyLock<Script> = LazyLock::new(|| {
@@ -119,32 +167,65 @@ return {pttl, token, holder, redis.call('GET', KEYS[2])}
     )
 });
 
-/// The fence (design §3). KEYS: fence record, data key. ARGV: token, lock key, value.
+/// The fence (docs/redis.md). KEYS: fence record, data key. ARGV: token, lock key, value, then
+/// the lock's aliases: a record under one of them is the same lock, and moves to the lock key.
 /// Returns 1 written, 0 stale, -1 another lock.
 pub static FENCED_SET: LazyLock<Script> = LazyLock::new(|| {
     with_gt(
         r#"
 local lock = redis.call('HGET', KEYS[1], 'lock')
-if lock and ARGV[2] ~= '' and lock ~= ARGV[2] then return -1 end
+local alias = false
+if lock and ARGV[2] ~= '' and lock ~= ARGV[2] then
+  for i = 4, #ARGV do
+    if lock == ARGV[i] then alias = true end
+  end
+  if not alias then return -1 end
+end
 local highest = redis.call('HGET', KEYS[1], 'token')
 if highest and gt(highest, ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'token', ARGV[1])
-if (not lock) and ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'lock', ARGV[2]) end
+if (alias or not lock) and ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'lock', ARGV[2]) end
 redis.call('SET', KEYS[2], ARGV[3])
 return 1
 "#,
     )
 });
 
-/// KEYS: fence record. ARGV: token, lock key. Returns 1 acceptable, 0 stale, -1 another lock.
+/// KEYS: fence record. ARGV: token, lock key, then the lock's aliases (identities a record may
+/// hold from before). Returns 1 acceptable, 0 stale, -1 another lock.
 pub static FENCE_CHECK: LazyLock<Script> = LazyLock::new(|| {
     with_gt(
         r#"
 local lock = redis.call('HGET', KEYS[1], 'lock')
-if lock and ARGV[2] ~= '' and lock ~= ARGV[2] then return -1 end
+if lock and ARGV[2] ~= '' and lock ~= ARGV[2] then
+  local alias = false
+  for i = 3, #ARGV do
+    if lock == ARGV[i] then alias = true end
+  end
+  if not alias then return -1 end
+end
 local highest = redis.call('HGET', KEYS[1], 'token')
 if highest and gt(highest, ARGV[1]) then return 0 end
 return 1
 "#,
     )
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sources_for_tests_are_the_scripts_that_run() {
+        for (name, script) in [
+            ("acquire", &*ACQUIRE),
+            ("renew", &*RENEW),
+            ("release", &*RELEASE),
+            ("force_release", &*FORCE_RELEASE),
+        ] {
+            let source = source(name).unwrap();
+            assert_eq!(Script::new(&source).get_hash(), script.get_hash(), "{name}");
+        }
+        assert_eq!(source("inspect"), None);
+    }
+}

@@ -224,6 +224,38 @@ impl Instance {
         .await
     }
 
+    /// At connect, where the master has no `max_ttl`: stores `max_ttl_ms` unless somebody
+    /// stored one meanwhile, and returns what it holds then (ms).
+    pub async fn store_max_ttl(
+        self: &Arc<Self>,
+        max_ttl_key: &str,
+        max_ttl_ms: u64,
+    ) -> Result<u64> {
+        self.guarded(self.connect_timeout, async {
+            let mut conn = self.conn().await?;
+            let (_, stored): (Value, Value) = redis::pipe()
+                .cmd("SET")
+                .arg(max_ttl_key)
+                .arg(max_ttl_ms)
+                .arg("NX")
+                .cmd("GET")
+                .arg(max_ttl_key)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| map_error(&format!("storing max_ttl on {}", self.label), e))?;
+            as_i64(&stored)
+                .filter(|v| *v > 0)
+                .map(|v| v as u64)
+                .ok_or_else(|| {
+                    Error::backend(format!(
+                        "{max_ttl_key} on redlock master {} is not a number of milliseconds",
+                        self.label
+                    ))
+                })
+        })
+        .await
+    }
+
     /// `INFO server` alone (at connect).
     pub async fn probe(&self) -> Result<Probe> {
         let mut conn = self.conn().await?;
@@ -346,17 +378,19 @@ impl Instance {
         .await
     }
 
+    /// `keys`: the lock and its tombstone (see the RELEASE script).
     pub async fn release(
         self: &Arc<Self>,
         timeout: Duration,
-        lock: &str,
+        keys: [&str; 2],
         owner: &str,
         channel: &str,
     ) -> Result<bool> {
         self.guarded(timeout, async {
             let mut conn = self.conn().await?;
             let n: i64 = RELEASE
-                .key(lock)
+                .key(keys[0])
+                .key(keys[1])
                 .arg(owner)
                 .arg(channel)
                 .arg("PUBLISH")

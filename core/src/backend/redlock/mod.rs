@@ -179,13 +179,40 @@ impl RedlockBackend {
                 error_summary(&answers, &labels)
             )));
         }
-        // The largest value any master stores; the URL's only for a new deployment. Masters
-        // that lack it get it with this Locker's first acquire ([`scripts::RAISE_MAX_TTL`]).
-        let stored = answers
+        // The largest value any master stores; the URL's only for a new deployment (the first
+        // client's wins). Masters that answered without one get it now: the deployment's
+        // value, not this URL's, for a master that restarted and lost it.
+        let found = answers
             .iter()
             .flatten()
             .flatten()
             .filter_map(|(stored, _)| *stored)
+            .max();
+        let missing: Vec<usize> = answers
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a, Some(Ok((None, _)))))
+            .map(|(i, _)| i)
+            .collect();
+        let stored_now = fan_out(
+            missing
+                .iter()
+                .map(|&i| instances[i].store_max_ttl(&key, found.unwrap_or(wanted)))
+                .collect(),
+            connect_timeout + SLACK,
+            &missing
+                .iter()
+                .map(|&i| labels[i].clone())
+                .collect::<Vec<_>>(),
+            |_| false,
+        )
+        .await;
+        if let Some(e) = fatal_error(&stored_now) {
+            return Err(e);
+        }
+        let stored = found
+            .into_iter()
+            .chain(stored_now.iter().flatten().flatten().copied())
             .max()
             .unwrap_or(wanted);
         let max_ttl = Duration::from_millis(stored);
@@ -401,7 +428,14 @@ impl RedlockBackend {
         let requests = self
             .instances
             .iter()
-            .map(|i| i.release(self.settings.instance_timeout, &k.lock, &owner, &k.channel))
+            .map(|i| {
+                i.release(
+                    self.settings.instance_timeout,
+                    [&k.lock, &k.gone],
+                    &owner,
+                    &k.channel,
+                )
+            })
             .collect();
         fan_out(
             requests,
@@ -676,7 +710,14 @@ impl Backend for RedlockBackend {
         let requests = self
             .instances
             .iter()
-            .map(|i| i.release(self.settings.instance_timeout, &k.lock, &owner, &k.channel))
+            .map(|i| {
+                i.release(
+                    self.settings.instance_timeout,
+                    [&k.lock, &k.gone],
+                    &owner,
+                    &k.channel,
+                )
+            })
             .collect();
         let q = self.quorum;
         let answers = fan_out(

@@ -146,7 +146,15 @@ class ElectionTest {
         Backends.connect(backend).close() // skips when the server is down
         val election = Backends.uniqueName("killed")
         // A short ZooKeeper session plays the part of the ttl.
-        val url = Backends.url(backend).let { if (backend == "zookeeper") "$it?session_timeout_ms=2000&tick_ms=500" else it }
+        val url = Backends.url(backend).let {
+            if (backend ==
+                "zookeeper"
+            ) {
+                "$it?session_timeout_ms=2000&tick_ms=500"
+            } else {
+                it
+            }
+        }
         val ttl = Duration.ofSeconds(2)
         val dir = Files.createTempDirectory("fencelock-jvm-election").toFile()
         val classPath = System.getProperty("surefire.test.class.path") ?: System.getProperty("java.class.path")
