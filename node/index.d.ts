@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 
 // fencelock: distributed locks with fencing tokens. Durations are milliseconds.
 
-/** Every error code (design §4); stable, never renamed. */
+/** Every error code (docs/design.md §6.1); stable, never renamed. */
 export type ErrorCode =
   | 'TIMEOUT'
   | 'LOST'

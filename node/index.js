@@ -12,7 +12,7 @@ const util = require('node:util');
 const { EventEmitter } = require('node:events');
 const native = require('./lib/native.js');
 
-/** Every error code, in documentation order (design §4). Stable: never renamed. */
+/** Every error code, in documentation order (docs/design.md §6.1). Stable: never renamed. */
 const ERROR_CODES = Object.freeze([
   'TIMEOUT',
   'LOST',
@@ -469,8 +469,8 @@ class Leadership {
   }
 }
 
-// Execution scopes (design §2) for re-entry: the core counts re-entries per (Locker, name,
-// scope), and this layer only names the scope. A withLock callback runs in the scope that
+// Execution scopes (docs/design.md §1.5) for re-entry: the core counts re-entries per (Locker,
+// name, scope), and this layer only names the scope. A withLock callback runs in the scope that
 // acquired its lock, an integer kept in AsyncLocalStorage, so acquire/tryAcquire/withLock called
 // inside it (across awaits) belong to that scope; a call outside any withLock gets a scope of its
 // own, so top-level calls contend as usual. Ids are never reused in the process.

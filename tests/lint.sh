@@ -2,9 +2,9 @@
 # Formatting and lint of every language: the first step of tests/run-all.sh (so of CI), where a
 # failure is cheap. Exits non-zero on the first language that fails.
 #
-#   tests/lint.sh [--fix] [rust|python|node|jvm]...
+#   tests/lint.sh [--fix] [rust|python|node|jvm|docs]...
 #
-# With no language, all four. --fix applies the formatters and the linters' safe fixes instead
+# With no language, all five. --fix applies the formatters and the linters' safe fixes instead
 # of checking (then look at `git diff`). The tools and their settings:
 #   Rust     cargo fmt (rustfmt.toml), cargo clippy -D warnings on every crate and target,
 #            cargo doc with rustdoc's warnings (broken intra-doc links among them) denied
@@ -13,6 +13,8 @@
 #            users see it (node/test/types-check.ts)
 #   JVM      spotless (bindings/jvm/pom.xml): ktlint on the Kotlin (.editorconfig),
 #            palantir-java-format on the Java tests
+#   docs     tests/check-design-refs.py: every citation of the design (code comments,
+#            docstrings, stubs, .d.ts, KDoc, docs/) names a section docs/design.md has
 # Tool versions are pinned here (ruff), in node/package.json (biome, typescript) and in the pom.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,11 +27,12 @@ languages=()
 for arg in "$@"; do
     case "$arg" in
         --fix) fix=1 ;;
-        rust | python | node | jvm) languages+=("$arg") ;;
+        rust | python | node | jvm | docs) languages+=("$arg") ;;
         *) echo "tests/lint.sh: unknown argument $arg (see the header of this file)" >&2; exit 2 ;;
     esac
 done
-[ ${#languages[@]} -gt 0 ] || languages=(rust python node jvm)
+# docs first: it takes a second, so a dangling citation fails before the minutes of clippy.
+[ ${#languages[@]} -gt 0 ] || languages=(docs rust python node jvm)
 
 step() { printf '\n== lint: %s\n' "$*"; }
 timed() {
@@ -95,6 +98,16 @@ lint_jvm() {
     [ $fix = 1 ] && goal=apply
     step "mvn spotless:$goal (ktlint, palantir-java-format)"
     timed mvn -B -q -f bindings/jvm/pom.xml "spotless:$goal"
+}
+
+lint_docs() {
+    step "tests/check-design-refs.py (citations of docs/design.md resolve)"
+    if [ $fix = 1 ]; then
+        # Nothing to fix automatically: report the file:line to edit, and go on fixing the rest.
+        python3 tests/check-design-refs.py || true
+        return
+    fi
+    timed python3 tests/check-design-refs.py
 }
 
 for language in "${languages[@]}"; do

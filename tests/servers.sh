@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/servers.sh: install (from Debian's packages) and run fencelock's real
 # test servers on loopback, for the tests of every language. See
-# tests/SERVERS.md and design.md section 7.
+# tests/SERVERS.md and docs/design.md §10.
 #
 #   tests/servers.sh install [NAME...]  apt-get what is missing (default: all)
 #   tests/servers.sh start   [NAME...]  start groups/servers (default: all)

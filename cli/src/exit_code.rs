@@ -1,4 +1,4 @@
-//! The exit codes of `fencelock run` (design §5), shared with `--help`.
+//! The exit codes of `fencelock run` (docs/design.md §9.2), shared with `--help`.
 
 /// The lease was lost while CMD ran (CMD was stopped).
 pub const LOST: i32 = 122;

@@ -1,8 +1,10 @@
 //! One error type for every backend and every language.
 //!
 //! The codes are part of the public contract: every binding exposes them under the same
-//! spelling, so they are never renamed once released. Backend errors (sqlx, redis, …) are
-//! converted here and nowhere else, so secrets are stripped in one place.
+//! spelling, so they are never renamed once released (docs/design.md §6). Each backend converts
+//! its driver's errors in one function of its own (`backend/redis/connect.rs`,
+//! `backend/zookeeper/settings.rs`, `backend/sql/mod.rs`), passing their text through
+//! [`crate::url::redact_secrets`] so no credential reaches a message.
 
 use std::fmt;
 

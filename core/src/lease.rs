@@ -1,6 +1,6 @@
 //! A lease: proof of holding one lock, its client deadline, and its renewal.
 //!
-//! The client deadline (design §2) is the send time of the last confirmed acquire or
+//! The client deadline (docs/design.md §2.1) is the send time of the last confirmed acquire or
 //! renewal, plus the ttl, minus the drift margin, on CLOCK_BOOTTIME. Past it the lease is lost
 //! whatever else happens: [`Lease::is_lost`] computes it on every read, and the watchdog
 //! thread fires the lost signal at that moment even if the renewal task is stuck.

@@ -1,4 +1,4 @@
-//! Lock options (design §1): one meaning in every language.
+//! Lock options (docs/design.md §4): one meaning in every language.
 
 use std::time::Duration;
 
@@ -39,10 +39,10 @@ pub struct LockOptions {
     pub reentrant: bool,
     /// Free text stored with the holder's description (host and pid are added).
     pub holder: Option<String>,
-    /// `release()` returns once the release is queued on the connection, without waiting for
-    /// the reply, so it rides along with the caller's next command (design §8). The reply is
-    /// still checked: a lock found no longer ours fires the lost signal, and a failure is
-    /// logged (the lock then expires at its ttl). Default off.
+    /// `release()` returns once the release is queued on the connection, without waiting for the
+    /// reply, so it rides along with the caller's next command (docs/design.md §8.4). The reply is
+    /// still checked: a lock found no longer ours fires the lost signal, and a failure is logged
+    /// (the lock then expires at its ttl). Default off.
     pub pipelined_release: bool,
 }
 

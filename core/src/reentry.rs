@@ -1,6 +1,6 @@
-//! Re-entry per execution scope (design §2): a thread, task or coroutine that holds a lock and
-//! acquires it again with the `reentrant` option gets a nested lease at once, over the same
-//! server lease, with the same token. Without the option the nested acquire fails with
+//! Re-entry per execution scope (docs/design.md §1.5): a thread, task or coroutine that holds a
+//! lock and acquires it again with the `reentrant` option gets a nested lease at once, over the
+//! same server lease, with the same token. Without the option the nested acquire fails with
 //! DEADLOCK, since waiting for a lock its own scope holds would wait forever.
 //!
 //! The count is kept here, locally: the server sees one acquisition with one owner id. The

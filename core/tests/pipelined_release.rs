@@ -1,5 +1,5 @@
-//! The opt-in pipelined release (design §8), on every backend: `release()` returns once the
-//! command is on its way, the lock is free for the next holder all the same, and a release that
+//! The opt-in pipelined release (docs/design.md §8.4), on every backend: `release()` returns once
+//! the command is on its way, the lock is free for the next holder all the same, and a release that
 //! finds the lock no longer ours still reports it, through the lost signal.
 
 #[macro_use]

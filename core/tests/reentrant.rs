@@ -1,6 +1,6 @@
-//! Re-entrant locks per execution scope (design §2, issue 11), on every backend: SQLite, Redis,
-//! ZooKeeper, PostgreSQL and MariaDB (servers from tests/servers.sh). Each scenario runs once
-//! per backend, as `<scenario>::<backend>`.
+//! Re-entrant locks per execution scope (docs/design.md §1.5, issue 11), on every backend: SQLite,
+//! Redis, ZooKeeper, PostgreSQL and MariaDB (servers from tests/servers.sh). Each scenario runs
+//! once per backend, as `<scenario>::<backend>`.
 
 #[macro_use]
 mod support;

@@ -4,7 +4,7 @@
 //! `"<CODE>: <message>"` (the core error's own display form); `index.js` turns it into a
 //! `LockError` with `code` set, so the mapping from codes to JS lives in one small function
 //! there. A cancelled acquire rejects with `ABORTED: …`, which `index.js` turns into an
-//! `AbortError` (cancellation is not an error code, design §4).
+//! `AbortError` (cancellation is not an error code, docs/design.md §6.2).
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -55,7 +55,7 @@ test('bin reports death by signal as the shell would', () => {
     '-c',
     'kill -TERM $$',
   ]);
-  // The binary exits 128+15 for a command killed by SIGTERM (design §5).
+  // The binary exits 128+15 for a command killed by SIGTERM (docs/design.md §9.2).
   assert.equal(r.status, 143, r.stderr);
 });
 

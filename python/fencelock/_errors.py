@@ -1,4 +1,4 @@
-"""fencelock's exceptions: one class per stable error code (design section 4).
+"""fencelock's exceptions: one class per stable error code (docs/design.md §6).
 
 Every exception fencelock raises is a :class:`LockError` with a ``code`` attribute
 (``"TIMEOUT"``, ``"LOST"``, ...). Where a builtin fits, the class is also that builtin, so

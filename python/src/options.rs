@@ -149,7 +149,7 @@ pub(crate) struct Options<'a, 'py> {
 }
 
 impl<'a, 'py> Options<'a, 'py> {
-    /// Refuses `timeout=` (with the message the design asks for) and any unknown name.
+    /// Refuses `timeout=` (with the message docs/design.md §4.1 describes) and any unknown name.
     pub(crate) fn check(
         given: Option<&'a Bound<'py, PyDict>>,
         known: &[&str],

@@ -1,4 +1,4 @@
-"""The history checker of the fault suite: what fencing promises (design section 3), checked
+"""The history checker of the fault suite: what fencing promises (docs/design.md §3.7), checked
 against one run's recorded history.
 
 Inputs: the records the workers and the harness wrote (JSON objects, see README.md), and the

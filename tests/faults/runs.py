@@ -25,7 +25,7 @@ STATE = Path(os.environ.get("FENCELOCK_FAULTS_DIR", "/tmp/fencelock-faults"))
 SERVERS_DIR = STATE / "servers"
 LANGS = ["rust", "python", "node", "jvm"]
 
-# Our own server set: every port of design section 7 plus 20000, state under STATE/servers.
+# Our own server set: every port of tests/SERVERS.md plus 20000, state under STATE/servers.
 PORTS = {
     "FENCELOCK_TEST_REDIS_PORT": 26379,
     "FENCELOCK_TEST_REDIS_TLS_PORT": 26380,

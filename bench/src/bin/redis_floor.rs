@@ -9,7 +9,7 @@
 //!   waiter woken, one connection per waiter).
 //!
 //! Usage: `cargo run --release -p fencelock-bench --bin redis_floor [REDIS_URL]`
-//! (default redis://127.0.0.1:7001, a master without replicas: the design's default
+//! (default redis://127.0.0.1:7001, a master without replicas: docs/design.md §10's default
 //! durability for this backend, and the same server for every contender).
 
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! - uncontended cycle: acquire + release, against a plain `zookeeper-client` session doing
 //!   create EPHEMERAL_SEQUENTIAL under a parent + delete (two round trips, not yet a lock), and
 //!   the textbook recipe's uncontended path: create + list children + delete (the first
-//!   node holds; three round trips, design §8's floor);
+//!   node holds; three round trips, the floor docs/design.md §8.1 compares with);
 //! - handoff: the time from a release call to the other contender holding the lock, against
 //!   the textbook recipe: create a sequential node, list the children, watch the immediate
 //!   predecessor, list again when it goes.

@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use fencelock::ErrorCode;
 
-/// The stable codes of design §4, as the JVM sees them.
+/// The stable codes of docs/design.md §6.1, as the JVM sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
 pub enum NativeErrorCode {
     Timeout,

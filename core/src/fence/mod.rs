@@ -1,5 +1,5 @@
 //! The resource side: a [`Fence`] accepts an operation only if its token is at least the
-//! highest it has accepted for that resource (design §3).
+//! highest it has accepted for that resource (docs/design.md §3.7).
 //!
 //! The guarded write *is* the fence: [`Fence::fenced_execute`] checks the token and runs the
 //! caller's statements in one transaction. [`Fence::check`] exists but is advisory: a check

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A server URL from `FENCELOCK_TEST_<NAME>_URL`, defaulting to design §7's ports.
+/// A server URL from `FENCELOCK_TEST_<NAME>_URL`, defaulting to the ports of tests/SERVERS.md.
 pub fn url(name: &str, default: &str) -> String {
     std::env::var(format!("FENCELOCK_TEST_{name}_URL")).unwrap_or_else(|_| default.to_string())
 }

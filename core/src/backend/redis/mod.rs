@@ -1,4 +1,4 @@
-//! The Redis backend, one instance (design §3).
+//! The Redis backend, one instance (docs/design.md §3.2).
 //!
 //! - acquire is one Lua script, one round trip: if the lock key exists it answers the
 //!   remaining PTTL; otherwise it mints `max(counter + 1, server TIME in µs)`, stores it as the

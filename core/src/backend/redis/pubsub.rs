@@ -1,11 +1,11 @@
 //! Waking waiters on release: one shared subscription per lock name on the Locker's RESP3
 //! connection, fanned out to every waiter of that name.
 //!
-//! A waiter subscribes, and has the server's confirmation, before it retries, so a release
-//! between its failed attempt and its subscription is caught by that retry; a release after
-//! the subscription bumps the channel's generation, which the waiter compares before it
-//! sleeps. Every waiter of a name is woken and they race once (design §2); the fallback poll
-//! covers a message lost to a reconnect, and a disconnect wakes everybody at once.
+//! A waiter subscribes, and has the server's confirmation, before it retries, so a release between
+//! its failed attempt and its subscription is caught by that retry; a release after the
+//! subscription bumps the channel's generation, which the waiter compares before it sleeps. Every
+//! waiter of a name is woken and they race once (docs/design.md §3.1); the fallback poll covers a
+//! message lost to a reconnect, and a disconnect wakes everybody at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -1,5 +1,5 @@
-//! The Lua scripts of the Redis lock (design §3), shared by the single-instance, Cluster and
-//! Redlock backends. Each runs atomically on one server, in one round trip, and every key it
+//! The Lua scripts of the Redis lock (docs/design.md §3.2), shared by the single-instance, Cluster
+//! and Redlock backends. Each runs atomically on one server, in one round trip, and every key it
 //! touches carries the lock's hash tag, so on a Cluster they all live in one slot.
 //!
 //! Stored layout (version [`LAYOUT_VERSION`], the `v` field):

@@ -1,6 +1,6 @@
-//! Sending one request to every master at once and collecting the answers until the outcome
-//! is decided (design §3, change 1): a round costs the slowest reply of the majority it needs,
-//! and never more than the per-master timeout.
+//! Sending one request to every master at once and collecting the answers until the outcome is
+//! decided (docs/design.md §3.3, change 1): a round costs the slowest reply of the majority it
+//! needs, and never more than the per-master timeout.
 //!
 //! The requests are polled in place (no task is spawned), so every one of them has been handed
 //! to its connection by the first poll; answers still in flight when the outcome is decided are

@@ -1,5 +1,5 @@
 //! Which masters may vote: a master that restarted recently abstains, and a master whose
-//! clock is too far from the others' is left out of quorums (design §3, changes 3 and 4).
+//! clock is too far from the others' is left out of quorums (docs/design.md §3.3, changes 3 and 4).
 //!
 //! Both are decided from `INFO server`, which is pipelined in front of every phase-1 acquire
 //! (and sent at connect): its `uptime_in_seconds` and `server_time_usec` describe the master at

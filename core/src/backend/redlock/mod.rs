@@ -1,5 +1,5 @@
 //! Redlock over N independent Redis masters, with fencing tokens that strictly increase
-//! (design §3, issue 4). docs/redlock.md is the operator's version of this page.
+//! (docs/design.md §3.3, issue 4). docs/redlock.md is the operator's version of this page.
 //!
 //! The lock is the single-instance Redis lock ([`crate::backend::redis`]: same keys, same
 //! acquire, renew and release scripts) taken on a majority `Q = N/2 + 1` of all N configured
@@ -422,21 +422,30 @@ impl RedlockBackend {
         )))
     }
 
-    async fn release_all(&self, name: &LockName, owner: OwnerId) -> Vec<Option<Result<bool>>> {
+    /// One release of `owner`'s key per master, in the masters' order.
+    fn release_requests(
+        &self,
+        name: &LockName,
+        owner: OwnerId,
+    ) -> Vec<impl Future<Output = Result<bool>> + Send + use<'_>> {
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
-        let requests = self
-            .instances
+        self.instances
             .iter()
             .map(|i| {
-                i.release(
-                    self.settings.instance_timeout,
-                    [&k.lock, &k.gone],
-                    &owner,
-                    &k.channel,
-                )
+                let (instance, k, owner) = (i.clone(), k.clone(), owner.clone());
+                let timeout = self.settings.instance_timeout;
+                async move {
+                    instance
+                        .release(timeout, [&k.lock, &k.gone], &owner, &k.channel)
+                        .await
+                }
             })
-            .collect();
+            .collect()
+    }
+
+    async fn release_all(&self, name: &LockName, owner: OwnerId) -> Vec<Option<Result<bool>>> {
+        let requests = self.release_requests(name, owner);
         fan_out(
             requests,
             self.settings.instance_timeout + SLACK,
@@ -705,20 +714,7 @@ impl Backend for RedlockBackend {
         // Every request is on its connection after the fan-out's first poll; once a majority
         // has released, nobody can be refused by the rest for long, so the slowest masters
         // are not waited for. (An owner id is never used again after its release.)
-        let k = keys(&self.settings.prefix, name);
-        let owner = owner_hex(owner);
-        let requests = self
-            .instances
-            .iter()
-            .map(|i| {
-                i.release(
-                    self.settings.instance_timeout,
-                    [&k.lock, &k.gone],
-                    &owner,
-                    &k.channel,
-                )
-            })
-            .collect();
+        let requests = self.release_requests(name, owner);
         let q = self.quorum;
         let answers = fan_out(
             requests,

@@ -7,7 +7,8 @@ use redis::Script;
 
 use crate::backend::redis::scripts::with_gt;
 
-/// Fencing phase 2 (design §3). KEYS: lock, fence counter. ARGV: owner, T, counter ttl ms.
+/// Fencing phase 2 (docs/design.md §3.3).
+/// KEYS: lock, fence counter. ARGV: owner, T, counter ttl ms.
 /// If the lock is still this owner's, raises the counter to at least T and records T as the
 /// lock's token; returns 1. Returns 0 (and writes nothing) when the lock is not ours.
 pub static RAISE: LazyLock<Script> = LazyLock::new(|| {

@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::options::{MAX_TTL, MIN_TTL};
 use crate::url::LockerUrl;
 
-/// The default longest lease (design §3): what a restarted master waits out before it votes.
+/// The default longest lease (docs/design.md §3.3): what a restarted master waits out before it
+/// votes.
 pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
 /// The default maximum clock skew between masters.
 pub const DEFAULT_MAX_SKEW: Duration = Duration::from_millis(500);

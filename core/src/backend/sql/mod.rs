@@ -2,7 +2,7 @@
 //! ([`table`] for locks, `fence/sql.rs` for fences), with every difference between the
 //! databases written down once, in [`dialect`].
 //!
-//! The table (design §3), one row per lock name, kept after release so the token counter
+//! The table (docs/design.md §3.5), one row per lock name, kept after release so the token counter
 //! survives (the time floor covers a row deleted by an operator):
 //!
 //! | column | meaning |

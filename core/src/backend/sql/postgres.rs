@@ -8,14 +8,14 @@
 //! the server's certificate. Trusted roots are the system's plus `sslrootcert`; rustls with
 //! the `ring` provider, the one the Redis backend uses.
 //!
-//! Waking: a release runs `pg_notify(channel, '')` in the same statement as its `UPDATE`
-//! (the notification is delivered at commit, only when a row was released). Each Locker has
-//! one listening connection, opened on its first wait, shared by every waiter: a waiter's
-//! `LISTEN` is confirmed before it retries, so a release between its failed attempt and its
-//! subscription is caught by that retry, and a release after it wakes it. Every waiter of a
-//! name is woken and they race once (design §2). When the listening connection drops, every
-//! waiter is woken (notifications may have been lost) and the connection is made again, with
-//! back-off, re-listening to every channel that still has waiters; meanwhile waiters poll.
+//! Waking: a release runs `pg_notify(channel, '')` in the same statement as its `UPDATE` (the
+//! notification is delivered at commit, only when a row was released). Each Locker has one
+//! listening connection, opened on its first wait, shared by every waiter: a waiter's `LISTEN` is
+//! confirmed before it retries, so a release between its failed attempt and its subscription is
+//! caught by that retry, and a release after it wakes it. Every waiter of a name is woken and they
+//! race once (docs/design.md §3.1). When the listening connection drops, every waiter is woken
+//! (notifications may have been lost) and the connection is made again, with back-off, re-listening
+//! to every channel that still has waiters; meanwhile waiters poll.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -1,4 +1,4 @@
-//! The lease table algorithm (design §3), written once for SQLite, PostgreSQL and
+//! The lease table algorithm (docs/design.md §3.5), written once for SQLite, PostgreSQL and
 //! MySQL/MariaDB; the statements it runs come from [`super::dialect`].
 //!
 //! - acquire takes the row only if `owner IS NULL OR expires_at < now` (the database's

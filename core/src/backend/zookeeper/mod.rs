@@ -1,5 +1,5 @@
-//! The ZooKeeper backend (design §3), in Apache Curator's protected `InterProcessMutex` layout
-//! (see [`layout`]), so services migrating from Curator share locks with fencelock.
+//! The ZooKeeper backend (docs/design.md §3.4), in Apache Curator's protected `InterProcessMutex`
+//! layout (see [`layout`]), so services migrating from Curator share locks with fencelock.
 //!
 //! - acquire: create `…/_c_<owner uuid>-lock-` EPHEMERAL_SEQUENTIAL (the folder, a CONTAINER,
 //!   is made again if the server removed it) and list the children, both sent at once (one
@@ -590,26 +590,25 @@ impl Inner {
             .any(|n| n.generation == generation)
     }
 
-    /// The heartbeat proved session `generation` alive until `from` + its timeout: the client
-    /// deadlines of its held, renewing leases move up to it.
-    fn advance_leases(&self, generation: u64, from: BootInstant) {
-        let events: Vec<LeaseEvents> = lock(&self.nodes)
+    /// The handles of session `generation`'s held leases.
+    fn held_leases(&self, generation: u64) -> Vec<LeaseEvents> {
+        lock(&self.nodes)
             .values()
             .filter(|n| n.generation == generation && n.held)
             .filter_map(|n| n.events.clone())
-            .collect();
-        for e in events {
+            .collect()
+    }
+
+    /// The heartbeat proved session `generation` alive until `from` + its timeout: the client
+    /// deadlines of its held, renewing leases move up to it.
+    fn advance_leases(&self, generation: u64, from: BootInstant) {
+        for e in self.held_leases(generation) {
             e.advance(from);
         }
     }
 
     fn set_suspended(&self, generation: u64, suspended: bool) {
-        let events: Vec<LeaseEvents> = lock(&self.nodes)
-            .values()
-            .filter(|n| n.generation == generation && n.held)
-            .filter_map(|n| n.events.clone())
-            .collect();
-        for e in events {
+        for e in self.held_leases(generation) {
             e.set_suspended(suspended);
         }
     }

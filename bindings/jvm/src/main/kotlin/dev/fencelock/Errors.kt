@@ -4,7 +4,7 @@ import dev.fencelock.ffi.InternalException
 import dev.fencelock.ffi.NativeErrorCode
 import dev.fencelock.ffi.NativeException
 
-/** The stable error codes shared by every language (design §4); never renamed once released. */
+/** The stable error codes shared by every language (docs/design.md §6.1); never renamed once released. */
 enum class ErrorCode {
     /** Not acquired before the `wait` deadline. */
     TIMEOUT,

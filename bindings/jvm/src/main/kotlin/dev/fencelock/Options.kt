@@ -5,7 +5,7 @@ import dev.fencelock.ffi.NativeLockOptions
 import java.time.Duration
 
 /**
- * Options of one acquisition, one meaning in every language (design §1).
+ * Options of one acquisition, one meaning in every language (docs/design.md §4.1).
  *
  * Kotlin: `LockOptions(ttl = Duration.ofSeconds(10), wait = Duration.ZERO)` or
  * `options.copy(...)`. Java: `LockOptions.builder().ttl(Duration.ofSeconds(10)).build()`.
@@ -25,7 +25,7 @@ data class LockOptions(
     val reentrant: Boolean = false,
     /** Free text stored with the holder's description (host and pid are added). */
     val holder: String? = null,
-    /** `release()` returns once the release is sent; its reply is still checked (design §8). */
+    /** `release()` returns once the release is sent; its reply is still checked (docs/design.md §8.4). */
     val pipelinedRelease: Boolean = false,
 ) {
     init {

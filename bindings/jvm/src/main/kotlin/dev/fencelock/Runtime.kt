@@ -63,7 +63,7 @@ internal fun <T> blocking(call: suspend () -> T): T {
 }
 
 /**
- * Re-entry (design §2) belongs to an execution scope: a thread for the blocking calls, a coroutine
+ * Re-entry (docs/design.md §1.5) belongs to an execution scope: a thread for the blocking calls, a coroutine
  * for the suspend ones. Ids are never reused in the process.
  */
 internal object Scopes {
