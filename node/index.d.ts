@@ -240,6 +240,8 @@ export interface CampaignOptions {
   ttl?: number;
   /** Renew every ttl/3 while leading (default true). */
   autoRenew?: boolean;
+  /** Stop renewing after this many ms of leadership: the term then ends at its next deadline. */
+  maxHold?: number | null;
   /** Free text stored with the leader's description; observers see it in leader(). */
   holder?: string | null;
   /** How long to campaign, ms: absent or null waits forever. TIMEOUT when it ends first. */

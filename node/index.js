@@ -154,7 +154,8 @@ const TRY_ACQUIRE_OPTIONS = [
   'reentrant',
   'pipelinedRelease',
 ];
-const CAMPAIGN_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'holder'];
+// The same as Python's leadership() and the JVM's campaign(): a leader may bound its term.
+const CAMPAIGN_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder'];
 const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel', 'metrics'];
 // A fence takes no locks, so it has no metrics.
 const FENCE_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel'];

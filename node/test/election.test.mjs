@@ -76,6 +76,24 @@ for (const backend of backends()) {
       }
     });
 
+    test('maxHold bounds a term, as in Python and on the JVM', async (t) => {
+      const a = await connectOrSkip(t, backend.url());
+      if (!a) return;
+      try {
+        const leadership = await a.campaign(fresh('max-hold'), { ttl: 2_000, maxHold: 500 });
+        const { signal } = leadership;
+        await within(
+          new Promise((r) => signal.addEventListener('abort', r, { once: true })),
+          60_000,
+          'the end of the bounded term',
+        );
+        assert.ok(signal.reason instanceof LockError && signal.reason.code === 'LOST');
+        assert.equal(leadership.isLeader, false);
+      } finally {
+        await a.close();
+      }
+    });
+
     test('close() steps down: a waiting candidate takes over with a larger term', async (t) => {
       const url = backend.url();
       const a = await connectOrSkip(t, url);
