@@ -113,7 +113,7 @@ const cases = [
   ['campaign with a non-string name', 'INVALID_ARGUMENT', () => locker.campaign(7)],
   ['campaign with an empty name', 'INVALID_ARGUMENT', () => locker.campaign('')],
   ['campaign with reentrant', 'INVALID_ARGUMENT', () => locker.campaign('x', { reentrant: true })],
-  ['campaign with maxHold', 'INVALID_ARGUMENT', () => locker.campaign('x', { maxHold: 1000 })],
+  ['campaign with maxHold zero', 'INVALID_ARGUMENT', () => locker.campaign('x', { maxHold: 0 })],
   ['campaign ttl a string', 'INVALID_ARGUMENT', () => locker.campaign('x', { ttl: '1s' })],
   [
     'campaign signal not an AbortSignal',
@@ -264,6 +264,7 @@ test('no duration or timeout reaches a panic: NaN, infinities, negatives and hug
     'withLock wait': (ms) => locker.withLock(fresh(), { wait: ms }, () => null),
     'campaign ttl': (ms) => locker.campaign(fresh(), { ttl: ms }),
     'campaign wait': (ms) => locker.campaign(fresh(), { wait: ms }),
+    'campaign maxHold': (ms) => locker.campaign(fresh(), { maxHold: ms }),
     'withLeadership ttl': (ms) => locker.withLeadership(fresh(), { ttl: ms }, () => null),
     'lease.extend': (ms) => lease.extend(ms),
   };
