@@ -89,7 +89,8 @@ export type LockEventKind =
   | 'suspended'
   | 'resumed'
   | 'lost'
-  | 'released';
+  | 'released'
+  | 'deploymentMismatch';
 
 /** One thing that happened to one lease, in order for each lease. */
 export interface LockEvent {
@@ -248,6 +249,8 @@ export interface CampaignOptions {
   wait?: number | null;
   /** Cancels the campaign: rejects with an AbortError and leaves nothing behind. */
   signal?: AbortSignal | null;
+  /** `resign()` resolves once the release is sent; the reply is still checked (default false). */
+  pipelinedRelease?: boolean;
 }
 
 /** Leadership of an election, won by locker.campaign(). `await using` resigns at scope end. */

@@ -11,57 +11,10 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const util = require('node:util');
 const { EventEmitter } = require('node:events');
 const native = require('./lib/native.js');
-
-/** Every error code, in documentation order (docs/design.md §6.1). Stable: never renamed. */
-const ERROR_CODES = Object.freeze([
-  'TIMEOUT',
-  'LOST',
-  'NOT_HELD',
-  'UNAVAILABLE',
-  'INVALID_ARGUMENT',
-  'AUTH',
-  'STALE_TOKEN',
-  'BACKEND',
-  'DEADLOCK',
-  'CLOSED',
-  'INTERNAL',
-]);
-const CODE_SET = new Set(ERROR_CODES);
+const { ERROR_CODES, LockError, AbortError, fromNative } = require('./lib/error.js');
+const { EVENT_NAMES, LIFECYCLE_EVENTS } = require('./lib/events.js');
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
-
-/** A fencelock error: `code` is one of ERROR_CODES. */
-class LockError extends Error {
-  constructor(code, message, options) {
-    super(message, options);
-    this.name = 'LockError';
-    this.code = code;
-  }
-}
-
-/** A cancelled wait, as Node's own APIs report it: name AbortError, code ABORT_ERR. */
-class AbortError extends Error {
-  constructor(message = 'The operation was aborted', options) {
-    super(message, options);
-    this.name = 'AbortError';
-    this.code = 'ABORT_ERR';
-  }
-}
-
-// The native module rejects with "CODE: message" (the core error's display form).
-const NATIVE_MESSAGE = /^([A-Z_]+): ([\s\S]*)$/;
-
-function fromNative(err) {
-  if (err instanceof LockError || err instanceof AbortError) return err;
-  const message = err && typeof err.message === 'string' ? err.message : String(err);
-  const m = NATIVE_MESSAGE.exec(message);
-  if (m && CODE_SET.has(m[1])) return new LockError(m[1], m[2]);
-  if (m && m[1] === 'ABORTED') return new AbortError();
-  // Anything else is a bug in this layer (a value the native module could not convert).
-  return new LockError('INTERNAL', `a bug in fencelock: unexpected native error: ${message}`, {
-    cause: err,
-  });
-}
 
 function invalid(message) {
   return new LockError('INVALID_ARGUMENT', message);
@@ -154,23 +107,20 @@ const TRY_ACQUIRE_OPTIONS = [
   'reentrant',
   'pipelinedRelease',
 ];
-// The same as Python's leadership() and the JVM's campaign(): a leader may bound its term.
-const CAMPAIGN_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'holder'];
+// The core's campaign options (every lock option but reentrant), and the AbortSignal.
+const CAMPAIGN_OPTIONS = [
+  'ttl',
+  'wait',
+  'signal',
+  'autoRenew',
+  'maxHold',
+  'holder',
+  'pipelinedRelease',
+];
 const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel', 'metrics'];
 // A fence takes no locks, so it has no metrics.
 const FENCE_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel'];
 const LOG_LEVELS = ['error', 'warn', 'info', 'debug'];
-// The core's event kinds and the names Node listeners use.
-const EVENT_NAMES = {
-  acquired: 'acquired',
-  renewed: 'renewed',
-  renewal_retried: 'renewalRetried',
-  suspended: 'suspended',
-  resumed: 'resumed',
-  lost: 'lost',
-  released: 'released',
-};
-const LIFECYCLE_EVENTS = new Set([...Object.values(EVENT_NAMES), 'event']);
 
 /** Lock options as the native module takes them, and the AbortSignal apart. */
 function lockOptions(options, known, call) {
@@ -968,24 +918,3 @@ module.exports = {
   version: native.version(),
   _ping,
 };
-
-// Test-only exports: a native module built with the `test-hooks` feature (the test suites'
-// builds, never a release) has entry points that panic on purpose; they throw or reject with
-// code INTERNAL, as any panic would.
-if (typeof native._testPanic === 'function') {
-  module.exports._testPanic = () => {
-    try {
-      native._testPanic();
-    } catch (e) {
-      throw fromNative(e);
-    }
-  };
-  module.exports._testPanicAsync = async () => {
-    try {
-      await native._testPanicAsync();
-    } catch (e) {
-      throw fromNative(e);
-    }
-  };
-  module.exports._testFloodLogs = (count) => native._testFloodLogs(count);
-}

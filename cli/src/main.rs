@@ -26,10 +26,12 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
     about = "Run a program while holding a distributed lock with a fencing token",
     long_about = "Run a program while holding a distributed lock with a fencing token.\n\n\
         Locks live in a backend chosen by URL: SQLite (the default, no server: sqlite:///path.db), \
-        Redis (redis://, rediss://, redis+cluster://), ZooKeeper (zk://), PostgreSQL (postgres://) \
-        and MariaDB (mariadb://). Every acquisition gets a \
-        fencing token that strictly increases per lock name; the program receives it as \
-        FENCELOCK_TOKEN so the resource it writes to can refuse a stale holder."
+        Redis (redis://, rediss://, redis+cluster://, rediss+cluster://), Redlock over N \
+        independent Redis masters (redlock://h1:6379,h2:6379,h3:6379), ZooKeeper (zk://, \
+        zookeeper://), PostgreSQL (postgres://, postgresql://) and MariaDB or MySQL (mariadb://, \
+        mysql://). Every acquisition gets a fencing token that strictly increases per lock name; \
+        the program receives it as FENCELOCK_TOKEN so the resource it writes to can refuse a \
+        stale holder."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -53,7 +55,8 @@ enum Command {
 /// `--url`, then `FENCELOCK_URL`, then the per-user SQLite default.
 #[derive(clap::Args, Debug, Clone)]
 pub struct UrlArg {
-    /// Backend URL (sqlite:///path.db, redis://host:6379, zk://host:2181, postgres://…, mariadb://…).
+    /// Backend URL (sqlite:///path.db, redis://host:6379, redlock://h1:6379,h2:6379,h3:6379,
+    /// zk://host:2181, postgres://…, mariadb://…).
     /// Default: $FENCELOCK_URL, else a per-user SQLite file.
     #[arg(long, value_name = "URL")]
     url: Option<String>,

@@ -100,3 +100,26 @@ fn bad_inputs_and_the_warning_in_help() {
     let top = stdout(&sandbox.run(&["--help"]));
     assert!(top.contains("list") && top.contains("DANGEROUS"), "{top}");
 }
+
+/// The top-level help names every URL scheme the core accepts (its list, read at run time from
+/// `fencelock::contract`, docs/design.md §9.3), so a backend cannot be missing from it.
+#[test]
+fn help_names_every_url_scheme() {
+    let sandbox = Sandbox::new();
+    let help = stdout(&sandbox.run(&["--help"]));
+    // Unfolded, since clap wraps long help at the terminal's width.
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for scheme in fencelock::contract::URL_SCHEMES {
+        let spelled = format!("{}://", scheme.scheme);
+        let named = help.match_indices(&spelled).any(|(at, _)| {
+            // Whole: `redis://` must not be found inside `rediss://` or `redis+cluster://`.
+            !help[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '+')
+        });
+        assert!(named, "--help does not name {spelled}: {help}");
+    }
+    let url_help = stdout(&sandbox.run(&["run", "--help"]));
+    assert!(url_help.contains("redlock://"), "{url_help}");
+}

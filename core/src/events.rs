@@ -7,7 +7,8 @@
 //! ever runs on a renewal task or the deadline watchdog. Each event is pushed while the
 //! lease's state is locked, at the moment of the change it reports, so a subscriber sees the
 //! events of one lease in the order they happened: `Acquired`, then any of `Renewed`,
-//! `RenewalRetried`, `Suspended`, `Resumed`, and last `Released` or `Lost`.
+//! `RenewalRetried`, `Suspended`, `Resumed`, and last `Released` or `Lost`; a fence's warning,
+//! `DeploymentMismatch`, comes when a fence checks the lease's token.
 //! With nobody subscribed, an event costs one atomic load.
 
 use std::fmt;
@@ -36,11 +37,16 @@ pub enum LockEventKind {
     Lost,
     /// The holder released the lock.
     Released,
+    /// A fence took this lease's token for one minted from other stored data than its highest
+    /// token's, and the token was not above that highest: two servers answer behind one
+    /// address, or the server lost the lock's data and its clock went back. A warning: the
+    /// lease is still held, and the fence refused the token if it was below its highest.
+    DeploymentMismatch,
 }
 
 impl LockEventKind {
     /// Every kind, in lifecycle order.
-    pub const ALL: [LockEventKind; 7] = [
+    pub const ALL: [LockEventKind; 8] = [
         LockEventKind::Acquired,
         LockEventKind::Renewed,
         LockEventKind::RenewalRetried,
@@ -48,10 +54,11 @@ impl LockEventKind {
         LockEventKind::Resumed,
         LockEventKind::Lost,
         LockEventKind::Released,
+        LockEventKind::DeploymentMismatch,
     ];
 
     /// The stable spelling every binding uses: `acquired`, `renewed`, `renewal_retried`,
-    /// `suspended`, `resumed`, `lost`, `released`.
+    /// `suspended`, `resumed`, `lost`, `released`, `deployment_mismatch`.
     pub fn as_str(self) -> &'static str {
         match self {
             LockEventKind::Acquired => "acquired",
@@ -61,6 +68,7 @@ impl LockEventKind {
             LockEventKind::Resumed => "resumed",
             LockEventKind::Lost => "lost",
             LockEventKind::Released => "released",
+            LockEventKind::DeploymentMismatch => "deployment_mismatch",
         }
     }
 }

@@ -4,6 +4,14 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
+/// A new origin mark for a Redis lock's stored data (see `backend::redis::scripts::ACQUIRE`).
+pub(crate) fn random_origin() -> Result<u64> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::internal(format!("the OS random source failed: {e}")))?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
 /// Identifies one acquisition. Release and extend compare it on the server, so nobody
 /// releases or extends a lock they do not hold.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]

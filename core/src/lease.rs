@@ -61,6 +61,8 @@ pub(crate) struct LeaseShared {
     pid: u32,
     acquired_at: BootInstant,
     deployment: Arc<crate::fence::Deployment>,
+    /// The origin mark of the stored data the token was minted from (see [`NewLease::origin`]).
+    origin: Option<u64>,
     /// Renewed by its own task (not `auto_renew = false`): a backend's own proof of liveness
     /// ([`LeaseEvents::advance`]) moves its deadline only then.
     auto_renew: bool,
@@ -97,6 +99,8 @@ pub(crate) struct NewLease {
     pub sent_at: BootInstant,
     /// The identity fences know the lock's deployment by.
     pub deployment: Arc<crate::fence::Deployment>,
+    /// The origin mark the backend answered with the token ([`crate::backend::Attempt`]).
+    pub origin: Option<u64>,
     /// What the client deadline counts from: `sent_at` unless the backend proves better
     /// ([`Backend::expiry_counted_from`]).
     pub counted_from: BootInstant,
@@ -144,6 +148,7 @@ impl LeaseShared {
             pid: std::process::id(),
             acquired_at: new.sent_at,
             deployment: new.deployment,
+            origin: new.origin,
             auto_renew: new.auto_renew,
             max_hold: new.max_hold,
             pipelined_release: new.pipelined_release,
@@ -828,6 +833,17 @@ impl Lease {
 
     pub(crate) fn deployment(&self) -> &crate::fence::Deployment {
         &self.shared.deployment
+    }
+
+    pub(crate) fn origin(&self) -> Option<u64> {
+        self.shared.origin
+    }
+
+    /// Tells the Locker's subscribers that a fence took this lease's token for one of another
+    /// origin ([`crate::fence`]).
+    pub(crate) fn report_deployment_mismatch(&self, reason: String) {
+        self.shared
+            .emit(LockEventKind::DeploymentMismatch, Some(reason), None);
     }
 }
 

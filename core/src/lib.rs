@@ -14,6 +14,7 @@ pub mod logs;
 pub mod backend;
 pub mod blocking;
 pub mod clock;
+pub mod contract;
 pub mod election;
 pub mod error;
 pub mod events;

@@ -472,7 +472,7 @@ impl Locker {
         guard.backend = None;
         match attempt {
             Attempt::Held { expires_in } => Ok(AttemptOutcome::Held(expires_in)),
-            Attempt::Acquired { token } => {
+            Attempt::Acquired { token, origin } => {
                 let id = self.inner.next_lease_id.fetch_add(1, Ordering::Relaxed);
                 let shared = LeaseShared::start(NewLease {
                     id,
@@ -484,6 +484,7 @@ impl Locker {
                     locker: Arc::downgrade(&self.inner),
                     sent_at,
                     deployment: self.inner.deployment.clone(),
+                    origin,
                     counted_from: self
                         .inner
                         .backend

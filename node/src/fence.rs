@@ -6,7 +6,7 @@ use fencelock::{Fence, FenceToken, SqlValue, Statement};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{guard, invalid, to_js};
+use crate::error::{Result, guard, invalid, to_js};
 use crate::lease::NativeLease;
 use crate::options::{ConnectOptions, locker_options};
 use crate::runtime::promise;

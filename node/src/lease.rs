@@ -7,7 +7,7 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
-use crate::error::{guard, to_js};
+use crate::error::{Result, from_napi, guard, to_js};
 use crate::options::duration_ms;
 use crate::runtime::promise;
 
@@ -118,7 +118,8 @@ impl NativeLease {
                 .build_threadsafe_function::<FnArgs<(String, String)>>()
                 .callee_handled::<false>()
                 .weak::<true>()
-                .build()?;
+                .build()
+                .map_err(from_napi)?;
             let name = self.lease.name().to_string();
             self.lease.lost_signal().on_lost(move |reason| {
                 let message = format!("lock {name:?} lost: {reason}");

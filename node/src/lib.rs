@@ -31,6 +31,8 @@ mod test_hooks;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+use crate::error::Result;
+
 /// The version of the native module (the workspace version).
 #[napi]
 pub fn version() -> String {

@@ -4,7 +4,7 @@ use fencelock::{HolderDescription, LockInfo, Locker, Scope};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{guard, to_js};
+use crate::error::{Result, guard, to_js};
 use crate::lease::NativeLease;
 use crate::options::{AcquireOptions, ConnectOptions, lock_options, locker_options};
 use crate::runtime::{CancelHandle, cancellable, promise};

@@ -10,6 +10,7 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
+use crate::error::{Result, from_napi};
 use crate::observe::JS_QUEUE;
 
 /// One instrument of the core's table.
@@ -62,7 +63,8 @@ pub(crate) fn js_sink(
         .callee_handled::<false>()
         .weak::<true>()
         .max_queue_size::<JS_QUEUE>()
-        .build()?;
+        .build()
+        .map_err(from_napi)?;
     fencelock::metrics::on_own_thread("fencelock-metrics", move |batch: &[Measurement]| {
         for m in batch {
             let measurement = NativeMeasurement {

@@ -17,7 +17,7 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
-use crate::error::{guard, invalid};
+use crate::error::{Result, from_napi, guard, invalid, to_js};
 
 /// The most items napi queues for the JS thread per callback.
 pub(crate) const JS_QUEUE: usize = 1024;
@@ -31,7 +31,8 @@ fn epoch_ms(at: SystemTime) -> f64 {
 /// One lifecycle event; the token is a decimal string (`index.js` makes it a bigint).
 #[napi(object)]
 pub struct NativeLockEvent {
-    /// "acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost", "released".
+    /// "acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost", "released",
+    /// "deployment_mismatch".
     pub kind: String,
     pub name: String,
     pub token: String,
@@ -87,7 +88,8 @@ pub(crate) fn deliver_events(
         .callee_handled::<false>()
         .weak::<true>()
         .max_queue_size::<JS_QUEUE>()
-        .build()?;
+        .build()
+        .map_err(from_napi)?;
     let inner = Arc::new(subscription);
     let drained = inner.clone();
     std::thread::Builder::new()
@@ -101,7 +103,11 @@ pub(crate) fn deliver_events(
                 );
             }
         })
-        .map_err(|e| Error::from_reason(format!("cannot start the event thread: {e}")))?;
+        .map_err(|e| {
+            to_js(fencelock::Error::internal(format!(
+                "cannot start the event thread: {e}"
+            )))
+        })?;
     Ok(NativeEventSubscription { inner })
 }
 
@@ -175,7 +181,8 @@ pub fn set_logger(
             .callee_handled::<false>()
             .weak::<true>()
             .max_queue_size::<JS_QUEUE>()
-            .build()?;
+            .build()
+            .map_err(from_napi)?;
         LOG_DROPPED.store(0, Ordering::Relaxed);
         let subscription = Arc::new(Mutex::new(fencelock::logs::subscribe(level)));
         let drained = subscription.clone();
@@ -203,7 +210,11 @@ pub fn set_logger(
                     }
                 }
             })
-            .map_err(|e| Error::from_reason(format!("cannot start the logging thread: {e}")))?;
+            .map_err(|e| {
+                to_js(fencelock::Error::internal(format!(
+                    "cannot start the logging thread: {e}"
+                )))
+            })?;
         *LOGGER.lock().unwrap_or_else(|e| e.into_inner()) = Some(subscription);
         Ok(())
     })

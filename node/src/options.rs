@@ -8,10 +8,9 @@
 use std::time::Duration;
 
 use fencelock::{LockOptionOverrides, LockOptions, LockerOptionOverrides, LockerOptions};
-use napi::Result;
 use napi_derive::napi;
 
-use crate::error::{invalid, to_js};
+use crate::error::{Result, invalid, to_js};
 
 /// The largest integer a JS number holds exactly.
 const MAX_SAFE: f64 = 9_007_199_254_740_991.0;

@@ -11,7 +11,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tokio::sync::Notify;
 
-use crate::error::{aborted, panic_to_js};
+use crate::error::{Result, aborted, from_napi, panic_to_js, rejection};
 
 /// A bad `FENCELOCK_RUNTIME_THREADS`, kept to be reported by `connect` and `Fence.open` (module
 /// init cannot throw); napi's default runtime runs meanwhile.
@@ -42,13 +42,18 @@ where
     T: ToNapiValue + Send + 'static,
     F: Future<Output = Result<T>> + Send + 'static,
 {
-    let guarded = async move {
-        match AssertUnwindSafe(fut).catch_unwind().await {
+    // The outcome reaches the JS thread as a value, failure included: napi would reject with
+    // its own status as the code (see error.rs).
+    let settled = async move {
+        Ok(match AssertUnwindSafe(fut).catch_unwind().await {
             Ok(result) => result,
             Err(payload) => Err(panic_to_js(payload)),
-        }
+        })
     };
-    AsyncBlockBuilder::new(guarded).build(env)
+    AsyncBlockBuilder::build_with_map(env, settled, |env, outcome: Result<T>| {
+        outcome.map_err(|err| rejection(env, err))
+    })
+    .map_err(from_napi)
 }
 
 #[derive(Default)]

@@ -2,10 +2,12 @@
 // inspect, close, fences, panics, and both entry points.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
-import { fencelock, LONG, tempDir, runSql, within, testHook, sleep } from './helpers.mjs';
+import { fencelock, LONG, tempDir, runSql, within, sleep } from './helpers.mjs';
+import * as hooks from './hooks.mjs';
 
 const { connect, Fence, LockError } = fencelock;
 const require = createRequire(import.meta.url);
@@ -224,11 +226,11 @@ test('a fence takes a lease or a bigint, refuses older tokens and rolls back', a
 
 test('a panic in Rust surfaces as code INTERNAL, never a crash', async () => {
   assert.throws(
-    () => testHook('_testPanic')(),
+    () => hooks.panic(),
     (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message),
   );
   await assert.rejects(
-    testHook('_testPanicAsync')(),
+    hooks.panicAsync(),
     (e) => e instanceof LockError && e.code === 'INTERNAL' && /panic/.test(e.message),
   );
   // The module still works afterwards.
@@ -259,6 +261,43 @@ test('the CommonJS and ESM entry points export the same objects', () => {
   );
   assert.equal(typeof fencelock.version, 'string');
   assert.throws(() => new fencelock.Lease(), TypeError);
+});
+
+test('the test hooks are not reachable from what users import or install', async () => {
+  // This module was built with them (node/run-tests.sh), so the checks below can fail.
+  assert.ok(hooks.nativeHookNames.includes('_testPanic'), hooks.nativeHookNames.join(', '));
+  // The package by its name, as users import it (a package may import itself that way).
+  const imported = await import('fencelock');
+  for (const [how, api] of [
+    ['require', require('fencelock')],
+    ['import', imported],
+    ['import default', imported.default],
+  ]) {
+    assert.deepEqual(
+      Object.keys(api).filter((name) => name.startsWith('_test')),
+      [],
+      how,
+    );
+  }
+  for (const path of ['fencelock/test/hooks.mjs', 'fencelock/lib/native.js']) {
+    assert.throws(() => require.resolve(path), { code: 'ERR_PACKAGE_PATH_NOT_EXPORTED' }, path);
+    await assert.rejects(import(path), { code: 'ERR_PACKAGE_PATH_NOT_EXPORTED' }, path);
+  }
+  // What npm packs: every path a "files" entry covers, read as npm does (from the package
+  // root; a folder with its contents; * within one path segment).
+  const root = new URL('../', import.meta.url);
+  const { files } = JSON.parse(readFileSync(new URL('package.json', root), 'utf8'));
+  const covers = (entry, path) => {
+    const pattern = entry
+      .replace(/\/$/, '')
+      .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+      .replaceAll('*', '[^/]*');
+    return new RegExp(`^${pattern}(/.*)?$`).test(path);
+  };
+  const packed = (path) => files.some((entry) => covers(entry, path));
+  assert.ok(packed('index.js') && packed('lib/error.js') && packed('fencelock.linux-x64-gnu.node'));
+  assert.equal(packed('test/hooks.mjs'), false, files.join(', '));
+  assert.doesNotMatch(readFileSync(new URL('index.d.ts', root), 'utf8'), /_test/);
 });
 
 test('the lease signal fires when a lease expires without renewal', async () => {
@@ -357,7 +396,6 @@ test('pipelinedRelease: release resolves once sent and the lock is free for the 
 });
 
 test('a logger whose event loop is busy queues a bounded number of records and counts the dropped', async () => {
-  const flood = testHook('_testFloodLogs');
   const total = 50_000;
   let received = 0;
   fencelock.setLogger(
@@ -368,7 +406,7 @@ test('a logger whose event loop is busy queues a bounded number of records and c
   );
   try {
     // Emitted on this thread: the event loop takes none of them until the call returns.
-    flood(total);
+    hooks.floodLogs(total);
     const deadline = Date.now() + LONG;
     while (received + fencelock.droppedLogRecords() < total && Date.now() < deadline) {
       await sleep(20);

@@ -116,6 +116,30 @@ for (const backend of backends()) {
       }
     });
 
+    test('pipelinedRelease: a resigned term hands over to the next candidate, with a larger term', async (t) => {
+      const url = backend.url();
+      const a = await connectOrSkip(t, url);
+      if (!a) return;
+      const b = await fencelock.connect(url, { operationTimeout: 10_000 });
+      try {
+        const name = fresh('pipelined');
+        for (let round = 0; round < 3; round += 1) {
+          const first = await a.campaign(name, { pipelinedRelease: true, wait: LONG });
+          await first.resign();
+          assert.equal(first.isLeader, false);
+          const second = await b.campaign(name, { pipelinedRelease: true, wait: LONG });
+          assert.ok(second.term > first.term, `${second.term} after ${first.term}`);
+          await second.resign();
+        }
+        await assert.rejects(a.campaign(name, { pipelinedRelease: 'yes' }), {
+          code: 'INVALID_ARGUMENT',
+        });
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
     test('withLeadership runs while leading and resigns after; campaign honours an AbortSignal', async (t) => {
       const a = await connectOrSkip(t, backend.url());
       if (!a) return;

@@ -4,7 +4,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 
-import { fencelock, LONG, tempDir, sleep, testHook } from './helpers.mjs';
+import { fencelock, LONG, tempDir, sleep } from './helpers.mjs';
+import * as hooks from './hooks.mjs';
 
 const { connect, Fence, LockError } = fencelock;
 
@@ -170,8 +171,8 @@ const cases = [
   ],
   ['fencedSet value a number', 'INVALID_ARGUMENT', () => fence.fencedSet(1n, 'k', 5)],
   // panics
-  ['a panic in a sync export', 'INTERNAL', () => testHook('_testPanic')()],
-  ['a panic in an async export', 'INTERNAL', () => testHook('_testPanicAsync')()],
+  ['a panic in a sync export', 'INTERNAL', () => hooks.panic()],
+  ['a panic in an async export', 'INTERNAL', () => hooks.panicAsync()],
 ];
 
 for (const [what, code, call] of cases) {
@@ -185,11 +186,37 @@ for (const [what, code, call] of cases) {
       assert.equal(e.code, code, `${e.code}: ${e.message}`);
       assert.equal(typeof e.message, 'string');
       assert.ok(e.message.length > 5, `message too short: ${e.message}`);
+      assert.ok(!e.message.startsWith(`${code}: `), `the code in the message: ${e.message}`);
       return;
     }
     assert.fail(`expected ${code}, got ${outcome}`);
   });
 }
+
+// The code crosses from Rust as the error's `code` property (src/error.rs), never inside the
+// message: a core message that itself begins like another code keeps its real code, and users
+// read the message as the core wrote it. No public call echoes its input at the start of a
+// message, hence the test hooks that fail with a core error of the test's choosing.
+test('the code of a native error comes from its code property, not from its message', async () => {
+  for (const code of fencelock.ERROR_CODES) {
+    const decoy = code === 'TIMEOUT' ? 'LOST' : 'TIMEOUT';
+    const message = `${decoy}: a message that begins like another code`;
+    const ways = [
+      ['thrown', hooks.rawCoreError, hooks.coreError],
+      ['rejected', hooks.rawCoreErrorAsync, hooks.coreErrorAsync],
+    ];
+    for (const [how, raw, mapped] of ways) {
+      const crossed = await raw(code, message);
+      assert.equal(crossed.code, code, `${how}: ${crossed.code}: ${crossed.message}`);
+      assert.equal(crossed.message, message, how);
+      await assert.rejects(
+        async () => mapped(code, message),
+        (e) => e instanceof LockError && e.code === code && e.message === message,
+        `${how} ${code}`,
+      );
+    }
+  }
+});
 
 test('async calls reject rather than throw synchronously', () => {
   const p = locker.acquire(42);

@@ -9,18 +9,6 @@ import * as fencelock from '../index.mjs';
 
 export { fencelock };
 
-/**
- * A test-only export (`_testPanic`, `_testPanicAsync`), which exists only when the native module
- * was built with the `test-hooks` feature, as node/run-tests.sh and CI's build do.
- */
-export function testHook(name) {
-  const hook = fencelock.default[name];
-  if (typeof hook !== 'function') {
-    throw new Error(`${name}: the native module was built without the test-hooks feature`);
-  }
-  return hook;
-}
-
 // Generous margins: CI is a busy 2-core machine. No test asserts speed.
 export const LONG = 30_000;
 

@@ -14,7 +14,8 @@ In asyncio: ``locker = await fencelock.connect_async(url)``, ``async with locker
 and the ``_async`` twin of each waiting method (``acquire_async``, ``release_async``, ...).
 
 Logs go to ``logging.getLogger("fencelock")``; ``locker.on_event(callback)`` reports each
-lease's lifecycle (acquired, renewed, renewal_retried, suspended, resumed, lost, released).
+lease's lifecycle (acquired, renewed, renewal_retried, suspended, resumed, lost, released,
+deployment_mismatch).
 
 Durations are seconds (int or float) or ``datetime.timedelta``. There is no ``timeout=``:
 ``ttl=`` is how long a lease lasts, ``wait=`` how long acquiring may block (None = forever).

@@ -7,6 +7,8 @@ from typing import Any, Callable, Generic, Optional, TypeVar, Union, final
 
 from typing_extensions import Self, TypeAlias
 
+from ._errors import LockError
+
 __all__ = [
     "__version__",
     "Fence",
@@ -24,6 +26,10 @@ __all__ = [
     "connect_async",
     "_LogSubscription",
 ]
+
+# Private, outside __all__: the core's contract (docs/design.md §9.3), for the tests.
+def _contract() -> dict[str, Any]: ...
+def _exception_for_code(code: str) -> LockError: ...
 
 __version__: str
 
@@ -86,6 +92,7 @@ class Locker:
         auto_renew: bool = True,
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
+        pipelined_release: bool = False,
     ) -> Lock[Leadership]: ...
     def run_as_leader(
         self,
@@ -97,6 +104,7 @@ class Locker:
         auto_renew: bool = True,
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
+        pipelined_release: bool = False,
     ) -> _T: ...
     def leader(self, name: str) -> Optional[Leader]: ...
     def leader_async(self, name: str) -> Awaitable[Optional[Leader]]: ...

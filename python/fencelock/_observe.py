@@ -28,7 +28,16 @@ _bridge_lock = threading.Lock()
 _bridge: Optional[threading.Thread] = None
 
 _EVENT_KINDS = frozenset(
-    {"acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost", "released"}
+    {
+        "acquired",
+        "renewed",
+        "renewal_retried",
+        "suspended",
+        "resumed",
+        "lost",
+        "released",
+        "deployment_mismatch",
+    }
 )
 
 

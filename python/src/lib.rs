@@ -3,7 +3,8 @@
 //! The source files mirror the core's modules: `locker.rs` (Locker, `lock()`, `connect`),
 //! `lease.rs`, `signal.rs` (the lost signal), `fence.rs`, `error.rs` (the one mapping of error
 //! codes to Python exceptions), `options.rs` (Python arguments to core options) and `runtime.rs`
-//! (the process's tokio runtime, and how Python waits on it). The pure-Python package
+//! (the process's tokio runtime, and how Python waits on it); `contract.rs` hands the core's
+//! contract (docs/design.md §9.3) to the tests. The pure-Python package
 //! (`python/fencelock/`) defines the exception classes and re-exports all of this.
 //!
 //! No panic crosses into Python: every exported function runs inside `error::guard`, and every
@@ -11,6 +12,7 @@
 
 use pyo3::prelude::*;
 
+mod contract;
 mod election;
 mod error;
 mod fence;
@@ -42,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<election::PyLeader>()?;
     m.add_function(wrap_pyfunction!(locker::connect, m)?)?;
     m.add_function(wrap_pyfunction!(locker::connect_async, m)?)?;
+    contract::register(m)?;
     #[cfg(feature = "test-hooks")]
     test_hooks::register(m)?;
     Ok(())

@@ -134,10 +134,12 @@ impl PyLocker {
     /// Leadership of the election `name`, to use with `with` or `async with`: entering
     /// campaigns (waits to acquire the election's lock, up to `wait`, forever by default) and
     /// yields a `fencelock.Leadership` whose `term` is larger than every earlier leader's; leaving
-    /// resigns. Leaving after leadership was lost raises `fencelock.Lost`. Options as for `lock()`.
+    /// resigns. Leaving after leadership was lost raises `fencelock.Lost`. Options as for `lock()`,
+    /// except `reentrant` (a leader never campaigns again); with `pipelined_release`, resigning
+    /// returns once the release is sent.
     #[pyo3(
         signature = (name, **options),
-        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None)"
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, pipelined_release=False)"
     )]
     fn leadership(
         slf: &Bound<'_, Self>,
@@ -150,10 +152,10 @@ impl PyLocker {
     /// Campaigns for `name`, calls `fn(leadership)` once leading, resigns when it returns and
     /// returns what it returned. `fn` should watch `leadership.lost` (or call
     /// `leadership.raise_if_lost()` between steps) and stop once it is set; if leadership was
-    /// lost meanwhile, `fencelock.Lost` is raised after `fn` returns. Options as for `lock()`.
+    /// lost meanwhile, `fencelock.Lost` is raised after `fn` returns. Options as for `leadership()`.
     #[pyo3(
         signature = (name, func, **options),
-        text_signature = "($self, name, func, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None)"
+        text_signature = "($self, name, func, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, pipelined_release=False)"
     )]
     fn run_as_leader(
         slf: &Bound<'_, Self>,
@@ -443,7 +445,7 @@ impl PyLocker {
 
     /// Calls `callback(event)` on a background thread for each lifecycle event of this
     /// Locker's leases ("acquired", "renewed", "renewal_retried", "suspended", "resumed",
-    /// "lost", "released"), in order for each lease; with `kinds`, only for those. Returns the
+    /// "lost", "released", and a fence's "deployment_mismatch"), in order for each lease; with `kinds`, only for those. Returns the
     /// subscription: `close()` it to stop. Exceptions in the callback are logged to the
     /// `fencelock` logger.
     #[pyo3(signature = (callback, kinds=None))]

@@ -57,7 +57,8 @@ pub struct PyLockEvent {
 
 #[pymethods]
 impl PyLockEvent {
-    /// "acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost" or "released".
+    /// "acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost", "released" or
+    /// "deployment_mismatch" (a fence's warning, docs/design.md §3.7).
     #[getter]
     fn kind(&self) -> &'static str {
         self.event.kind.as_str()

@@ -198,7 +198,14 @@ pub(crate) const TRY_LOCK_OPTIONS: &[&str] = &[
     "pipelined_release",
 ];
 /// An election's lock is never re-entered: a candidate that leads does not campaign again.
-pub(crate) const LEADERSHIP_OPTIONS: &[&str] = &["ttl", "wait", "auto_renew", "max_hold", "holder"];
+pub(crate) const LEADERSHIP_OPTIONS: &[&str] = &[
+    "ttl",
+    "wait",
+    "auto_renew",
+    "max_hold",
+    "holder",
+    "pipelined_release",
+];
 pub(crate) const LOCKER_OPTIONS: &[&str] = &["poll_interval", "operation_timeout", "metrics"];
 /// A fence takes no locks, so it has no metrics.
 pub(crate) const FENCE_OPTIONS: &[&str] = &["poll_interval", "operation_timeout"];

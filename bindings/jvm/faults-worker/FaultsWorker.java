@@ -10,6 +10,7 @@
 
 import dev.fencelock.ConnectOptions;
 import dev.fencelock.Fence;
+import dev.fencelock.FenceOptions;
 import dev.fencelock.FencelockException;
 import dev.fencelock.Lease;
 import dev.fencelock.LockOptions;
@@ -124,10 +125,13 @@ public final class FaultsWorker {
 
     FaultsWorker(Map<String, Object> cmd) {
         name = (String) cmd.get("worker");
-        ConnectOptions options =
-            ConnectOptions.builder().operationTimeout(ms(cmd, "op_timeout_ms", Duration.ofSeconds(3))).build();
-        locker = Locker.connect((String) cmd.get("lock_url"), options);
-        fence = Fence.open((String) cmd.get("fence_url"), (String) cmd.get("resource"), options);
+        Duration opTimeout = ms(cmd, "op_timeout_ms", Duration.ofSeconds(3));
+        locker = Locker.connect(
+            (String) cmd.get("lock_url"), ConnectOptions.builder().operationTimeout(opTimeout).build());
+        fence = Fence.open(
+            (String) cmd.get("fence_url"),
+            (String) cmd.get("resource"),
+            FenceOptions.builder().operationTimeout(opTimeout).build());
         lock = (String) cmd.get("lock");
     }
 

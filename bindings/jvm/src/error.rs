@@ -64,16 +64,6 @@ impl From<NativeErrorCode> for ErrorCode {
     }
 }
 
-/// The core's error codes as every language spells them, in documentation order: the JVM
-/// tests check that `NativeErrorCode` and the Kotlin `ErrorCode` list exactly these.
-#[uniffi::export]
-pub fn core_error_codes() -> Vec<String> {
-    ErrorCode::ALL
-        .iter()
-        .map(|c| c.as_str().to_string())
-        .collect()
-}
-
 /// A core error: its code, its stable spelling and its message.
 #[derive(Debug, thiserror::Error, uniffi::Error)]
 pub enum NativeError {
@@ -116,7 +106,7 @@ mod tests {
 
     /// The JVM's code list repeats the core's (uniffi needs its own enum): every core code
     /// must map to its own JVM code and back. The reverse direction (a JVM code the core lacks)
-    /// does not compile, and the JUnit ErrorCodesTest compares the lists by name.
+    /// does not compile, and the JUnit ContractTest compares the lists by name.
     #[test]
     fn jvm_codes_are_the_core_codes() {
         for code in ErrorCode::ALL {
@@ -135,6 +125,5 @@ mod tests {
                 .collect();
             assert_eq!(spelled, expected);
         }
-        assert_eq!(core_error_codes().len(), ErrorCode::ALL.len());
     }
 }

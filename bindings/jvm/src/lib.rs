@@ -2,9 +2,11 @@
 //! `fencelock` core, exported with uniffi.
 //!
 //! The source files mirror the core's modules and the other bindings': `locker.rs` (Locker,
-//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `election.rs` (campaign, leader), `fence.rs`, `observe.rs` (lifecycle events and log records), `error.rs` (the one
-//! mapping of core errors and panics), `options.rs` (JVM values to core options) and `runtime.rs`
-//! (the one tokio runtime, and how its futures reach Kotlin). The generated Kotlin
+//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `election.rs` (campaign,
+//! leader), `fence.rs`, `observe.rs` (lifecycle events and log records), `error.rs` (the one
+//! mapping of core errors and panics), `options.rs` (JVM values to core options), `runtime.rs`
+//! (the one tokio runtime, and how its futures reach Kotlin) and `contract.rs` (the core's
+//! contract for the tests, docs/design.md §9.3). The generated Kotlin
 //! (`dev.fencelock.ffi`) is internal: users see the hand-written layer in
 //! `src/main/kotlin/dev/fencelock/`.
 //!
@@ -13,6 +15,7 @@
 
 uniffi::setup_scaffolding!();
 
+mod contract;
 mod election;
 mod error;
 mod fence;
@@ -25,8 +28,9 @@ mod runtime;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
+pub use contract::{NativeContract, NativeContractOption, contract_error, core_contract};
 pub use election::NativeLeader;
-pub use error::{NativeError, NativeErrorCode, core_error_codes};
+pub use error::{NativeError, NativeErrorCode};
 pub use fence::{NativeFence, NativeSqlValue, NativeStatement, open_fence};
 pub use lease::{NativeLease, NativeLossReason, NativeLostListener};
 pub use locker::{

@@ -26,6 +26,7 @@ pub enum NativeLockEventKind {
     Resumed,
     Lost,
     Released,
+    DeploymentMismatch,
 }
 
 impl NativeLockEventKind {
@@ -40,6 +41,7 @@ impl NativeLockEventKind {
             LockEventKind::Resumed => NativeLockEventKind::Resumed,
             LockEventKind::Lost => NativeLockEventKind::Lost,
             LockEventKind::Released => NativeLockEventKind::Released,
+            LockEventKind::DeploymentMismatch => NativeLockEventKind::DeploymentMismatch,
             _ => return None,
         })
     }

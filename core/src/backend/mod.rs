@@ -26,8 +26,11 @@ use crate::url::{BackendKind, LockerUrl};
 /// One attempt to take a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attempt {
-    /// Taken, with this fencing token.
-    Acquired { token: u64 },
+    /// Taken, with this fencing token. `origin` identifies the stored data the token was
+    /// minted from, where the backend keeps such a mark (Redis, per lock): a fence that sees it
+    /// change while tokens did not continue above its highest warns of two servers behind one
+    /// address ([`crate::fence`]).
+    Acquired { token: u64, origin: Option<u64> },
     /// Somebody else holds it; `expires_in` is the server's remaining ttl where known.
     Held { expires_in: Option<Duration> },
 }

@@ -10,8 +10,11 @@
 //! it accepted them. It does not promise that two holders never ran at once; it makes the
 //! stale one's writes fail.
 
+mod origins;
 mod redis;
 mod sql;
+
+pub(crate) use origins::RETIRED_KEPT as RETIRED_ORIGINS_KEPT;
 
 use std::fmt;
 use std::sync::Arc;
@@ -102,6 +105,9 @@ pub struct FenceToken {
     pub lock: Option<LockIdentity>,
     /// Other keys a fence may have recorded for the same lock (see [`Deployment::aliases`]).
     lock_aliases: Vec<String>,
+    /// The origin mark of the stored data the token was minted from, where the backend keeps
+    /// one ([`origins`]).
+    origin: Option<u64>,
     lease: Option<Lease>,
     deadline: Option<BootInstant>,
 }
@@ -124,6 +130,7 @@ impl FenceToken {
                 .iter()
                 .map(|a| alias_key(a).key())
                 .collect(),
+            origin: lease.origin(),
             lease: Some(lease.clone()),
             deadline: Some(lease.deadline()),
         }
@@ -135,6 +142,7 @@ impl FenceToken {
             token,
             lock: Some(lock),
             lock_aliases: Vec::new(),
+            origin: None,
             lease: None,
             deadline: None,
         }
@@ -178,6 +186,19 @@ impl FenceToken {
     }
 }
 
+/// Reports a fence's warning about a token's origin ([`origins`]): in the log, and to the
+/// subscribers of the lease's Locker when the token came with its lease.
+fn warn_of_origin(resource: &str, token: &FenceToken, warning: Option<String>) {
+    let Some(warning) = warning else {
+        return;
+    };
+    let lock = token.lock.as_ref().map(|l| l.name.as_str()).unwrap_or("");
+    flog!(warn, lock = lock, "fence {resource:?}: {warning}");
+    if let Some(lease) = &token.lease {
+        lease.report_deployment_mismatch(format!("fence {resource:?}: {warning}"));
+    }
+}
+
 /// True only in a build with the test-only `fault-injection-disable-fencing` feature AND with
 /// `FENCELOCK_FAULT_INJECTION_DISABLE_FENCING=1` in the environment: the fault suite's
 /// deliberately broken build, which must make its history checker fail. Always false otherwise.
@@ -198,6 +219,7 @@ impl From<u64> for FenceToken {
             token,
             lock: None,
             lock_aliases: Vec::new(),
+            origin: None,
             lease: None,
             deadline: None,
         }

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 
+use super::origins::Origins;
 use super::{FenceBackend, FenceToken, Statement};
 use crate::backend::redis::connect::{client, manager_config, map_error};
 use crate::backend::redis::keys::{DEFAULT_PREFIX, validate_prefix};
@@ -82,8 +83,32 @@ fn check_exact(token: &FenceToken) -> Result<()> {
     Ok(())
 }
 
-fn verdict(resource: &str, token: &FenceToken, answer: i64) -> Result<()> {
-    match answer {
+/// The answer of the fence scripts: the verdict, and the record's origins and highest token
+/// as they were before.
+struct Answer {
+    verdict: i64,
+    origins: String,
+    highest: Option<u64>,
+}
+
+impl redis::FromRedisValue for Answer {
+    fn from_redis_value(v: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
+        let (verdict, origins, highest): (i64, String, String) = redis::from_redis_value(v)?;
+        Ok(Answer {
+            verdict,
+            origins,
+            highest: highest.parse().ok(),
+        })
+    }
+}
+
+fn verdict(resource: &str, token: &FenceToken, answer: Answer) -> Result<()> {
+    if answer.verdict >= 0 {
+        let judged =
+            Origins::parse(Some(&answer.origins)).judge(token.origin, token.token, answer.highest);
+        super::warn_of_origin(resource, token, judged.warning);
+    }
+    match answer.verdict {
         1 => Ok(()),
         0 => Err(Error::stale_token(format!(
             "fence {resource:?} has accepted a newer token than {}",
@@ -118,12 +143,18 @@ impl FenceBackend for RedisFence {
     ) -> Result<()> {
         self.check_data_key(key)?;
         check_exact(token)?;
-        let answer: i64 = FENCED_SET
+        let answer: Answer = FENCED_SET
             .key(self.record_key(resource))
             .key(key)
             .arg(token.token)
             .arg(lock_key(token))
             .arg(value)
+            .arg(
+                token
+                    .origin
+                    .map(|o| format!("{o:016x}"))
+                    .unwrap_or_default(),
+            )
             .arg(token.lock_aliases())
             .invoke_async(&mut self.conn.clone())
             .await
@@ -143,7 +174,7 @@ impl FenceBackend for RedisFence {
 
     async fn check(&self, resource: &str, token: &FenceToken) -> Result<()> {
         check_exact(token)?;
-        let answer: i64 = FENCE_CHECK
+        let answer: Answer = FENCE_CHECK
             .key(self.record_key(resource))
             .arg(token.token)
             .arg(lock_key(token))

@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::origins::{Judgement, Origins};
 use super::{FenceBackend, FenceToken, LockMatch, SqlValue, Statement};
 use crate::backend::sql::dialect::{Args, FenceSql, P};
-use crate::backend::sql::session::{Session, SqlPool, int, text};
+use crate::backend::sql::session::{Row, Session, SqlPool, int, text};
 use crate::backend::sql::table::{OpError, ensure_tables, flavor_of, with_conflict_retries};
 use crate::backend::sql::{self, SqlSettings, is_conflict, map_sqlx_error};
 use crate::error::{Error, Result};
@@ -32,7 +33,8 @@ impl SqlFence {
     pub(crate) async fn open(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
         let (flavor, known) = flavor_of(url)?;
         let settings = SqlSettings::from_url(url, sql::DEFAULT_FENCE_TABLE, known)?;
-        let fence_sql = FenceSql::new(flavor, &settings.table, options.operation_timeout)?;
+        let mut fence_sql =
+            FenceSql::new(flavor, &settings.table, options.operation_timeout, true)?;
         let pool = sql::open_pool(url, options, &settings).await?;
         if let Err(e) = ensure_tables(
             pool.as_ref(),
@@ -46,6 +48,14 @@ impl SqlFence {
             pool.close().await;
             return Err(e);
         }
+        if !has_origins_column(pool.as_ref(), &fence_sql, settings.create_table).await {
+            flog!(
+                warn,
+                "the fence table {} has no origins column (made before it existed, and                  create_table=false): fences on it cannot warn of two servers behind one address                  (docs/sql.md has the ALTER TABLE statement)",
+                settings.table
+            );
+            fence_sql = FenceSql::new(flavor, &settings.table, options.operation_timeout, false)?;
+        }
         Ok(SqlFence {
             pool,
             sql: fence_sql,
@@ -57,17 +67,14 @@ impl SqlFence {
         Args::new().with(P::Resource, SqlValue::Bytes(resource.as_bytes().to_vec()))
     }
 
-    /// The highest token and the guarded lock, read without locking.
-    async fn read(
-        &self,
-        resource: &str,
-    ) -> std::result::Result<Option<(i64, Option<String>)>, OpError> {
+    /// The resource's row, read without locking.
+    async fn read(&self, resource: &str) -> std::result::Result<Option<Record>, OpError> {
         let mut conn = self.pool.connection().await?;
         let stmt = &self.sql.read;
         let row = conn
             .fetch_optional(&stmt.sql, stmt.bind(&Self::args(resource))?, &stmt.cols)
             .await?;
-        Ok(row.map(|r| (int(&r, 0).unwrap_or(-1), text(&r, 1))))
+        Ok(row.map(|r| Record::of(&r)))
     }
 
     /// Begins the fence's transaction with the resource's row locked, creating the row first
@@ -75,7 +82,7 @@ impl SqlFence {
     async fn lock_row(
         &self,
         args: &Args,
-    ) -> std::result::Result<(Box<dyn Session>, Option<String>), OpError> {
+    ) -> std::result::Result<(Box<dyn Session>, Record), OpError> {
         let lock = &self.sql.lock;
         for _ in 0..3 {
             let mut tx = self.pool.begin().await?;
@@ -83,7 +90,7 @@ impl SqlFence {
                 .fetch_optional(&lock.sql, lock.bind(args)?, &lock.cols)
                 .await?
             {
-                return Ok((tx, text(&row, 1)));
+                return Ok((tx, Record::of(&row)));
             }
             tx.rollback().await?;
             let seed = &self.sql.seed;
@@ -105,25 +112,32 @@ impl SqlFence {
         statements: &[Statement],
     ) -> std::result::Result<Vec<u64>, OpError> {
         let mut args = Self::args(resource).with(P::Token, SqlValue::Int(token.token as i64));
-        let (mut tx, stored_lock) = self.lock_row(&args).await?;
-        let matched = check_lock(stored_lock.as_deref(), token)?;
+        let (mut tx, stored) = self.lock_row(&args).await?;
+        let matched = check_lock(stored.lock.as_deref(), token)?;
         // First use, or a record under an alias of the lock's identity: record the current one.
-        if (stored_lock.is_none() || matched == LockMatch::Alias)
+        if (stored.lock.is_none() || matched == LockMatch::Alias)
             && let Some(lock) = &token.lock
         {
             args.set(P::LockKey, SqlValue::Text(lock.key()));
             let set_lock = &self.sql.set_lock;
             tx.execute(&set_lock.sql, set_lock.bind(&args)?).await?;
         }
+        let judged = self.judge(&stored, token);
         let advance = &self.sql.advance;
         if tx.execute(&advance.sql, advance.bind(&args)?).await? != 1
             && !super::fencing_disabled_for_fault_tests()
         {
             let _ = tx.rollback().await;
+            super::warn_of_origin(resource, token, judged.warning);
             return Err(OpError::Fail(Error::stale_token(format!(
                 "fence {resource:?} has accepted a newer token than {}",
                 token.token
             ))));
+        }
+        if let (Some(record), Some(set_origins)) = (&judged.record, &self.sql.set_origins) {
+            args.set(P::Origins, SqlValue::Text(record.clone()));
+            tx.execute(&set_origins.sql, set_origins.bind(&args)?)
+                .await?;
         }
         let mut affected = Vec::with_capacity(statements.len());
         for (i, statement) in statements.iter().enumerate() {
@@ -146,8 +160,64 @@ impl SqlFence {
             }
         }
         tx.commit().await?;
+        super::warn_of_origin(resource, token, judged.warning);
         Ok(affected)
     }
+
+    /// What the token's origin means to this fence (nothing on a table without origins).
+    fn judge(&self, stored: &Record, token: &FenceToken) -> Judgement {
+        let origin = self.sql.set_origins.as_ref().and(token.origin);
+        Origins::parse(stored.origins.as_deref()).judge(origin, token.token, stored.highest())
+    }
+}
+
+/// A fence's row: the highest token accepted (-1 before the first), the lock it guards, and
+/// the origins of its tokens.
+struct Record {
+    token: i64,
+    lock: Option<String>,
+    origins: Option<String>,
+}
+
+impl Record {
+    fn of(row: &Row) -> Record {
+        Record {
+            token: int(row, 0).unwrap_or(-1),
+            lock: text(row, 1),
+            origins: text(row, 2),
+        }
+    }
+
+    fn highest(&self) -> Option<u64> {
+        (self.token >= 0).then_some(self.token as u64)
+    }
+}
+
+/// Whether the fence table has the `origins` column, adding it when fencelock may change the
+/// table. Two processes may add it at once: the loser's error is ignored, and the probe after
+/// it answers.
+async fn has_origins_column(pool: &dyn SqlPool, sql: &FenceSql, may_add: bool) -> bool {
+    let probe = || async {
+        let mut conn = pool.connection().await?;
+        conn.execute(
+            &sql.probe_origins.sql,
+            sql.probe_origins.bind(&Args::new())?,
+        )
+        .await
+    };
+    if probe().await.is_ok() {
+        return true;
+    }
+    if may_add {
+        let add = async {
+            let mut conn = pool.connection().await?;
+            conn.execute(&sql.add_origins.sql, sql.add_origins.bind(&Args::new())?)
+                .await
+        };
+        let _ = add.await;
+        return probe().await.is_ok();
+    }
+    false
 }
 
 fn check_lock(stored: Option<&str>, token: &FenceToken) -> Result<LockMatch> {
@@ -178,16 +248,17 @@ impl FenceBackend for SqlFence {
     }
 
     async fn check(&self, resource: &str, token: &FenceToken) -> Result<()> {
-        let Some((highest, stored_lock)) =
+        let Some(stored) =
             with_conflict_retries("fence check", &self.table, || self.read(resource)).await?
         else {
             return Ok(());
         };
-        check_lock(stored_lock.as_deref(), token)?;
-        if (token.token as i64) < highest {
+        check_lock(stored.lock.as_deref(), token)?;
+        super::warn_of_origin(resource, token, self.judge(&stored, token).warning);
+        if (token.token as i64) < stored.token {
             return Err(Error::stale_token(format!(
-                "fence {resource:?} has accepted token {highest}, newer than {}",
-                token.token
+                "fence {resource:?} has accepted token {}, newer than {}",
+                stored.token, token.token
             )));
         }
         Ok(())
@@ -195,7 +266,7 @@ impl FenceBackend for SqlFence {
 
     async fn highest(&self, resource: &str) -> Result<Option<u64>> {
         let row = with_conflict_retries("fence read", &self.table, || self.read(resource)).await?;
-        Ok(row.and_then(|(t, _)| (t >= 0).then_some(t as u64)))
+        Ok(row.and_then(|r| r.highest()))
     }
 
     async fn close(&self) {

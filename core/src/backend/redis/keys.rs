@@ -10,6 +10,8 @@ pub const DEFAULT_PREFIX: &str = "fencelock";
 pub struct Keys {
     pub lock: String,
     pub fence: String,
+    /// The origin mark of the lock's stored data (see `scripts::ACQUIRE`).
+    pub origin: String,
     /// The tombstone: the owner ids of the last releases (see `scripts::RELEASE`).
     pub gone: String,
     pub channel: String,
@@ -36,6 +38,7 @@ pub fn keys(prefix: &str, name: &LockName) -> Keys {
     let base = format!("{prefix}:{{{}}}", name.encoded());
     Keys {
         fence: format!("{base}:fence"),
+        origin: format!("{base}:origin"),
         gone: format!("{base}:gone"),
         channel: format!("{base}:released"),
         lock: base,

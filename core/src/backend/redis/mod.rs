@@ -153,6 +153,10 @@ pub(crate) fn parse_attempt(v: &Value) -> Result<Attempt> {
             let token = as_i64(token).filter(|t| *t > 0).ok_or_else(bad)?;
             Ok(Attempt::Acquired {
                 token: token as u64,
+                origin: items
+                    .get(2)
+                    .and_then(as_string)
+                    .and_then(|o| u64::from_str_radix(&o, 16).ok()),
             })
         }
         (Some(0), Some(pttl)) => {
@@ -452,12 +456,17 @@ impl Backend for RedisBackend {
             req.holder.to_string(),
             LAYOUT_VERSION.to_string(),
             FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
+            format!("{:016x}", crate::ids::random_origin()?),
         ];
         let ack = self.replica_ack().await?;
         let Some(ack) = &ack else {
             let reply: Value = run_lock_script(
                 &self.conn,
-                ACQUIRE.key(&k.lock).key(&k.fence).arg(&args[..]),
+                ACQUIRE
+                    .key(&k.lock)
+                    .key(&k.fence)
+                    .key(&k.origin)
+                    .arg(&args[..]),
                 "redis acquire",
             )
             .await?;
@@ -465,7 +474,13 @@ impl Backend for RedisBackend {
         };
         let timeout = wait_timeout(req.ttl);
         let (reply, acks) = self
-            .with_replica_ack(ack, &ACQUIRE, &[&k.lock, &k.fence], &args, timeout)
+            .with_replica_ack(
+                ack,
+                &ACQUIRE,
+                &[&k.lock, &k.fence, &k.origin],
+                &args,
+                timeout,
+            )
             .await?;
         let attempt = parse_attempt(&reply)?;
         if matches!(attempt, Attempt::Acquired { .. }) && acks < 1 {
@@ -768,7 +783,8 @@ mod tests {
         assert_eq!(
             parse_attempt(&taken).unwrap(),
             Attempt::Acquired {
-                token: 1764000000000001
+                token: 1764000000000001,
+                origin: None,
             }
         );
         let held = Value::Array(vec![Value::Int(0), Value::Int(2500)]);

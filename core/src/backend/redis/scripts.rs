@@ -6,6 +6,9 @@
 //! - `<prefix>:{ENC}` hash: `owner` (32 hex digits), `token`, `holder` (JSON), `v`; PX ttl
 //! - `<prefix>:{ENC}:fence` string: the last token minted; a long expiry is safe because the
 //!   next token is at least the server's clock in microseconds anyway
+//! - `<prefix>:{ENC}:origin` string: 16 hex digits, random, written by the first acquire that
+//!   finds it missing and kept as long as the counter (see [`ACQUIRE`]). Added without a layout
+//!   change: a client that does not know it ignores it.
 //! - `<prefix>:{ENC}:gone` string: the owner ids of the last [`GONE_OWNERS`] releases, newest
 //!   first, space-separated; PX [`GONE_TTL_MS`] or the operation timeout if longer (a tombstone:
 //!   see below). Added without a layout change: a client that does not know it ignores it.
@@ -66,18 +69,27 @@ pub(crate) fn source(name: &str) -> Option<String> {
 /// (the time floor), keeping it bounds memory for names used once.
 pub const FENCE_COUNTER_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 
-/// KEYS: lock, fence counter. ARGV: owner, ttl ms, holder, layout version, counter ttl ms.
-/// Returns `{1, token}` when taken, `{0, pttl}` when held (pttl -1: held with no expiry).
-/// The token is `max(counter + 1, the server's TIME in µs)`. A lock that is already this
-/// owner's (a replay) is taken with its stored token, and its ttl applied again: the caller's
-/// deadline counts from before this run, so the key outlives it.
+/// KEYS: lock, fence counter, and optionally the origin mark. ARGV: owner, ttl ms, holder,
+/// layout version, counter ttl ms, a new origin mark (16 hex digits).
+/// Returns `{1, token, origin}` when taken (`{1, token}` without the third key), `{0, pttl}`
+/// when held (pttl -1: held with no
+/// expiry). The token is `max(counter + 1, the server's TIME in µs)`. A lock that is already
+/// this owner's (a replay) is taken with its stored token, and its ttl applied again: the
+/// caller's deadline counts from before this run, so the key outlives it.
+///
+/// The origin mark is written when missing and kept as long as the counter: a server that lost
+/// its data (a restart without persistence) writes a new one, and so does another server behind
+/// the same address. Fences compare it (docs/design.md §3.7). Redlock's masters pass no third
+/// key: a Redlock lease has no origin.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| with_gt(ACQUIRE_LUA));
 const ACQUIRE_LUA: &str = r#"
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl ~= -2 then
   if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, redis.call('HGET', KEYS[1], 'token')}
+    local token = redis.call('HGET', KEYS[1], 'token')
+    if KEYS[3] then return {1, token, redis.call('GET', KEYS[3])} end
+    return {1, token}
   end
   return {0, pttl}
 end
@@ -88,7 +100,10 @@ if gt(floor, t) then t = floor end
 redis.call('SET', KEYS[2], t, 'PX', ARGV[5])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', t, 'holder', ARGV[3], 'v', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, t}
+if not KEYS[3] then return {1, t} end
+local origin = redis.call('GET', KEYS[3]) or ARGV[6]
+redis.call('SET', KEYS[3], origin, 'PX', ARGV[5])
+return {1, t, origin}
 "#;
 
 /// KEYS: lock. ARGV: owner, ttl ms. Never re-creates an expired lock. A replay finds the owner
@@ -167,32 +182,53 @@ return {pttl, token, holder, redis.call('GET', KEYS[2])}
     )
 });
 
-/// The fence (docs/redis.md). KEYS: fence record, data key. ARGV: token, lock key, value, then
-/// the lock's aliases: a record under one of them is the same lock, and moves to the lock key.
-/// Returns 1 written, 0 stale, -1 another lock.
+/// The fence (docs/redis.md). KEYS: fence record, data key. ARGV: token, lock key, value, the
+/// token's origin mark ('' when it has none), then the lock's aliases: a record under one of
+/// them is the same lock, and moves to the lock key. Returns `{verdict, origins, highest}`:
+/// verdict 1 written, 0 stale, -1 another lock; the record's origins and highest token as they
+/// were before, for the client to judge the origin by (`fence::origins`, whose rule the update
+/// of `origins` here follows).
 pub static FENCED_SET: LazyLock<Script> = LazyLock::new(|| {
-    with_gt(
+    with_gt(&format!(
         r#"
 local lock = redis.call('HGET', KEYS[1], 'lock')
 local alias = false
 if lock and ARGV[2] ~= '' and lock ~= ARGV[2] then
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     if lock == ARGV[i] then alias = true end
   end
-  if not alias then return -1 end
+  if not alias then return {{-1, '', ''}} end
 end
 local highest = redis.call('HGET', KEYS[1], 'token')
-if highest and gt(highest, ARGV[1]) then return 0 end
+local origins = redis.call('HGET', KEYS[1], 'origins') or ''
+if highest and gt(highest, ARGV[1]) then return {{0, origins, highest}} end
 redis.call('HSET', KEYS[1], 'token', ARGV[1])
 if (alias or not lock) and ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'lock', ARGV[2]) end
+local origin = ARGV[4]
+if origin ~= '' then
+  local current = string.sub(origins, 1, 16)
+  if origins == '' then
+    redis.call('HSET', KEYS[1], 'origins', origin)
+  elseif current ~= origin and not string.find(origins, ' ' .. origin .. '@', 1, true)
+      and (not highest or gt(ARGV[1], highest)) then
+    local kept = {{origin, current .. '@' .. ARGV[1]}}
+    for word in string.gmatch(string.sub(origins, 18), '%S+') do
+      if #kept == {kept} then break end
+      kept[#kept + 1] = word
+    end
+    redis.call('HSET', KEYS[1], 'origins', table.concat(kept, ' '))
+  end
+end
 redis.call('SET', KEYS[2], ARGV[3])
-return 1
+return {{1, origins, highest or ''}}
 "#,
-    )
+        kept = crate::fence::RETIRED_ORIGINS_KEPT + 1
+    ))
 });
 
 /// KEYS: fence record. ARGV: token, lock key, then the lock's aliases (identities a record may
-/// hold from before). Returns 1 acceptable, 0 stale, -1 another lock.
+/// hold from before). Returns `{verdict, origins, highest}`: 1 acceptable, 0 stale, -1 another
+/// lock, with the record's origins and highest token.
 pub static FENCE_CHECK: LazyLock<Script> = LazyLock::new(|| {
     with_gt(
         r#"
@@ -202,11 +238,12 @@ if lock and ARGV[2] ~= '' and lock ~= ARGV[2] then
   for i = 3, #ARGV do
     if lock == ARGV[i] then alias = true end
   end
-  if not alias then return -1 end
+  if not alias then return {-1, '', ''} end
 end
 local highest = redis.call('HGET', KEYS[1], 'token')
-if highest and gt(highest, ARGV[1]) then return 0 end
-return 1
+local origins = redis.call('HGET', KEYS[1], 'origins') or ''
+if highest and gt(highest, ARGV[1]) then return {0, origins, highest} end
+return {1, origins, highest or ''}
 "#,
     )
 });

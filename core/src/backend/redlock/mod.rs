@@ -583,7 +583,7 @@ impl Backend for RedlockBackend {
             .enumerate()
             .filter_map(|(i, a)| match a {
                 Some(Ok(Phase1 {
-                    attempt: Attempt::Acquired { token },
+                    attempt: Attempt::Acquired { token, .. },
                     ..
                 })) if eligible[i] => Some((i, *token)),
                 _ => None,
@@ -596,7 +596,10 @@ impl Backend for RedlockBackend {
                 .phase2(req.name, req.owner, t, &masters, per, req.ttl)
                 .await;
             if matches!(fenced, Ok(true)) && !valid_until.has_passed() {
-                return Ok(Attempt::Acquired { token: t });
+                return Ok(Attempt::Acquired {
+                    token: t,
+                    origin: None,
+                });
             }
             self.release_all(req.name, req.owner).await;
             fenced?;

@@ -58,11 +58,13 @@ pub(crate) enum P {
     Resource,
     Token,
     LockKey,
+    /// A fence's record of token origins (`fence::origins`).
+    Origins,
     /// The exclusive upper bound of a range of names (`list`).
     Upper,
 }
 
-const P_COUNT: usize = 16;
+const P_COUNT: usize = 17;
 
 impl P {
     fn from_name(name: &str) -> Option<P> {
@@ -82,6 +84,7 @@ impl P {
             "resource" => P::Resource,
             "token" => P::Token,
             "lock_key" => P::LockKey,
+            "origins" => P::Origins,
             "upper" => P::Upper,
             _ => return None,
         })
@@ -576,31 +579,61 @@ pub(crate) struct FenceSql {
     pub seed: Stmt,
     pub set_lock: Stmt,
     pub advance: Stmt,
+    /// Stores the record of token origins; `None` on a table without the `origins` column
+    /// (made by hand before it existed, with `create_table=false`).
+    pub set_origins: Option<Stmt>,
+    /// Fails when the table has no `origins` column.
+    pub probe_origins: Stmt,
+    /// Adds the `origins` column to a table made before it existed.
+    pub add_origins: Stmt,
 }
 
 impl FenceSql {
-    pub fn new(flavor: Flavor, t: &str, timeout: Duration) -> Result<Self> {
+    /// The statements of a fence table; `origins` says whether the table has the `origins`
+    /// column (added in place of a layout change: earlier versions never read it).
+    pub fn new(flavor: Flavor, t: &str, timeout: Duration, origins: bool) -> Result<Self> {
         let w = words(flavor);
         let c = |sql: &str, cols: &[Col]| compile(flavor, sql, cols);
         let create = vec![c(
             &format!(
-                "CREATE TABLE IF NOT EXISTS {t} (resource {} NOT NULL PRIMARY KEY, token {} NOT NULL, lock_key {}){}",
-                w.bin_name, w.int, w.text, w.table_options
+                "CREATE TABLE IF NOT EXISTS {t} (resource {} NOT NULL PRIMARY KEY, token {} NOT NULL, lock_key {}, origins {}){}",
+                w.bin_name, w.int, w.text, w.text, w.table_options
             ),
             &[],
         )?];
+        let (columns, cols): (&str, &[Col]) = if origins {
+            (
+                "token, lock_key, origins",
+                &[Col::Int, Col::Text, Col::Text],
+            )
+        } else {
+            ("token, lock_key", &[Col::Int, Col::Text])
+        };
         Ok(FenceSql {
             schema: schema(flavor, vec![t.to_string()], create, timeout)?,
             lock: c(
                 &format!(
-                    "SELECT token, lock_key FROM {t} WHERE resource = :resource{}",
+                    "SELECT {columns} FROM {t} WHERE resource = :resource{}",
                     w.for_update
                 ),
-                &[Col::Int, Col::Text],
+                cols,
             )?,
             read: c(
-                &format!("SELECT token, lock_key FROM {t} WHERE resource = :resource"),
-                &[Col::Int, Col::Text],
+                &format!("SELECT {columns} FROM {t} WHERE resource = :resource"),
+                cols,
+            )?,
+            set_origins: origins
+                .then(|| {
+                    c(
+                        &format!("UPDATE {t} SET origins = :origins WHERE resource = :resource"),
+                        &[],
+                    )
+                })
+                .transpose()?,
+            probe_origins: c(&format!("SELECT origins FROM {t} WHERE 1 = 0"), &[])?,
+            add_origins: c(
+                &format!("ALTER TABLE {t} ADD COLUMN origins {}", w.text),
+                &[],
             )?,
             seed: c(
                 &format!(
@@ -685,10 +718,11 @@ mod tests {
             .with(P::Resource, SqlValue::Bytes(b"r".to_vec()))
             .with(P::Token, SqlValue::Int(1))
             .with(P::LockKey, SqlValue::Text("k".into()))
+            .with(P::Origins, SqlValue::Text("o".into()))
             .with(P::Upper, SqlValue::Bytes(b"o".to_vec()));
         for flavor in [Flavor::Sqlite, Flavor::Postgres, Flavor::MySql] {
             let lock = LockSql::new(flavor, "t", Duration::from_secs(10)).unwrap();
-            let fence = FenceSql::new(flavor, "f", Duration::from_secs(10)).unwrap();
+            let fence = FenceSql::new(flavor, "f", Duration::from_secs(10), true).unwrap();
             let placeholders = |s: &Stmt| match flavor {
                 Flavor::MySql => s.sql.matches('?').count(),
                 _ => s.params.len(),
@@ -710,6 +744,9 @@ mod tests {
                 &fence.seed,
                 &fence.set_lock,
                 &fence.advance,
+                fence.set_origins.as_ref().unwrap(),
+                &fence.probe_origins,
+                &fence.add_origins,
                 &fence.schema.exists,
             ]);
             for s in stmts {

@@ -564,6 +564,7 @@ async fn acquire_once(
             let attempt = match row.as_ref().and_then(|r| int(r, 0)) {
                 Some(token) => Attempt::Acquired {
                     token: minted(Some(token))?,
+                    origin: None,
                 },
                 None => {
                     let left_us = match left {
@@ -615,6 +616,7 @@ async fn acquire_once(
                 tx.commit().await?;
                 return Ok(Attempt::Acquired {
                     token: minted_token,
+                    origin: None,
                 });
             }
             Err(OpError::Fail(Error::unavailable(format!(

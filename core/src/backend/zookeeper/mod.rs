@@ -1106,7 +1106,10 @@ impl Backend for ZkBackend {
                         drift_margin(session.timeout, Duration::ZERO) + session.heartbeat.gap(),
                     ));
                 session.heartbeat.proven_since(proof_needed).await;
-                return Ok(Attempt::Acquired { token });
+                return Ok(Attempt::Acquired {
+                    token,
+                    origin: None,
+                });
             }
         }
         Err(Error::unavailable(format!(

@@ -29,6 +29,13 @@ enum class LockEventKind(val spelling: String) {
 
     /** The holder released the lock. */
     RELEASED("released"),
+
+    /**
+     * A warning from a fence: it took this lease's token for one minted from other stored data
+     * than its highest token's, and not above it (two servers behind one address; see
+     * docs/design.md §3.7). The lease is still held.
+     */
+    DEPLOYMENT_MISMATCH("deployment_mismatch"),
     ;
 
     companion object {
@@ -46,6 +53,7 @@ internal fun NativeLockEventKind.toPublic(): LockEventKind = when (this) {
     NativeLockEventKind.RESUMED -> LockEventKind.RESUMED
     NativeLockEventKind.LOST -> LockEventKind.LOST
     NativeLockEventKind.RELEASED -> LockEventKind.RELEASED
+    NativeLockEventKind.DEPLOYMENT_MISMATCH -> LockEventKind.DEPLOYMENT_MISMATCH
 }
 
 /**

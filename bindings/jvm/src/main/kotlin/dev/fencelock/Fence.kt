@@ -76,28 +76,21 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
         /** Opens the fence of [resource] in the database at [url] (Redis, PostgreSQL, MariaDB, SQLite). */
         @JvmStatic
         @JvmOverloads
-        fun open(url: String, resource: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Fence =
+        fun open(url: String, resource: String, options: FenceOptions = FenceOptions.DEFAULTS): Fence =
             blocking { openSuspending(url, resource, options) }
 
         suspend fun openSuspending(
             url: String,
             resource: String,
-            options: ConnectOptions = ConnectOptions.DEFAULTS,
-        ): Fence {
-            if (options.metrics) {
-                invalidArgument(
-                    "metrics: a Fence takes no locks, so it has no metrics; turn them on for the Locker",
-                )
-            }
-            return Fence(ffi { nativeOpenFence(url, resource, options.toNative()) })
-        }
+            options: FenceOptions = FenceOptions.DEFAULTS,
+        ): Fence = Fence(ffi { nativeOpenFence(url, resource, options.toNative()) })
 
         @JvmStatic
         @JvmOverloads
         fun openAsync(
             url: String,
             resource: String,
-            options: ConnectOptions = ConnectOptions.DEFAULTS,
+            options: FenceOptions = FenceOptions.DEFAULTS,
         ): CompletableFuture<Fence> = Runtime.futures.future { openSuspending(url, resource, options) }
     }
 }

@@ -45,7 +45,10 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     suspend fun acquire(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease =
         acquireIn(name, options, Scopes.ofCoroutine())
 
-    /** Tries once: a [Lease], or null when somebody else holds the lock. */
+    /**
+     * Tries once: a [Lease], or null when somebody else holds the lock. Throws
+     * [LockInvalidArgumentException] when `options.wait` is set: trying once does not wait.
+     */
     suspend fun tryAcquire(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
         tryAcquireIn(name, options, Scopes.ofCoroutine())
 
@@ -68,11 +71,11 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * Campaigns for leadership of the election [name]: waits up to `options.wait` (forever by
      * default) to acquire its lock, and returns the [Leadership], whose term is larger than every
      * earlier leader's. `options.ttl` bounds how long a leader that died unannounced keeps the
-     * role. Throws [LockTimeoutException] when the wait ends first, [LockInvalidArgumentException]
-     * for `reentrant` (a leader never campaigns again). Cancelling the coroutine stops the
+     * role ([CampaignOptions] has no `reentrant`: a leader never campaigns again). Throws
+     * [LockTimeoutException] when the wait ends first. Cancelling the coroutine stops the
      * campaign and leaves nothing behind.
      */
-    suspend fun campaign(name: String, options: LockOptions = LockOptions.DEFAULTS): Leadership =
+    suspend fun campaign(name: String, options: CampaignOptions = CampaignOptions.DEFAULTS): Leadership =
         ffi { native.campaign(name, options.toNative()) }.let { Leadership(Lease(it, name, it.token())) }
 
     /**
@@ -83,7 +86,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      */
     suspend fun <T> withLeadership(
         name: String,
-        options: LockOptions = LockOptions.DEFAULTS,
+        options: CampaignOptions = CampaignOptions.DEFAULTS,
         block: suspend (Leadership) -> T,
     ): T {
         val leadership = campaign(name, options)
@@ -177,7 +180,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     /** [tryAcquire] for Java and other blocking code: a [Lease], or null when the lock is taken. */
     @JvmOverloads
     fun tryAcquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
-        waitFor(name, options, tryOnce = true)
+        waitFor(name, triedOnce(options), tryOnce = true)
 
     /**
      * Blocks on the native acquire directly (one thread wake-up, where `runBlocking` over the
@@ -224,25 +227,28 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     /** [campaign] for Java and other blocking code; interrupting the thread stops the campaign. */
     @JvmOverloads
-    fun campaignBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Leadership =
+    fun campaignBlocking(name: String, options: CampaignOptions = CampaignOptions.DEFAULTS): Leadership =
         blocking { campaign(name, options) }
 
     /** [campaign] as a `CompletableFuture`; cancelling the future stops the campaign. */
     @JvmOverloads
-    fun campaignAsync(name: String, options: LockOptions = LockOptions.DEFAULTS): CompletableFuture<Leadership> =
-        Runtime.futures.future { campaign(name, options) }
+    fun campaignAsync(
+        name: String,
+        options: CampaignOptions = CampaignOptions.DEFAULTS,
+    ): CompletableFuture<Leadership> = Runtime.futures.future { campaign(name, options) }
 
     /**
      * [withLeadership] for Java, like Curator's `LeaderSelector`:
      * `locker.runAsLeader("reports", leadership -> work(leadership.getTerm()))` campaigns, runs
      * the body once leading, resigns, and returns the body's result.
      */
-    fun <T> runAsLeader(name: String, options: LockOptions, body: Function<Leadership, T>): T {
+    fun <T> runAsLeader(name: String, options: CampaignOptions, body: Function<Leadership, T>): T {
         val leadership = campaignBlocking(name, options)
         return holdingBlocking(leadership.lease) { body.apply(leadership) }
     }
 
-    fun <T> runAsLeader(name: String, body: Function<Leadership, T>): T = runAsLeader(name, LockOptions.DEFAULTS, body)
+    fun <T> runAsLeader(name: String, body: Function<Leadership, T>): T =
+        runAsLeader(name, CampaignOptions.DEFAULTS, body)
 
     /** [leader] for Java and other blocking code. */
     fun leaderBlocking(name: String): Leader? = blocking { leader(name) }
@@ -283,7 +289,18 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         ffi { native.acquire(name, options.toNative(), scope) }.let { Lease(it, name, it.token()) }
 
     private suspend fun tryAcquireIn(name: String, options: LockOptions, scope: Long): Lease? =
-        ffi { native.tryAcquire(name, options.toNative(), scope) }?.let { Lease(it, name, it.token()) }
+        ffi { native.tryAcquire(name, triedOnce(options).toNative(), scope) }?.let { Lease(it, name, it.token()) }
+
+    /**
+     * The options of a try, which the core makes with a wait of zero: a wait given here would be
+     * ignored, so it is refused, as Python's `try_acquire(wait=...)` is (docs/design.md §9.3).
+     */
+    private fun triedOnce(options: LockOptions): LockOptions {
+        if (options.wait != null) {
+            invalidArgument("tryAcquire tries once and never waits: leave out wait, or call acquire to wait")
+        }
+        return options
+    }
 
     /** Releases every lease this Locker still holds and closes its connections. */
     override fun close() = blocking { ffi { native.shutdown() } }

@@ -76,7 +76,74 @@ data class LockOptions(
     }
 }
 
-/** Options of a [Locker] or a [Fence]; `null` means the core's default. */
+/**
+ * Options of a campaign for leadership ([Locker.campaign], [Locker.withLeadership],
+ * [Locker.runAsLeader]): the election lock's options, without `reentrant`, since a leader never
+ * campaigns again (docs/design.md §1.6). `options.ttl` bounds how long a leader that died
+ * unannounced keeps the role.
+ *
+ * Kotlin: `CampaignOptions(ttl = Duration.ofSeconds(10))`. Java:
+ * `CampaignOptions.builder().ttl(Duration.ofSeconds(10)).build()`.
+ */
+data class CampaignOptions(
+    /** Lease length of the election's lock on TTL backends (default 30 s). */
+    val ttl: Duration = LockOptions.DEFAULT_TTL,
+    /** How long to campaign: `null` (the default) waits forever, [Duration.ZERO] tries once. */
+    val wait: Duration? = null,
+    /** Renew every ttl/3 while leading (default on). */
+    val autoRenew: Boolean = true,
+    /** Stop renewing after this long of leadership: the term then ends at its next deadline. */
+    val maxHold: Duration? = null,
+    /** Free text stored with the leader's description; observers see it in [Locker.leader]. */
+    val holder: String? = null,
+    /** Resigning returns once the release is sent; its reply is still checked (docs/design.md §8.4). */
+    val pipelinedRelease: Boolean = false,
+) {
+    init {
+        requireNotNegative(ttl, "ttl")
+        wait?.let { requireNotNegative(it, "wait") }
+        maxHold?.let { requireNotNegative(it, "maxHold") }
+    }
+
+    fun toBuilder(): Builder = Builder(this)
+
+    internal fun toNative() = NativeLockOptions(
+        ttl = ttl,
+        wait = wait,
+        autoRenew = autoRenew,
+        maxHold = maxHold,
+        reentrant = false,
+        holder = holder,
+        pipelinedRelease = pipelinedRelease,
+    )
+
+    /** Builds [CampaignOptions] from Java; every setter's default is the field's. */
+    class Builder internal constructor(private var options: CampaignOptions) {
+        fun ttl(ttl: Duration?) = apply {
+            options =
+                options.copy(ttl = ttl ?: invalidArgument("ttl must not be null; leave it out for the default of 30 s"))
+        }
+
+        /** `null` waits forever; [Duration.ZERO] tries once. */
+        fun wait(wait: Duration?) = apply { options = options.copy(wait = wait) }
+        fun autoRenew(on: Boolean) = apply { options = options.copy(autoRenew = on) }
+        fun maxHold(maxHold: Duration?) = apply { options = options.copy(maxHold = maxHold) }
+        fun holder(holder: String?) = apply { options = options.copy(holder = holder) }
+        fun pipelinedRelease(on: Boolean) = apply { options = options.copy(pipelinedRelease = on) }
+        fun build(): CampaignOptions = options
+    }
+
+    companion object {
+        /** Every option at its default: ttl 30 s, campaign forever, auto-renew on. */
+        @JvmField
+        val DEFAULTS = CampaignOptions()
+
+        @JvmStatic
+        fun builder(): Builder = Builder(DEFAULTS)
+    }
+}
+
+/** Options of a [Locker]; `null` means the core's default. A [Fence] takes [FenceOptions]. */
 data class ConnectOptions(
     /** Base interval of the fallback poll while waiting (default 50 ms, jittered). */
     val pollInterval: Duration? = null,
@@ -85,7 +152,7 @@ data class ConnectOptions(
     /**
      * Record the Locker's metrics into OpenTelemetry's Java API (`io.opentelemetry:opentelemetry-api`
      * must be on the class path), on the meter "fencelock" of `GlobalOpenTelemetry`: set it up
-     * before connecting. Default off; a [Fence] has none.
+     * before connecting. Default off.
      */
     val metrics: Boolean = false,
 ) {
@@ -106,6 +173,38 @@ data class ConnectOptions(
     companion object {
         @JvmField
         val DEFAULTS = ConnectOptions()
+
+        @JvmStatic
+        fun builder(): Builder = Builder(DEFAULTS)
+    }
+}
+
+/**
+ * Options of a [Fence] (`Fence.open`); `null` means the core's default. The same as the
+ * [ConnectOptions] of a Locker without `metrics`: a fence takes no locks, so it records none.
+ */
+data class FenceOptions(
+    /** Checked like a Locker's (1 ms to 60 s), though a fence never waits (default 50 ms). */
+    val pollInterval: Duration? = null,
+    /** How long one backend operation may take before it is UNAVAILABLE (default 10 s). */
+    val operationTimeout: Duration? = null,
+) {
+    init {
+        pollInterval?.let { requireNotNegative(it, "pollInterval") }
+        operationTimeout?.let { requireNotNegative(it, "operationTimeout") }
+    }
+
+    internal fun toNative() = NativeConnectOptions(pollInterval = pollInterval, operationTimeout = operationTimeout)
+
+    class Builder internal constructor(private var options: FenceOptions) {
+        fun pollInterval(d: Duration?) = apply { options = options.copy(pollInterval = d) }
+        fun operationTimeout(d: Duration?) = apply { options = options.copy(operationTimeout = d) }
+        fun build(): FenceOptions = options
+    }
+
+    companion object {
+        @JvmField
+        val DEFAULTS = FenceOptions()
 
         @JvmStatic
         fun builder(): Builder = Builder(DEFAULTS)

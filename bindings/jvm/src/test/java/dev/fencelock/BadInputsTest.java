@@ -186,11 +186,11 @@ class BadInputsTest {
         }));
         cases.add(new Case("campaign with an empty name", invalid, bad, () -> locker.campaignBlocking("")));
         cases.add(new Case(
-                "campaign with reentrant",
+                "tryAcquire with a wait",
                 invalid,
                 bad,
-                () -> locker.campaignBlocking(
-                        "elect", LockOptions.builder().reentrant(true).build())));
+                () -> locker.tryAcquireBlocking(
+                        "x", LockOptions.builder().wait(TEN_SECONDS).build())));
         cases.add(new Case("leader of a name with NUL", invalid, bad, () -> locker.leaderBlocking("a\0b")));
         cases.add(new Case(
                 "campaign with a wait of zero while another leads",
@@ -201,7 +201,7 @@ class BadInputsTest {
                             Leadership leading = locker.campaignBlocking("elect-busy")) {
                         other.campaignBlocking(
                                 "elect-busy",
-                                LockOptions.builder().wait(Duration.ZERO).build());
+                                CampaignOptions.builder().wait(Duration.ZERO).build());
                     }
                 }));
         cases.add(new Case("resign twice", LockNotHeldException.class, ErrorCode.NOT_HELD, () -> {
@@ -215,7 +215,7 @@ class BadInputsTest {
                 ErrorCode.LOST,
                 () -> locker.runAsLeader(
                         "elect-lost",
-                        LockOptions.builder().ttl(Duration.ofSeconds(1)).build(),
+                        CampaignOptions.builder().ttl(Duration.ofSeconds(1)).build(),
                         leadership -> {
                             locker.forceReleaseBlocking("elect-lost");
                             return leadership.waitLost(TEN_SECONDS);

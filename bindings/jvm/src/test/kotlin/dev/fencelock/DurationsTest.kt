@@ -53,13 +53,13 @@ class DurationsTest {
                 "connect operationTimeout" to { d -> Locker.connect(url, ConnectOptions(operationTimeout = d)) },
                 "connect pollInterval" to { d -> Locker.connect(url, ConnectOptions(pollInterval = d)) },
                 "Fence.open operationTimeout" to { d ->
-                    Fence.open("sqlite://${dir.resolve("fence.db")}", "odd", ConnectOptions(operationTimeout = d))
+                    Fence.open("sqlite://${dir.resolve("fence.db")}", "odd", FenceOptions(operationTimeout = d))
                 },
                 "acquire ttl" to { d -> locker.acquireBlocking(fresh(), opts { ttl(d) }) },
                 "acquire wait" to { d -> locker.acquireBlocking(fresh(), opts { wait(d) }) },
                 "acquire maxHold" to { d -> locker.acquireBlocking(fresh(), opts { maxHold(d) }) },
                 "tryAcquire ttl" to { d -> locker.tryAcquireBlocking(fresh(), opts { ttl(d) }) },
-                "campaign wait" to { d -> locker.campaignBlocking(fresh(), opts { wait(d) }) },
+                "campaign wait" to { d -> locker.campaignBlocking(fresh(), CampaignOptions(wait = d)) },
                 "extend" to { d -> lease.extendBlocking(d) },
                 "waitLost of a lost lease" to { d -> lost.waitLost(d) },
                 "awaitTermination of a closed subscription" to { d ->

@@ -41,7 +41,10 @@ class ElectionTest {
             val work = lockers.mapIndexed { i, locker ->
                 pool.submit {
                     repeat(3) {
-                        locker.runAsLeader(election, LockOptions(ttl = ttl, holder = "candidate $i")) { leadership ->
+                        locker.runAsLeader(
+                            election,
+                            CampaignOptions(ttl = ttl, holder = "candidate $i"),
+                        ) { leadership ->
                             assertEquals(1, leading.incrementAndGet(), "two candidates led at once")
                             terms.add(leadership.term)
                             val seen = observer.leaderBlocking(election) ?: fail("the observer saw no leader")
@@ -71,16 +74,13 @@ class ElectionTest {
         Backends.connect(backend).use { first ->
             Backends.connect(backend).use { second ->
                 val election = Backends.uniqueName("resign")
-                assertThrows(LockInvalidArgumentException::class.java) {
-                    first.campaignBlocking(election, LockOptions(reentrant = true))
-                }
-                val leadership = first.campaign(election, LockOptions(ttl = ttl))
+                val leadership = first.campaign(election, CampaignOptions(ttl = ttl))
                 assertTrue(leadership.isLeader)
                 assertEquals(election, leadership.name)
                 assertThrows(LockTimeoutException::class.java) {
-                    second.campaignBlocking(election, LockOptions(ttl = ttl, wait = Duration.ofMillis(200)))
+                    second.campaignBlocking(election, CampaignOptions(ttl = ttl, wait = Duration.ofMillis(200)))
                 }
-                val waiting = second.campaignAsync(election, LockOptions(ttl = ttl, wait = Duration.ofSeconds(30)))
+                val waiting = second.campaignAsync(election, CampaignOptions(ttl = ttl, wait = Duration.ofSeconds(30)))
                 delay(300)
                 assertFalse(waiting.isDone, "a second candidate led while the first still did")
                 val resigned = System.nanoTime()
@@ -94,7 +94,7 @@ class ElectionTest {
                 leadership.close() // quiet after an explicit resign
                 next.close()
                 assertNull(second.leader(election))
-                val result = first.withLeadership(election, LockOptions(ttl = ttl)) { it.term }
+                val result = first.withLeadership(election, CampaignOptions(ttl = ttl)) { it.term }
                 assertTrue(result > next.term)
             }
         }
@@ -108,7 +108,7 @@ class ElectionTest {
                 Backends.connect(backend).use { operator ->
                     val election = Backends.uniqueName("deposed")
                     Fence.open(ContentionTest.fenceUrl, election).use { fence ->
-                        val deposed = candidate.campaign(election, LockOptions(ttl = ttl))
+                        val deposed = candidate.campaign(election, CampaignOptions(ttl = ttl))
                         fence.fencedExecuteBlocking(deposed.lease, listOf(Statement.of("SELECT 1")))
                         val lost = deposed.lostFuture()
                         operator.forceRelease(election)
@@ -119,7 +119,10 @@ class ElectionTest {
                         )
                         assertFalse(deposed.isLeader)
                         assertThrows(LockLostException::class.java) { deposed.ensureLeader() }
-                        val next = operator.campaign(election, LockOptions(ttl = ttl, wait = Duration.ofSeconds(30)))
+                        val next = operator.campaign(
+                            election,
+                            CampaignOptions(ttl = ttl, wait = Duration.ofSeconds(30)),
+                        )
                         assertTrue(next.term > deposed.term)
                         fence.fencedExecuteBlocking(next.lease, listOf(Statement.of("SELECT 1")))
                         assertThrows(StaleTokenException::class.java) {
@@ -129,7 +132,7 @@ class ElectionTest {
                         next.resign()
                         assertThrows(LockLostException::class.java) {
                             runBlocking {
-                                candidate.withLeadership(election, LockOptions(ttl = ttl)) {
+                                candidate.withLeadership(election, CampaignOptions(ttl = ttl)) {
                                     operator.forceRelease(election)
                                     withTimeout(ttl.toMillis() / 3 + Backends.MARGIN_MS) { it.awaitLost() }
                                 }
@@ -182,7 +185,10 @@ class ElectionTest {
                 assertEquals(term, standby.leaderBlocking(election)?.term)
                 leader.destroyForcibly().waitFor()
                 val killed = System.nanoTime()
-                standby.campaignBlocking(election, LockOptions(ttl = ttl, wait = Duration.ofSeconds(30))).use { next ->
+                standby.campaignBlocking(
+                    election,
+                    CampaignOptions(ttl = ttl, wait = Duration.ofSeconds(30)),
+                ).use { next ->
                     val took = Duration.ofNanos(System.nanoTime() - killed)
                     assertTrue(took < ttl.plusMillis(Backends.MARGIN_MS), "the next leader took $took after the kill")
                     assertTrue(next.term > term, "the next term ${next.term} is not larger than $term")
@@ -200,7 +206,7 @@ object ElectionLeader {
     fun main(args: Array<String>) {
         val (url, election, ttlMillis) = args
         val locker = Locker.connect(url)
-        val leadership = locker.campaignBlocking(election, LockOptions(ttl = Duration.ofMillis(ttlMillis.toLong())))
+        val leadership = locker.campaignBlocking(election, CampaignOptions(ttl = Duration.ofMillis(ttlMillis.toLong())))
         println(leadership.term)
         System.out.flush()
         Thread.sleep(Long.MAX_VALUE)

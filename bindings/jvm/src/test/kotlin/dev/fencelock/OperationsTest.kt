@@ -4,8 +4,6 @@ import ch.qos.logback.classic.Level
 import ch.qos.logback.classic.Logger
 import ch.qos.logback.classic.spi.ILoggingEvent
 import ch.qos.logback.core.read.ListAppender
-import dev.fencelock.ffi.NativeErrorCode
-import dev.fencelock.ffi.coreErrorCodes
 import kotlinx.coroutines.CoroutineStart
 import kotlinx.coroutines.async
 import kotlinx.coroutines.cancelAndJoin
@@ -235,12 +233,5 @@ class OperationsTest {
         locker.close()
         withTimeout(MARGIN_MS) { ended.await() }
         assertThrows(LockClosedException::class.java) { runBlocking { locker.events().collect {} } }
-    }
-
-    @Test
-    fun `the JVM's error codes are exactly the core's`() {
-        val core = coreErrorCodes()
-        assertEquals(core, NativeErrorCode.entries.map { it.name }, "NativeErrorCode (bindings/jvm/src/error.rs)")
-        assertEquals(core, ErrorCode.entries.map { it.name }, "ErrorCode (Errors.kt)")
     }
 }
