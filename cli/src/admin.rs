@@ -50,7 +50,7 @@ where
     };
     let shown = LockerUrl::parse(&url)
         .map(|u| u.redacted())
-        .unwrap_or_else(|_| fencelock::url::redact_secrets(&url));
+        .unwrap_or_else(|_| fencelock::redact_secrets(&url));
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start: {e}")),

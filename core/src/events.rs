@@ -121,7 +121,7 @@ impl EventSubscription {
         self.membership.inbox.try_recv()
     }
 
-    /// How many events were dropped because more than [`crate::inbox::INBOX_CAPACITY`]
+    /// How many events were dropped because more than [`crate::INBOX_CAPACITY`]
     /// waited unread.
     pub fn dropped(&self) -> u64 {
         self.membership.inbox.dropped()

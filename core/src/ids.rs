@@ -29,12 +29,13 @@ impl OwnerId {
         &self.0
     }
 
+    #[cfg(test)]
     pub fn from_bytes(bytes: [u8; 16]) -> Self {
         OwnerId(bytes)
     }
 
     /// The UUID spelling (used in ZooKeeper node names, Curator's protected form).
-    pub fn to_uuid_string(&self) -> String {
+    pub fn to_uuid_string(self) -> String {
         let h: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
         format!(
             "{}-{}-{}-{}-{}",

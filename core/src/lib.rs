@@ -9,34 +9,41 @@
 //! This crate knows nothing of FFI: bindings convert arguments, call it, and map its
 //! [`Error`] codes.
 
+// The modules users name: the blocking form of the API, the cross-language contract, logs,
+// metrics, options and the runtime a host without one runs the core on. Everything else is
+// reached through the re-exports below, so internals can move without breaking anyone.
 #[macro_use]
 pub mod logs;
-pub mod backend;
+mod backend;
 pub mod blocking;
-pub mod clock;
+mod clock;
 pub mod contract;
-pub mod election;
-pub mod error;
-pub mod events;
-pub mod fence;
-pub mod holder;
-pub mod ids;
-pub mod inbox;
-pub mod lease;
-pub mod locker;
+mod election;
+mod error;
+mod events;
+mod fence;
+mod holder;
+mod ids;
+mod inbox;
+mod lease;
+mod locker;
 pub mod metrics;
-pub mod name;
+mod name;
 pub mod options;
-pub mod reentry;
+mod reentry;
 pub mod runtime;
-pub mod signal;
-pub mod sql_value;
-pub mod url;
+mod signal;
+mod sql_value;
+mod url;
 mod watchdog;
 
 /// Sizes of the core's own bookkeeping and other internals, for the tests; not part of the API.
 #[doc(hidden)]
 pub mod internals {
+    /// The encoding of a lock name in Redis keys and ZooKeeper paths (`fencelock:{ENC}`), for
+    /// the tests that look at a lock's keys by hand.
+    pub use crate::name::encode as encode_name;
+
     /// How many deadlines the process's watchdog holds.
     pub fn watchdog_entries() -> usize {
         crate::watchdog::entries()
@@ -56,13 +63,14 @@ pub mod internals {
     }
 }
 
-pub use backend::{LIST_LIMIT, LockInfo, LockList, Waiter};
+pub use backend::{LIST_LIMIT, LockInfo, LockList, MAX_WAITERS_SHOWN, Waiter};
 pub use clock::BootInstant;
 pub use election::{Leader, Leadership};
 pub use error::{Error, ErrorCode, Result};
 pub use events::{EventSubscription, LockEvent, LockEventKind};
 pub use fence::{Fence, FenceToken, LockIdentity, Statement};
 pub use holder::HolderDescription;
+pub use inbox::INBOX_CAPACITY;
 pub use lease::Lease;
 pub use locker::Locker;
 pub use logs::{LogLevel, LogRecord, LogSubscription};
@@ -71,4 +79,4 @@ pub use options::{LockOptionOverrides, LockOptions, LockerOptionOverrides, Locke
 pub use reentry::Scope;
 pub use signal::{LossReason, LostSignal};
 pub use sql_value::SqlValue;
-pub use url::{BackendKind, LockerUrl};
+pub use url::{BackendKind, LockerUrl, redact_secrets};

@@ -178,7 +178,7 @@ impl Locker {
     }
 
     /// Acquires `name` on behalf of an execution scope (a thread, task or coroutine that the
-    /// binding names; see [`crate::reentry`]).
+    /// binding names; docs/design.md §1.5).
     ///
     /// If `scope` already holds `name` through this Locker: with `options.reentrant` the
     /// nested acquisition returns at once, with the same token, over the same server lease
@@ -530,7 +530,7 @@ impl Locker {
 
     /// Subscribes to the lifecycle events of every lease this Locker acquires from now on
     /// (acquired, renewed, renewal retried, suspended, resumed, lost, released), in order for
-    /// each lease; see [`crate::events`]. The subscription is a queue: drain it from a thread
+    /// each lease ([`crate::LockEvent`]). The subscription is a queue: drain it from a thread
     /// or task of your own. It ends when the Locker is closed or the subscription dropped.
     pub fn subscribe(&self) -> crate::EventSubscription {
         crate::events::subscribe(&self.inner.events)

@@ -152,7 +152,7 @@ impl LogSubscription {
         }
     }
 
-    /// How many records were dropped unread (see [`crate::inbox::INBOX_CAPACITY`]).
+    /// How many records were dropped unread (see [`crate::INBOX_CAPACITY`]).
     pub fn dropped(&self) -> u64 {
         self.membership.as_ref().map_or(0, |m| m.inbox.dropped())
     }

@@ -75,7 +75,7 @@ pub struct LockerUrl {
 }
 
 impl LockerUrl {
-    /// The query option `key` as a duration (see [`parse_duration`]), or `default` without it.
+    /// The query option `key` as a duration (`30s`, `500ms`, `2m`: docs/design.md §4.4), or `default` without it.
     pub fn duration_option(&self, key: &str, default: Duration) -> Result<Duration> {
         self.query
             .get(key)

@@ -78,7 +78,7 @@ async fn a_fence_record_under_the_listed_order_is_accepted_and_moves_to_the_set(
     let legacy = format!(
         "redlock:{}/fencelock/{}",
         hosts.join(","),
-        fencelock::name::encode(&name)
+        fencelock::internals::encode_name(&name)
     );
     let lease = locker
         .acquire(&name, &LockOptions::default())
@@ -194,7 +194,10 @@ async fn redis_urls_spelled_differently_name_one_lock() {
     // A record under the spelling earlier versions used (the database as written: none) is
     // the same lock, and moves to the current identity.
     let mut raw = support::raw_redis(&plain).await;
-    let record = format!("fencelock-fence:{{{}}}", fencelock::name::encode(&name));
+    let record = format!(
+        "fencelock-fence:{{{}}}",
+        fencelock::internals::encode_name(&name)
+    );
     let current: String = redis::cmd("HGET")
         .arg(&record)
         .arg("lock")
@@ -204,7 +207,10 @@ async fn redis_urls_spelled_differently_name_one_lock() {
     let host = with_db
         .trim_start_matches("redis://")
         .trim_end_matches("/0");
-    let legacy = format!("redis:{host}//fencelock/{}", fencelock::name::encode(&name));
+    let legacy = format!(
+        "redis:{host}//fencelock/{}",
+        fencelock::internals::encode_name(&name)
+    );
     assert_ne!(current, legacy);
     let _: () = redis::cmd("HSET")
         .arg(&record)

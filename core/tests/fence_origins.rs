@@ -121,7 +121,7 @@ async fn two_servers_behind_one_identity_are_reported_by_every_fence() {
 /// origin mark (`only_origin`).
 async fn lose_lock_data(name: &str, only_origin: bool) {
     let mut conn = raw_redis(&redis_url()).await;
-    let base = format!("fencelock:{{{}}}", fencelock::name::encode(name));
+    let base = format!("fencelock:{{{}}}", fencelock::internals::encode_name(name));
     let mut keys = vec![format!("{base}:origin")];
     if !only_origin {
         keys.extend([base.clone(), format!("{base}:fence")]);
@@ -161,7 +161,7 @@ async fn a_server_that_lost_the_locks_data_is_the_same_lock_without_a_warning() 
         let mark: Option<String> = redis::cmd("GET")
             .arg(format!(
                 "fencelock:{{{}}}:origin",
-                fencelock::name::encode(&name)
+                fencelock::internals::encode_name(&name)
             ))
             .query_async(&mut conn)
             .await

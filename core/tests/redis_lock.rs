@@ -1,4 +1,8 @@
-//! The Redis backend against a real redis-server (tests/servers.sh start redis).
+//! What is specific to the Redis backend, against a real redis-server and Cluster
+//! (tests/servers.sh start redis cluster): pub/sub wake-ups, its fence, key layout and slots, ACL
+//! errors, URL inputs, `max_skew`, exact big tokens, and replayed lock scripts. The lock
+//! contract runs on Redis, TLS, the ACL user and the Cluster in the conformance suite
+//! (core/tests/conformance).
 
 mod support;
 
@@ -7,66 +11,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fencelock::options::TestHook;
-use fencelock::{ErrorCode, Fence, LockOptions, Locker, LockerOptions, LossReason};
+use fencelock::{BootInstant, ErrorCode, Fence, LockOptions, Locker, LockerOptions};
+use support::probe::WaitProbe;
 use support::{cluster_url, raw_redis, redis_url, unique};
 
 fn opts(ttl_ms: u64) -> LockOptions {
     LockOptions::default().with_ttl(Duration::from_millis(ttl_ms))
 }
 
-#[tokio::test]
-async fn acquire_release_inspect_and_tokens_increase() {
-    let locker = Locker::connect(&redis_url()).await.unwrap();
-    let name = unique("basic");
-    let mut last = 0;
-    for _ in 0..5 {
-        let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
-        assert!(lease.token() > last);
-        last = lease.token();
-        let info = locker.inspect(&name).await.unwrap();
-        assert!(info.held);
-        assert_eq!(info.token, Some(lease.token()));
-        assert!(info.time_left.unwrap() > Duration::from_secs(5));
-        assert!(info.holder.unwrap().contains("\"language\":\"rust\""));
-        assert!(
-            locker
-                .try_acquire(&name, &opts(10_000))
-                .await
-                .unwrap()
-                .is_none()
-        );
-        lease.release().await.unwrap();
-        assert!(!locker.inspect(&name).await.unwrap().held);
-    }
-    assert_eq!(locker.inspect(&name).await.unwrap().token, Some(last));
-}
-
-#[tokio::test]
+/// A release wakes a waiter through pub/sub (sharded pub/sub on a Cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_a_waiter_at_once() {
-    // With a one-minute fallback poll only the pub/sub message can wake the waiter in time.
-    let slow_poll = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
-    let holder = Locker::connect(&redis_url()).await.unwrap();
-    let waiter = Locker::connect_with(&redis_url(), slow_poll).await.unwrap();
-    let name = unique("wake");
-    let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
-    let task = {
-        let name = name.clone();
-        tokio::spawn(async move { waiter.acquire(&name, &opts(30_000)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let released = Instant::now();
-    lease.release().await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert!(
-        released.elapsed() < Duration::from_secs(5),
-        "woken only after {:?}",
-        released.elapsed()
-    );
-    assert!(next.token() > lease.token());
+    for url in [redis_url(), cluster_url()] {
+        support::probe::a_release_wakes_a_slow_polling_waiter(&url).await;
+    }
 }
 
 /// Forces each interleaving of a release with the waiter's failed attempt, its subscription
@@ -114,54 +72,6 @@ async fn a_waiter_never_misses_a_release_around_its_subscription() {
         let got = got.unwrap_or_else(|e| panic!("missed a release at {point}: {e}"));
         assert!(got.token() > lease.token());
     }
-}
-
-#[tokio::test]
-async fn a_deleted_key_makes_the_lease_lost_within_one_renewal_interval() {
-    let url = redis_url();
-    let locker = Locker::connect(&url).await.unwrap();
-    let name = unique("deleted");
-    let ttl = Duration::from_millis(1500);
-    let lease = locker
-        .acquire(&name, &LockOptions::default().with_ttl(ttl))
-        .await
-        .unwrap();
-    let mut raw = raw_redis(&url).await;
-    let _: () = redis::cmd("DEL")
-        .arg(format!("fencelock:{{{}}}", fencelock::name::encode(&name)))
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    let started = Instant::now();
-    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), lease.lost_signal().wait())
-        .await
-        .unwrap();
-    assert_eq!(reason, LossReason::TakenOver);
-    assert!(started.elapsed() <= ttl / 3 + Duration::from_secs(2));
-    assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
-}
-
-#[tokio::test]
-async fn extend_after_expiry_fails_and_never_re_acquires() {
-    let locker = Locker::connect(&redis_url()).await.unwrap();
-    let name = unique("no-resurrect");
-    let lease = locker
-        .acquire(&name, &opts(300).with_auto_renew(false))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(
-        lease
-            .extend(Some(Duration::from_secs(10)))
-            .await
-            .unwrap_err()
-            .code(),
-        ErrorCode::Lost
-    );
-    assert!(
-        !locker.inspect(&name).await.unwrap().held,
-        "extend re-created an expired lock"
-    );
 }
 
 #[tokio::test]
@@ -304,28 +214,6 @@ async fn names_that_look_like_hash_tags_keep_every_key_in_one_slot() {
 }
 
 #[tokio::test]
-async fn tls_and_the_least_privilege_acl_user_work() {
-    let tls = support::url(
-        "REDIS_TLS",
-        "rediss://127.0.0.1:6380?ca=/tmp/fencelock-servers/redis-tls/ca.crt",
-    );
-    let acl = support::url(
-        "REDIS_ACL",
-        "redis://fencelock:fencelock-test@127.0.0.1:6381",
-    );
-    for url in [tls, acl] {
-        let locker = Locker::connect(&url)
-            .await
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
-        let name = unique("secure");
-        let lease = locker.acquire(&name, &opts(10_000)).await.unwrap();
-        lease.extend(None).await.unwrap();
-        assert!(locker.inspect(&name).await.unwrap().held);
-        lease.release().await.unwrap();
-    }
-}
-
-#[tokio::test]
 async fn auth_errors_never_show_the_password() {
     let err = Locker::connect("redis://fencelock:wrong-hunter2@127.0.0.1:6381")
         .await
@@ -409,7 +297,7 @@ async fn cluster_locks_names_in_every_slot_and_keeps_each_locks_keys_together() 
         .collect();
     for name in &names {
         let lease = locker.acquire(name, &opts(10_000)).await.unwrap();
-        let encoded = fencelock::name::encode(name);
+        let encoded = fencelock::internals::encode_name(name);
         let mut key_slots = Vec::new();
         for key in [
             format!("fencelock:{{{encoded}}}"),
@@ -434,41 +322,6 @@ async fn cluster_locks_names_in_every_slot_and_keeps_each_locks_keys_together() 
         lease.release().await.unwrap();
     }
     assert!(slots.len() > 5, "names should spread over slots: {slots:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_waiters_are_woken_by_sharded_pubsub() {
-    let url = cluster_url();
-    let holder = Locker::connect(&url).await.unwrap();
-    let waiter = Locker::connect_with(
-        &url,
-        LockerOptions::default().with_poll_interval(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
-    for name in [unique("wake-a"), unique("wake-b"), unique("wake-c")] {
-        let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
-        let task = {
-            let (waiter, name) = (waiter.clone(), name.clone());
-            tokio::spawn(async move {
-                waiter
-                    .acquire(
-                        &name,
-                        &opts(30_000).with_wait(Some(Duration::from_secs(10))),
-                    )
-                    .await
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        lease.release().await.unwrap();
-        let next = tokio::time::timeout(Duration::from_secs(15), task)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert!(next.token() > lease.token());
-        next.release().await.unwrap();
-    }
 }
 
 /// A waiter that cannot subscribe to release notifications (here a Redis user not allowed to
@@ -496,15 +349,19 @@ async fn a_waiter_that_cannot_subscribe_polls_and_gets_the_lock() {
         .await
         .unwrap();
     let limited = url.replacen("redis://", &format!("redis://{user}:nosub-pw@"), 1);
+    let probe = WaitProbe::default();
     let holder = Locker::connect(&url).await.unwrap();
-    let waiter = Locker::connect(&limited).await.unwrap();
+    let waiter = Locker::connect_with(&limited, probe.install(LockerOptions::default()))
+        .await
+        .unwrap();
     let name = unique("no-subscribe");
     let held = holder.acquire(&name, &opts(10_000)).await.unwrap();
     let waiting = {
         let (waiter, name) = (waiter.clone(), name.clone());
         tokio::spawn(async move { waiter.acquire(&name, &opts(10_000)).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Waiting (polling) after its subscription failed, rather than giving up.
+    probe.until_waiting(&holder, &name).await;
     if waiting.is_finished() {
         panic!("the waiter gave up: {:?}", waiting.await);
     }
@@ -558,10 +415,11 @@ async fn max_skew_is_part_of_the_drift_margin() {
         .acquire(&unique("skew"), &opts(600).with_auto_renew(false))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    // Counted from the acquire's send time, which is before now.
+    let left = BootInstant::now().until(lease.deadline());
     assert!(
-        lease.is_lost(),
-        "a 600 ms lease with 200 ms of skew is still held after 450 ms"
+        left <= Duration::from_millis(600 - 200),
+        "a 600 ms lease with 200 ms of skew ends in {left:?}"
     );
     for bad in ["max_skew=2h", "max_skew=soon"] {
         let err = Locker::connect(&with(bad)).await.unwrap_err();
@@ -647,7 +505,7 @@ async fn tokens_above_2_pow_53_are_minted_exactly() {
     let _: () = redis::cmd("SET")
         .arg(format!(
             "fencelock:{{{}}}:fence",
-            fencelock::name::encode(&name)
+            fencelock::internals::encode_name(&name)
         ))
         .arg(counter.to_string())
         .query_async(&mut raw)
@@ -664,7 +522,7 @@ async fn tokens_above_2_pow_53_are_minted_exactly() {
     let _: () = redis::cmd("SET")
         .arg(format!(
             "fencelock:{{{}}}:fence",
-            fencelock::name::encode(&name)
+            fencelock::internals::encode_name(&name)
         ))
         .arg("99999999999999999")
         .query_async(&mut raw)
@@ -751,7 +609,7 @@ struct Replay {
 impl Replay {
     async fn new(url: &str, name: &str) -> Replay {
         let (conn, publish) = ScriptConn::open(url).await;
-        let lock = format!("fencelock:{{{}}}", fencelock::name::encode(name));
+        let lock = format!("fencelock:{{{}}}", fencelock::internals::encode_name(name));
         Replay {
             conn,
             publish,
@@ -932,7 +790,11 @@ async fn a_replayed_release_still_answers_released() {
         assert_eq!(r.release(&owner_id()).await, 0, "{url}");
         let expired = owner_id();
         assert_eq!(r.acquire(&expired, 300).await.0, 1, "{url}");
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        let gone = Instant::now() + Duration::from_secs(10);
+        while r.pttl().await != -2 {
+            assert!(Instant::now() < gone, "{url}: the key never expired");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         assert_eq!(
             r.release(&expired).await,
             0,

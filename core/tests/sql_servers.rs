@@ -1,7 +1,8 @@
 //! The SQL lease table and fence on real PostgreSQL and MariaDB servers (started by
 //! `tests/servers.sh start postgres mariadb`). Each scenario runs on both, as
 //! `<scenario>::postgres` and `<scenario>::mariadb`; every test uses tables of its own, so they
-//! run side by side. Scenarios that restart a server are in sql_faults.rs.
+//! run side by side. Scenarios that restart a server are in sql_faults.rs; the lock contract
+//! itself runs on both, with every other backend, in the conformance suite (core/tests/conformance).
 
 #[path = "support/sql.rs"]
 mod sql_support;
@@ -11,7 +12,7 @@ use std::collections::HashSet;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fencelock::options::TestHook;
 use fencelock::{ErrorCode, Fence, LockOptions, Locker, LockerOptions, SqlValue, Statement};
@@ -46,12 +47,8 @@ macro_rules! on_both {
 }
 
 on_both!(
-    acquire_release_and_tokens_increase,
-    a_held_lock_is_not_granted_twice_and_a_waiter_gets_it_after_release,
     names_are_data_stored_and_locked_literally,
     deleting_a_free_row_does_not_make_tokens_go_backwards,
-    expiry_frees_the_lock_and_renewal_keeps_it,
-    a_lease_taken_over_by_hand_is_lost_at_its_next_renewal,
     fence_accepts_newer_tokens_and_rejects_stale_ones,
     a_deadlocked_fenced_write_is_run_again,
     least_privilege_role_with_create_table_false,
@@ -59,106 +56,6 @@ on_both!(
     eight_contenders_in_two_processes_keep_a_fenced_counter_exact,
     bad_credentials_and_options_get_typed_errors_without_secrets,
 );
-
-async fn acquire_release_and_tokens_increase(db: Db) {
-    let t = table("basic");
-    let locker = Locker::connect(&db.with(&format!("table={t}")))
-        .await
-        .unwrap();
-    let mut last = 0;
-    for _ in 0..5 {
-        let lease = locker.acquire("job", &opts(10_000)).await.unwrap();
-        assert!(lease.token() > last, "{} <= {last}", lease.token());
-        assert!(lease.token() < 1 << 63);
-        last = lease.token();
-        let info = locker.inspect("job").await.unwrap();
-        assert!(info.held);
-        assert_eq!(info.token, Some(lease.token()));
-        assert!(info.holder.unwrap().contains("\"pid\""));
-        let left = info.time_left.unwrap();
-        assert!(
-            left > Duration::from_secs(5) && left <= Duration::from_secs(10),
-            "{left:?}"
-        );
-        lease.extend(Some(Duration::from_secs(20))).await.unwrap();
-        assert!(locker.inspect("job").await.unwrap().time_left.unwrap() > Duration::from_secs(10));
-        lease.release().await.unwrap();
-        let info = locker.inspect("job").await.unwrap();
-        assert!(!info.held);
-        assert_eq!(
-            info.token,
-            Some(lease.token()),
-            "the row and its counter stay after release"
-        );
-        assert_eq!(
-            lease.release().await.unwrap_err().code(),
-            ErrorCode::NotHeld
-        );
-        assert_eq!(
-            lease.extend(None).await.unwrap_err().code(),
-            ErrorCode::NotHeld
-        );
-    }
-    // Tokens are the database clock in µs or above: within a minute of this machine's.
-    let now_us = (now_ms() * 1000) as u64;
-    assert!(
-        last.abs_diff(now_us) < 60_000_000,
-        "token {last} is not near the clock {now_us}"
-    );
-    assert!(!locker.inspect("never-taken").await.unwrap().held);
-    locker.close().await;
-    assert_eq!(
-        locker.acquire("job", &opts(1000)).await.unwrap_err().code(),
-        ErrorCode::Closed
-    );
-    let raw = db.raw().await;
-    raw.drop_tables(&[&t, &format!("{t}_meta")]).await;
-}
-
-async fn a_held_lock_is_not_granted_twice_and_a_waiter_gets_it_after_release(db: Db) {
-    let t = table("held");
-    let url = db.with(&format!("table={t}"));
-    let a = Locker::connect(&url).await.unwrap();
-    let b = Locker::connect(&url).await.unwrap();
-    let lease = a.acquire("job", &opts(10_000)).await.unwrap();
-    assert!(b.try_acquire("job", &opts(10_000)).await.unwrap().is_none());
-    let started = Instant::now();
-    let err = b
-        .acquire(
-            "job",
-            &opts(10_000).with_wait(Some(Duration::from_millis(300))),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::Timeout, "{err}");
-    assert!(started.elapsed() >= Duration::from_millis(300));
-    let waiter = {
-        let b = b.clone();
-        tokio::spawn(async move { b.acquire("job", &opts(10_000)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    lease.release().await.unwrap();
-    let next = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert!(next.token() > lease.token());
-    // Dropping a lease releases it in the background.
-    drop(next);
-    let again = a
-        .acquire("job", &opts(10_000).with_wait(Some(Duration::from_secs(5))))
-        .await;
-    assert!(again.is_ok(), "{again:?}");
-    // Closing releases what a Locker holds.
-    a.close().await;
-    assert!(b.try_acquire("job", &opts(10_000)).await.unwrap().is_some());
-    b.close().await;
-    db.raw()
-        .await
-        .drop_tables(&[&t, &format!("{t}_meta")])
-        .await;
-}
 
 async fn names_are_data_stored_and_locked_literally(db: Db) {
     let t = table("names");
@@ -230,6 +127,13 @@ async fn deleting_a_free_row_does_not_make_tokens_go_backwards(db: Db) {
         assert!(lease.token() > last);
         last = lease.token();
         lease.release().await.unwrap();
+        let info = locker.inspect("job").await.unwrap();
+        assert!(!info.held);
+        assert_eq!(
+            info.token,
+            Some(lease.token()),
+            "the row and its counter stay after release"
+        );
         raw.exec(&format!("DELETE FROM {t}")).await;
     }
     // A counter far ahead of the clock survives as long as its row does.
@@ -242,86 +146,6 @@ async fn deleting_a_free_row_does_not_make_tokens_go_backwards(db: Db) {
     let lease = locker.acquire("job", &opts(10_000)).await.unwrap();
     assert_eq!(lease.token(), far as u64 + 1);
     lease.release().await.unwrap();
-    locker.close().await;
-    raw.drop_tables(&[&t, &format!("{t}_meta")]).await;
-}
-
-async fn expiry_frees_the_lock_and_renewal_keeps_it(db: Db) {
-    let t = table("expiry");
-    let url = db.with(&format!("table={t}"));
-    let locker = Locker::connect(&url).await.unwrap();
-    let other = Locker::connect(&url).await.unwrap();
-    let ttl = Duration::from_millis(1500);
-    let lease = locker
-        .acquire("job", &opts(1500).with_auto_renew(false))
-        .await
-        .unwrap();
-    assert!(
-        lease
-            .lost_signal()
-            .wait_blocking(Some(ttl + Duration::from_secs(3)))
-    );
-    assert_eq!(
-        lease.lost_signal().reason(),
-        Some(fencelock::LossReason::Expired)
-    );
-    let next = other
-        .acquire("job", &opts(10_000).with_wait(Some(Duration::from_secs(5))))
-        .await
-        .unwrap();
-    assert!(next.token() > lease.token());
-    assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
-    assert_eq!(
-        lease.extend(None).await.unwrap_err().code(),
-        ErrorCode::Lost
-    );
-    next.release().await.unwrap();
-
-    let renewed = locker.acquire("kept", &opts(2000)).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(5000)).await;
-    assert!(renewed.is_held(), "renewals should have kept it");
-    assert!(
-        other
-            .try_acquire("kept", &opts(2000))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    renewed.release().await.unwrap();
-    locker.close().await;
-    other.close().await;
-    db.raw()
-        .await
-        .drop_tables(&[&t, &format!("{t}_meta")])
-        .await;
-}
-
-async fn a_lease_taken_over_by_hand_is_lost_at_its_next_renewal(db: Db) {
-    let t = table("takeover");
-    let locker = Locker::connect(&db.with(&format!("table={t}")))
-        .await
-        .unwrap();
-    let ttl = Duration::from_millis(3000);
-    let lease = locker
-        .acquire("job", &LockOptions::default().with_ttl(ttl))
-        .await
-        .unwrap();
-    let raw = db.raw().await;
-    let other_owner = match db.kind {
-        Kind::Postgres => "'\\x00000000000000000000000000000000'::bytea",
-        Kind::MariaDb => "x'00000000000000000000000000000000'",
-    };
-    raw.exec(&format!(
-        "UPDATE {t} SET owner = {other_owner}, token = token + 1"
-    ))
-    .await;
-    let reason = tokio::time::timeout(ttl / 3 + Duration::from_secs(2), lease.lost_signal().wait())
-        .await
-        .expect("lost signal");
-    assert_eq!(reason, fencelock::LossReason::TakenOver);
-    assert_eq!(lease.release().await.unwrap_err().code(), ErrorCode::Lost);
-    // The release did not free the row it no longer owned.
-    assert!(locker.inspect("job").await.unwrap().held);
     locker.close().await;
     raw.drop_tables(&[&t, &format!("{t}_meta")]).await;
 }
@@ -792,37 +616,12 @@ async fn bad_credentials_and_options_get_typed_errors_without_secrets(db: Db) {
         .await;
 }
 
-/// Waiters on PostgreSQL are woken by NOTIFY: with the fallback poll at a minute and the
-/// holder's ttl at 30 s, only the notification can hand the lock over within seconds.
+/// Waiters on PostgreSQL are woken by NOTIFY.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_waiters_are_woken_by_notify() {
     let db = sql_support::postgres();
     let t = table("notify");
-    let url = db.with(&format!("table={t}"));
-    let slow_poll = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
-    let holder = Locker::connect(&url).await.unwrap();
-    let waiter = Locker::connect_with(&url, slow_poll).await.unwrap();
-    for round in 0..3 {
-        let name = unique("notify");
-        let lease = holder.acquire(&name, &opts(30_000)).await.unwrap();
-        let waiting = {
-            let (waiter, name) = (waiter.clone(), name.clone());
-            tokio::spawn(async move { waiter.acquire(&name, &opts(30_000)).await })
-        };
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let released = Instant::now();
-        lease.release().await.unwrap();
-        let next = tokio::time::timeout(Duration::from_secs(10), waiting)
-            .await
-            .unwrap_or_else(|_| panic!("round {round}: the waiter was not woken"))
-            .unwrap()
-            .unwrap();
-        assert!(released.elapsed() < Duration::from_secs(10));
-        assert!(next.token() > lease.token());
-        next.release().await.unwrap();
-    }
-    holder.close().await;
-    waiter.close().await;
+    support::probe::a_release_wakes_a_slow_polling_waiter(&db.with(&format!("table={t}"))).await;
     db.raw()
         .await
         .drop_tables(&[&t, &format!("{t}_meta")])

@@ -163,7 +163,7 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
         .to_string();
     let raw = zookeeper_client::Client::connect(&connect).await.unwrap();
     let name = unique("curator shared/lock");
-    let folder = format!("/fencelock/{}", fencelock::name::encode(&name));
+    let folder = format!("/fencelock/{}", fencelock::internals::encode_name(&name));
     let mut curator = Curator::start(dir.path(), &connect, &folder).await;
     let locker = Locker::connect(&url).await.unwrap();
 

@@ -224,7 +224,7 @@ async fn children(raw: &Client, path: &str) -> Vec<String> {
 }
 
 fn folder(name: &str) -> String {
-    format!("/fencelock/{}", fencelock::name::encode(name))
+    format!("/fencelock/{}", fencelock::internals::encode_name(name))
 }
 
 /// The holder is cut off from the ensemble: it hears nothing, and the server hears nothing

@@ -2,15 +2,12 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencelock::options::TestHook;
-use fencelock::{
-    BootInstant, ErrorCode, Fence, LockOptions, Locker, LockerOptions, LossReason, SqlValue,
-    Statement,
-};
+use fencelock::{BootInstant, ErrorCode, LockOptions, Locker, LockerOptions, LossReason};
 use support::unique;
 use zookeeper_client::{Client, EventType};
 
@@ -45,32 +42,29 @@ async fn children(raw: &Client, path: &str) -> Vec<String> {
 }
 
 fn folder(name: &str) -> String {
-    format!("/fencelock/{}", fencelock::name::encode(name))
+    format!("/fencelock/{}", fencelock::internals::encode_name(name))
 }
 
 fn slow_poll() -> LockerOptions {
     LockerOptions::default().with_poll_interval(Duration::from_secs(60))
 }
 
+/// The layout of a lock (docs/zookeeper.md): one ephemeral sequential node per holder or waiter
+/// under the name's folder, whose czxid is the token; a try that fails leaves no node, and a
+/// release or close deletes the holder's. (Tokens, inspect, release and close as the contract
+/// states them: the conformance suite.)
 #[tokio::test]
-async fn acquire_release_inspect_and_the_token_is_the_czxid() {
+async fn the_token_is_the_czxid_of_an_ephemeral_node_that_release_and_close_delete() {
     let locker = Locker::connect(&zk_url()).await.unwrap();
     let other = Locker::connect(&zk_url()).await.unwrap();
     let raw = raw().await;
     let name = unique("basic");
     let folder = folder(&name);
-    let mut last = 0;
-    for _ in 0..3 {
+    for _ in 0..2 {
         let lease = locker
             .acquire(&name, &LockOptions::default())
             .await
             .unwrap();
-        assert!(
-            lease.token() > last && lease.token() < 1 << 63,
-            "{} after {last}",
-            lease.token()
-        );
-        last = lease.token();
         // No server-side expiry time: the lease lives with its session and node.
         assert_eq!(lease.expires_at(), None);
         let nodes = children(&raw, &folder).await;
@@ -85,11 +79,6 @@ async fn acquire_release_inspect_and_the_token_is_the_czxid() {
         assert_ne!(stat.ephemeral_owner, 0, "lock nodes are ephemeral");
         assert!(String::from_utf8_lossy(&data).contains("\"fencelock\":1"));
         // (The folder is a CONTAINER node; the server does not show that in a Stat.)
-        let info = locker.inspect(&name).await.unwrap();
-        assert!(info.held);
-        assert_eq!(info.token, Some(lease.token()));
-        assert!(info.holder.unwrap().contains("\"language\":\"rust\""));
-        assert_eq!(info.time_left, None);
         // A try that fails leaves nothing in the queue.
         assert!(
             other
@@ -101,31 +90,14 @@ async fn acquire_release_inspect_and_the_token_is_the_czxid() {
         assert_eq!(children(&raw, &folder).await.len(), 1);
         lease.release().await.unwrap();
         assert!(children(&raw, &folder).await.is_empty());
-        assert!(!locker.inspect(&name).await.unwrap().held);
-        assert_eq!(
-            lease.release().await.unwrap_err().code(),
-            ErrorCode::NotHeld
-        );
-        assert_eq!(
-            lease.extend(None).await.unwrap_err().code(),
-            ErrorCode::NotHeld
-        );
     }
-    // close() releases what the Locker still holds.
+    // close() deletes the node of what the Locker still holds.
     let _kept = locker
         .acquire(&name, &LockOptions::default())
         .await
         .unwrap();
     locker.close().await;
     assert!(children(&raw, &folder).await.is_empty());
-    assert_eq!(
-        locker
-            .acquire(&name, &LockOptions::default())
-            .await
-            .unwrap_err()
-            .code(),
-        ErrorCode::Closed
-    );
 }
 
 #[tokio::test]
@@ -198,83 +170,6 @@ async fn without_auto_renew_the_lease_ends_after_one_session_timeout_and_its_nod
     next.release().await.unwrap();
 }
 
-/// 8 contenders (each its own Locker, so its own session) x 200 critical sections, each a
-/// read-modify-write of a counter guarded by a SQLite fence: a stale writer would be refused
-/// or lose an update.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eight_contenders_keep_a_fenced_counter_exact() {
-    const CONTENDERS: usize = 8;
-    const ROUNDS: usize = 200;
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("fence.db").display());
-    let fence = Fence::open(&db, "counter").await.unwrap();
-    let pool = sqlx::SqlitePool::connect(&format!("{db}?mode=rwc"))
-        .await
-        .unwrap();
-    sqlx::query("CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query("INSERT INTO counter VALUES (1, 0)")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let name = unique("contend");
-    let tokens = Arc::new(Mutex::new(Vec::new()));
-    let inside = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CONTENDERS {
-        let locker = Locker::connect(&zk_url()).await.unwrap();
-        let (fence, pool, name, tokens, inside) = (
-            fence.clone(),
-            pool.clone(),
-            name.clone(),
-            tokens.clone(),
-            inside.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..ROUNDS {
-                let lease = locker
-                    .acquire(&name, &LockOptions::default())
-                    .await
-                    .unwrap();
-                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                let n: i64 = sqlx::query_scalar("SELECT n FROM counter WHERE id = 1")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                let update = Statement::new("UPDATE counter SET n = ?1 WHERE id = 1")
-                    .bind(SqlValue::Int(n + 1));
-                // A stale token would fail here (STALE_TOKEN) and fail the test.
-                fence.fenced_execute(&lease, &[update]).await.unwrap();
-                tokens.lock().unwrap().push(lease.token());
-                inside.store(false, Ordering::SeqCst);
-                lease.release().await.unwrap();
-            }
-            locker.close().await;
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let n: i64 = sqlx::query_scalar("SELECT n FROM counter WHERE id = 1")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(n, (CONTENDERS * ROUNDS) as i64);
-    let tokens = tokens.lock().unwrap();
-    assert!(
-        tokens.windows(2).all(|w| w[0] < w[1]),
-        "tokens must increase from holder to holder"
-    );
-    println!(
-        "{} critical sections in {:?}",
-        tokens.len(),
-        started.elapsed()
-    );
-}
-
 /// Waiters queue in the order they asked and each release wakes exactly the next one: the
 /// fallback poll is a minute, so only the watch on the predecessor can wake anybody, and the
 /// watch events are counted.
@@ -336,8 +231,6 @@ async fn one_release_wakes_exactly_the_next_waiter_in_fifo_order() {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        // Give any other waiter time to (wrongly) wake up too.
-        tokio::time::sleep(Duration::from_millis(300)).await;
         let got = order.lock().unwrap().clone();
         assert_eq!(
             got.len(),
@@ -350,6 +243,8 @@ async fn one_release_wakes_exactly_the_next_waiter_in_fifo_order() {
         );
         assert!(got[handoff].1 > last_token);
         last_token = got[handoff].1;
+        // Counted cumulatively: a waiter woken wrongly by this release shows here or, if its
+        // event comes later, at the next hand-off or the end.
         assert_eq!(
             watch_events.load(Ordering::SeqCst),
             handoff + 1,
@@ -360,6 +255,56 @@ async fn one_release_wakes_exactly_the_next_waiter_in_fifo_order() {
     for task in tasks {
         task.await.unwrap();
     }
+    // The last release had nobody to wake: one watch event per waiter, no more.
+    assert_eq!(watch_events.load(Ordering::SeqCst), WAITERS);
+}
+
+/// ZooKeeper's waiters queue: inspect shows them, first in line first, with their holder text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_the_queue_of_waiters() {
+    let url = zk_url();
+    let holder = Locker::connect(&url).await.unwrap();
+    let waiter = Locker::connect(&url).await.unwrap();
+    let name = unique("ops-queue");
+    let lease = holder
+        .acquire(&name, &LockOptions::default())
+        .await
+        .unwrap();
+    let waiting = {
+        let waiter = waiter.clone();
+        let name = name.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::default()
+                .with_wait(Some(Duration::from_secs(20)))
+                .with_holder("second in line");
+            waiter.acquire(&name, &opts).await
+        })
+    };
+    let started = Instant::now();
+    let info = loop {
+        let info = holder.inspect(&name).await.unwrap();
+        if !info.waiters.is_empty() {
+            break info;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the waiter never showed up: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(info.token, Some(lease.token()));
+    assert_eq!(info.waiters.len(), 1, "{info:?}");
+    let described = fencelock::HolderDescription::parse(info.waiters[0].holder.as_deref().unwrap());
+    assert_eq!(described.text.as_deref(), Some("second in line"));
+    assert!(
+        info.waiters[0].node.contains("-lock-"),
+        "{:?}",
+        info.waiters[0]
+    );
+    lease.release().await.unwrap();
+    let second = waiting.await.unwrap().unwrap();
+    assert!(holder.inspect(&name).await.unwrap().waiters.is_empty());
+    second.release().await.unwrap();
 }
 
 #[tokio::test]
@@ -413,7 +358,7 @@ async fn names_with_slashes_dots_braces_and_non_ascii_stay_one_segment() {
     for name in ["a/b", "..", ".", "{user}", "zürich ☃", "a/../b.{c}/", "%2F"] {
         let lease = locker.acquire(name, &LockOptions::default()).await.unwrap();
         assert_eq!(lease.name(), name);
-        let encoded = fencelock::name::encode(name);
+        let encoded = fencelock::internals::encode_name(name);
         assert!(!encoded.contains(['/', '.', '{', '}']), "{encoded}");
         assert!(
             children(&raw, &root).await.contains(&encoded),
@@ -528,7 +473,7 @@ async fn credentials_set_acls_that_keep_non_participants_out() {
         .connect(&host)
         .await
         .unwrap();
-    let folder = format!("{root}/{}", fencelock::name::encode(&name));
+    let folder = format!("{root}/{}", fencelock::internals::encode_name(&name));
     let node = format!(
         "{folder}/{}",
         authed.list_children(&folder).await.unwrap()[0]

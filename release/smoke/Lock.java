@@ -10,11 +10,13 @@ public class Lock {
     public static void main(String[] args) throws Exception {
         String url = "sqlite://" + Files.createTempDirectory("fencelock-smoke") + "/smoke.db";
         LockOptions options = LockOptions.builder().ttl(Duration.ofSeconds(10)).wait(Duration.ofSeconds(5)).build();
+        // A try never waits, so its options carry no wait.
+        LockOptions once = LockOptions.builder().ttl(Duration.ofSeconds(10)).build();
         long heldToken;
         try (Locker first = Locker.connect(url); Locker second = Locker.connect(url)) {
             try (Lease lease = first.acquireBlocking("smoke", options)) {
                 heldToken = lease.getToken();
-                if (second.tryAcquireBlocking("smoke", options) != null) {
+                if (second.tryAcquireBlocking("smoke", once) != null) {
                     fail("a second locker acquired a held lock");
                 }
             }

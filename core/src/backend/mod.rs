@@ -57,7 +57,7 @@ pub struct LockInfo {
     pub time_left: Option<Duration>,
     /// The waiters queued behind the holder, first in line first (ZooKeeper, whose waiters
     /// queue; empty on TTL backends, whose waiters do not register anywhere). At most
-    /// [`MAX_WAITERS_SHOWN`] are read.
+    /// [`crate::MAX_WAITERS_SHOWN`] are read.
     pub waiters: Vec<Waiter>,
 }
 

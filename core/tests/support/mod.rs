@@ -1,6 +1,8 @@
 //! Shared by the integration tests that need real servers (started by tests/servers.sh).
 #![allow(dead_code)]
 
+pub mod probe;
+
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -57,7 +59,7 @@ pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command
         .unwrap_or(0)
 }
 
-/// The URL of one backend for scenarios that run on every backend (see `on_every_backend!`):
+/// The URL of one backend (the conformance suite's `Target::url` and the metrics tests):
 /// sqlite (a file per test process), redis, zookeeper (a 2 s session, so losses come quickly),
 /// postgres, mariadb.
 pub fn backend_url(backend: &str) -> String {
@@ -98,45 +100,4 @@ pub fn cluster_url() -> String {
         "REDIS_CLUSTER",
         "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
     )
-}
-
-/// Every backend of `on_every_backend!`, plus Redlock and Redis Cluster.
-#[macro_export]
-macro_rules! on_all_backends {
-    ($($scenario:ident),* $(,)?) => {
-        on_every_backend!($($scenario),*);
-        mod more_backends {
-            $(
-            mod $scenario {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn redlock() {
-                    super::super::$scenario(&super::super::support::redlock_url()).await
-                }
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn redis_cluster() {
-                    super::super::$scenario(&super::super::support::cluster_url()).await
-                }
-            }
-            )*
-        }
-    };
-}
-
-/// Runs each `async fn scenario(url: &str)` once per backend, as `scenario::<backend>`.
-#[macro_export]
-macro_rules! on_every_backend {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() { super::$scenario(&super::support::backend_url("sqlite")).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn redis() { super::$scenario(&super::support::backend_url("redis")).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn zookeeper() { super::$scenario(&super::support::backend_url("zookeeper")).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() { super::$scenario(&super::support::backend_url("postgres")).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mariadb() { super::$scenario(&super::support::backend_url("mariadb")).await }
-        }
-    )*};
 }
