@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::signal::lock;
+use crate::sync::unpoisoned;
 
 /// How many items a subscriber that does not keep up may have waiting; past that the oldest
 /// are dropped (and counted), so a forgotten subscription cannot grow without bound.
@@ -40,7 +40,7 @@ impl<T> Inbox<T> {
 
     fn push(&self, item: T) {
         {
-            let mut queue = lock(&self.queue);
+            let mut queue = unpoisoned(&self.queue);
             if queue.len() >= INBOX_CAPACITY {
                 queue.pop_front();
                 self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -58,14 +58,14 @@ impl<T> Inbox<T> {
     }
 
     pub fn try_recv(&self) -> Option<T> {
-        lock(&self.queue).pop_front()
+        unpoisoned(&self.queue).pop_front()
     }
 
     /// The next item, waiting up to `timeout` (forever when `None`); `None` on timeout or
     /// once closed and drained.
     pub fn recv_blocking(&self, timeout: Option<Duration>) -> Option<T> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut queue = lock(&self.queue);
+        let mut queue = unpoisoned(&self.queue);
         loop {
             if let Some(item) = queue.pop_front() {
                 return Some(item);
@@ -143,7 +143,7 @@ impl<T: Clone, F: Clone> Hub<T, F> {
 
     /// Pushes `item` to every subscriber whose filter `wants` it.
     pub fn publish(&self, item: &T, wants: impl Fn(&F) -> bool) {
-        for entry in lock(&self.entries).iter() {
+        for entry in unpoisoned(&self.entries).iter() {
             if wants(&entry.filter) {
                 entry.inbox.push(item.clone());
             }
@@ -153,7 +153,7 @@ impl<T: Clone, F: Clone> Hub<T, F> {
     pub fn subscribe(self: &Arc<Self>, filter: F) -> (u64, Arc<Inbox<T>>) {
         let inbox = Arc::new(Inbox::new());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut entries = lock(&self.entries);
+        let mut entries = unpoisoned(&self.entries);
         entries.push(Entry {
             id,
             inbox: inbox.clone(),
@@ -164,21 +164,21 @@ impl<T: Clone, F: Clone> Hub<T, F> {
     }
 
     pub fn set_filter(&self, id: u64, filter: F) {
-        if let Some(entry) = lock(&self.entries).iter_mut().find(|e| e.id == id) {
+        if let Some(entry) = unpoisoned(&self.entries).iter_mut().find(|e| e.id == id) {
             entry.filter = filter;
         }
     }
 
     /// The filters of every subscriber (to compute a global threshold).
     pub fn filters(&self) -> Vec<F> {
-        lock(&self.entries)
+        unpoisoned(&self.entries)
             .iter()
             .map(|e| e.filter.clone())
             .collect()
     }
 
     pub fn unsubscribe(&self, id: u64) {
-        let mut entries = lock(&self.entries);
+        let mut entries = unpoisoned(&self.entries);
         entries.retain(|e| {
             if e.id == id {
                 e.inbox.close();
@@ -192,7 +192,7 @@ impl<T: Clone, F: Clone> Hub<T, F> {
 
     /// Closes every subscriber's inbox (their owner was closed).
     pub fn close_all(&self) {
-        let mut entries = lock(&self.entries);
+        let mut entries = unpoisoned(&self.entries);
         for entry in entries.drain(..) {
             entry.inbox.close();
         }
@@ -210,7 +210,7 @@ pub(crate) struct Membership<T, F> {
 impl<T, F> Drop for Membership<T, F> {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            let mut entries = lock(&hub.entries);
+            let mut entries = unpoisoned(&hub.entries);
             entries.retain(|e| e.id != self.id);
             hub.active.store(!entries.is_empty(), Ordering::Relaxed);
         }

@@ -21,7 +21,8 @@ use crate::locker::LockerInner;
 use crate::name::LockName;
 use crate::options::validate_ttl;
 use crate::reentry::Ticket;
-use crate::signal::{LossReason, LostSignal, lock};
+use crate::signal::{LossReason, LostSignal};
+use crate::sync::unpoisoned;
 use crate::watchdog;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +212,7 @@ impl LeaseShared {
     /// Marks the lease suspended (its backend connection is down) or not, telling
     /// subscribers when that changes while it is held.
     pub(crate) fn set_suspended(&self, suspended: bool) {
-        let mut state = lock(&self.state);
+        let mut state = unpoisoned(&self.state);
         if state.suspended == suspended {
             return;
         }
@@ -246,7 +247,7 @@ impl LeaseShared {
     /// background, best effort. If the runtime is gone the lock simply expires on the server.
     pub(crate) fn release_in_background(&self) {
         {
-            let mut state = lock(&self.state);
+            let mut state = unpoisoned(&self.state);
             if state.phase != Phase::Held {
                 return;
             }
@@ -278,7 +279,7 @@ impl LeaseShared {
     /// the phase change and the Lost event: every emitter checks the phase under the lock.)
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         {
-            let mut state = lock(&self.state);
+            let mut state = unpoisoned(&self.state);
             if state.phase != Phase::Held {
                 return;
             }
@@ -305,7 +306,7 @@ impl LeaseShared {
     /// Called by the watchdog when a registered deadline comes due.
     pub(crate) fn check_deadline(&self) {
         let passed = {
-            let state = lock(&self.state);
+            let state = unpoisoned(&self.state);
             state.phase == Phase::Held && state.deadline.has_passed()
         };
         if passed {
@@ -316,7 +317,7 @@ impl LeaseShared {
     /// The phase as of now, turning a passed deadline into a loss.
     fn current_phase(&self) -> Phase {
         let phase = {
-            let state = lock(&self.state);
+            let state = unpoisoned(&self.state);
             match state.phase {
                 Phase::Held if state.deadline.has_passed() => None,
                 phase => Some(phase),
@@ -359,7 +360,7 @@ impl LeaseShared {
             .expiry_counted_from(self.owner)
             .unwrap_or(sent_at);
         let new_deadline = client_deadline(self.backend.as_ref(), counted_from, ttl);
-        let mut state = lock(&self.state);
+        let mut state = unpoisoned(&self.state);
         if state.phase != Phase::Held || state.deadline.has_passed() {
             return;
         }
@@ -390,7 +391,7 @@ impl LeaseShared {
         {
             return;
         }
-        let mut state = lock(&self.state);
+        let mut state = unpoisoned(&self.state);
         let new_deadline = client_deadline(self.backend.as_ref(), counted_from, state.ttl);
         if state.phase != Phase::Held
             || state.deadline.has_passed()
@@ -426,7 +427,7 @@ impl LeaseShared {
             return self.ensure_held();
         }
         let phase = {
-            let mut state = lock(&self.state);
+            let mut state = unpoisoned(&self.state);
             let phase = match state.phase {
                 Phase::Held if state.deadline.has_passed() => Phase::Lost(LossReason::Expired),
                 phase => phase,
@@ -542,7 +543,7 @@ impl LeaseShared {
                 // A backend whose liveness is its session (ZooKeeper) keeps its own length.
                 self.backend.lease_ttl(ttl)
             }
-            None => lock(&self.state).ttl,
+            None => unpoisoned(&self.state).ttl,
         };
         let _turn = self.renewing.lock().await;
         self.ensure_held()?;
@@ -586,7 +587,7 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
                 let wait = match retry_in {
                     Some(d) => d,
                     None => {
-                        let state = lock(&lease.state);
+                        let state = unpoisoned(&lease.state);
                         (state.ttl / 3).saturating_sub(state.last_sent.elapsed())
                     }
                 };
@@ -621,7 +622,7 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
         if lease.current_phase() != Phase::Held {
             return;
         }
-        let ttl = lock(&lease.state).ttl;
+        let ttl = unpoisoned(&lease.state).ttl;
         let sent_at = BootInstant::now();
         let sent_wall = SystemTime::now();
         let outcome = lease
@@ -641,7 +642,7 @@ async fn renew_loop(weak: Weak<LeaseShared>) {
             }
             Err(e) => {
                 {
-                    let mut state = lock(&lease.state);
+                    let mut state = unpoisoned(&lease.state);
                     state.renewal_failing = true;
                     if state.phase == Phase::Held {
                         lease.emit(LockEventKind::RenewalRetried, Some(e.to_string()), None);
@@ -748,12 +749,12 @@ impl Lease {
         if !self.shared.backend.server_expiry() {
             return None;
         }
-        Some(lock(&self.shared.state).expires_at)
+        Some(unpoisoned(&self.shared.state).expires_at)
     }
 
     /// The client deadline, on CLOCK_BOOTTIME.
     pub fn deadline(&self) -> BootInstant {
-        lock(&self.shared.state).deadline
+        unpoisoned(&self.shared.state).deadline
     }
 
     /// Whether the lease is lost; computed from the deadline on every call.
@@ -771,7 +772,7 @@ impl Lease {
 
     /// Whether the last renewal attempt failed (renewals retry until the deadline).
     pub fn renewal_failing(&self) -> bool {
-        lock(&self.shared.state).renewal_failing
+        unpoisoned(&self.shared.state).renewal_failing
     }
 
     /// Held, but its standing is in doubt: the backend connection it depends on is down
@@ -781,7 +782,7 @@ impl Lease {
         if !self.is_held() {
             return false;
         }
-        let state = lock(&self.shared.state);
+        let state = unpoisoned(&self.shared.state);
         state.suspended || state.renewal_failing
     }
 

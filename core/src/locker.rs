@@ -19,7 +19,7 @@ use crate::lease::{Lease, LeaseEvents, LeaseShared, NewLease};
 use crate::name::LockName;
 use crate::options::{LockOptions, LockerOptions};
 use crate::reentry::{Scope, ScopeRegistry};
-use crate::signal::lock;
+use crate::sync::unpoisoned;
 use crate::url::{BackendKind, LockerUrl};
 
 pub(crate) struct LockerInner {
@@ -47,7 +47,7 @@ pub(crate) struct LockerInner {
 
 impl LockerInner {
     pub(crate) fn forget(&self, lease_id: u64) {
-        lock(&self.leases).remove(&lease_id);
+        unpoisoned(&self.leases).remove(&lease_id);
     }
 }
 
@@ -399,7 +399,7 @@ impl Locker {
     }
 
     fn turnstile(&self, name: &LockName) -> Arc<tokio::sync::Mutex<()>> {
-        let mut turnstiles = lock(&self.inner.turnstiles);
+        let mut turnstiles = unpoisoned(&self.inner.turnstiles);
         if let Some(existing) = turnstiles.get(name).and_then(Weak::upgrade) {
             return existing;
         }
@@ -500,7 +500,7 @@ impl Locker {
                     events: self.inner.events.clone(),
                     metrics: self.inner.metrics.clone(),
                 });
-                lock(&self.inner.leases).insert(id, Arc::downgrade(&shared));
+                unpoisoned(&self.inner.leases).insert(id, Arc::downgrade(&shared));
                 self.inner
                     .backend
                     .track(name, owner, LeaseEvents::new(&shared));
@@ -600,7 +600,7 @@ impl Locker {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let held: Vec<Arc<LeaseShared>> = lock(&self.inner.leases)
+        let held: Vec<Arc<LeaseShared>> = unpoisoned(&self.inner.leases)
             .drain()
             .filter_map(|(_, weak)| weak.upgrade())
             .collect();
@@ -620,7 +620,7 @@ impl Locker {
     /// it, not part of the API.
     #[doc(hidden)]
     pub fn tracked_leases(&self) -> usize {
-        lock(&self.inner.leases).len()
+        unpoisoned(&self.inner.leases).len()
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::error::{Error, Result};
 use crate::lease::LeaseShared;
 use crate::name::LockName;
-use crate::signal::lock;
+use crate::sync::unpoisoned;
 
 /// An execution scope, named by the binding: acquisitions in one scope may re-enter each other;
 /// acquisitions in different scopes contend. Two live scopes must never share a number.
@@ -50,7 +50,7 @@ impl ScopeRegistry {
     /// The lease `scope` holds on `name`, if it still holds one.
     pub(crate) fn held(&self, name: &LockName, scope: Scope) -> Option<Arc<Reentry>> {
         let key = (name.clone(), scope);
-        let mut held = lock(&self.held);
+        let mut held = unpoisoned(&self.held);
         match held.get(&key).and_then(Weak::upgrade) {
             Some(reentry) if reentry.shared.is_held_now() => Some(reentry),
             Some(_) | None => {
@@ -74,7 +74,7 @@ impl ScopeRegistry {
             key: (name, scope),
             registry: Arc::downgrade(self),
         });
-        let mut held = lock(&self.held);
+        let mut held = unpoisoned(&self.held);
         if held.len() >= 1024 {
             held.retain(|_, entry| entry.strong_count() > 0);
         }
@@ -84,7 +84,7 @@ impl ScopeRegistry {
     }
 
     fn forget(&self, reentry: &Reentry) {
-        let mut held = lock(&self.held);
+        let mut held = unpoisoned(&self.held);
         // Only if the entry is still this one: the scope may have acquired afresh since.
         if held
             .get(&reentry.key)
@@ -109,7 +109,7 @@ impl Reentry {
     /// racing a release on another thread either enters before it (and the release is only of
     /// one acquisition) or finds the lease gone and acquires afresh.
     pub(crate) fn try_enter(self: &Arc<Self>) -> Option<Arc<Ticket>> {
-        let mut open = lock(&self.open);
+        let mut open = unpoisoned(&self.open);
         if *open == 0 || !self.shared.is_held_now() {
             return None;
         }
@@ -123,7 +123,7 @@ impl Reentry {
 
     /// The first acquisition.
     fn enter(self: &Arc<Self>) -> Arc<Ticket> {
-        *lock(&self.open) += 1;
+        *unpoisoned(&self.open) += 1;
         Arc::new(Ticket {
             reentry: self.clone(),
             released: AtomicBool::new(false),
@@ -132,7 +132,7 @@ impl Reentry {
 
     /// Closes one acquisition; true when it was the last one open.
     fn close_one(&self) -> bool {
-        let mut open = lock(&self.open);
+        let mut open = unpoisoned(&self.open);
         *open = open.saturating_sub(1);
         let last = *open == 0;
         drop(open);
@@ -143,7 +143,7 @@ impl Reentry {
     }
 
     pub(crate) fn depth(&self) -> usize {
-        *lock(&self.open)
+        *unpoisoned(&self.open)
     }
 }
 

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::sync::unpoisoned;
+
 /// Why a lease was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LossReason {
@@ -76,13 +78,13 @@ impl LostSignal {
     }
 
     pub fn reason(&self) -> Option<LossReason> {
-        *lock(&self.0.reason)
+        *unpoisoned(&self.0.reason)
     }
 
     /// Sets the signal; only the first call has an effect. Returns whether this call set it.
     pub(crate) fn fire(&self, reason: LossReason) -> bool {
         {
-            let mut slot = lock(&self.0.reason);
+            let mut slot = unpoisoned(&self.0.reason);
             if slot.is_some() {
                 return false;
             }
@@ -91,7 +93,7 @@ impl LostSignal {
         }
         self.0.condvar.notify_all();
         self.0.notify.notify_waiters();
-        let callbacks = std::mem::take(&mut *lock(&self.0.callbacks));
+        let callbacks = std::mem::take(&mut *unpoisoned(&self.0.callbacks));
         for callback in callbacks {
             // A binding's callback must not take the watchdog thread down with it.
             let _ = catch_unwind(AssertUnwindSafe(|| callback(reason)));
@@ -103,7 +105,7 @@ impl LostSignal {
     /// whether it is set. `None` waits forever.
     pub fn wait_blocking(&self, timeout: Option<Duration>) -> bool {
         let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
-        let mut guard = lock(&self.0.reason);
+        let mut guard = unpoisoned(&self.0.reason);
         while guard.is_none() {
             match deadline {
                 None => {
@@ -146,7 +148,7 @@ impl LostSignal {
     /// Runs `callback` once when the signal is set: at once (on this thread) if it already
     /// is, else on the thread that sets it. Callbacks must be quick and must not block.
     pub fn on_lost(&self, callback: impl FnOnce(LossReason) + Send + 'static) {
-        let mut callbacks = lock(&self.0.callbacks);
+        let mut callbacks = unpoisoned(&self.0.callbacks);
         if let Some(reason) = self.reason() {
             drop(callbacks);
             let _ = catch_unwind(AssertUnwindSafe(|| callback(reason)));
@@ -164,11 +166,6 @@ impl fmt::Debug for LostSignal {
     }
 }
 
-/// Locks a mutex, ignoring poisoning: every critical section here leaves the data valid.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,7 +177,7 @@ mod tests {
         assert!(!signal.wait_blocking(Some(Duration::from_millis(10))));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
-        signal.on_lost(move |r| lock(&s).push(r));
+        signal.on_lost(move |r| unpoisoned(&s).push(r));
         let waiter = {
             let signal = signal.clone();
             std::thread::spawn(move || signal.wait_blocking(None))
@@ -188,7 +185,7 @@ mod tests {
         assert!(signal.fire(LossReason::TakenOver));
         assert!(!signal.fire(LossReason::Expired));
         assert!(waiter.join().unwrap());
-        assert_eq!(*lock(&seen), vec![LossReason::TakenOver]);
+        assert_eq!(*unpoisoned(&seen), vec![LossReason::TakenOver]);
         assert_eq!(signal.reason(), Some(LossReason::TakenOver));
         // A callback added after the fact runs at once.
         let late = Arc::new(AtomicBool::new(false));

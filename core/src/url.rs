@@ -82,6 +82,21 @@ impl LockerUrl {
             .map_or(Ok(default), |v| parse_duration(key, v))
     }
 
+    /// The query option `key` as a boolean (`true`, `1` or `yes`; `false`, `0` or `no`; in any
+    /// case), or `default` without it.
+    pub fn bool_option(&self, key: &str, default: bool) -> Result<bool> {
+        self.query
+            .get(key)
+            .map_or(Ok(default), |value| parse_flag(key, value))
+    }
+
+    /// Refuses a query option not in `known`, by name, listing the known ones:
+    /// `unknown {what} URL option "x"; known: a, b, c`. `what` names the kind of URL
+    /// (`Redis`, `ZooKeeper`, `Redis fence`, …).
+    pub fn refuse_unknown_options(&self, what: &str, known: &[&str]) -> Result<()> {
+        refuse_unknown_options(&self.query, what, known)
+    }
+
     /// Parses `url`, choosing the backend from its scheme.
     ///
     /// # Errors
@@ -124,7 +139,17 @@ impl LockerUrl {
                 unparsed(url)
             )));
         }
-        let tls = tls || query.get("tls").is_some_and(|v| v == "true" || v == "1");
+        // `tls=yes` must not connect in plain text: the option reads like every other flag,
+        // and a TLS scheme cannot be turned off by it.
+        let tls = match query.get("tls").map(|v| parse_flag("tls", v)).transpose()? {
+            Some(false) if tls => {
+                return Err(Error::invalid(format!(
+                    "{scheme}:// always uses TLS: leave out tls=false, or use the plain scheme"
+                )));
+            }
+            Some(asked) => tls || asked,
+            None => tls,
+        };
 
         if kind == BackendKind::Sqlite {
             return parse_sqlite(scheme, rest, query, url);
@@ -341,16 +366,11 @@ fn parse_sqlite(
              for anyone else; name a file",
         ));
     }
-    for key in query.keys() {
-        if !matches!(
-            key.as_str(),
-            "mode" | "table" | "create_table" | "busy_timeout_ms"
-        ) {
-            return Err(Error::invalid(format!(
-                "unknown sqlite URL option {key:?}; known: mode, table, create_table, busy_timeout_ms"
-            )));
-        }
-    }
+    refuse_unknown_options(
+        &query,
+        "sqlite",
+        &["mode", "table", "create_table", "busy_timeout_ms"],
+    )?;
     Ok(LockerUrl {
         kind: BackendKind::Sqlite,
         scheme,
@@ -407,6 +427,24 @@ fn parse_host_port(text: &str, url: &str) -> Result<HostPort> {
         host: host.to_string(),
         port,
     })
+}
+
+fn refuse_unknown_options(
+    query: &BTreeMap<String, String>,
+    what: &str,
+    known: &[&str],
+) -> Result<()> {
+    match query.keys().find(|key| !known.contains(&key.as_str())) {
+        None => Ok(()),
+        Some(key) => {
+            let mut known = known.to_vec();
+            known.sort_unstable();
+            Err(Error::invalid(format!(
+                "unknown {what} URL option {key:?}; known: {}",
+                known.join(", ")
+            )))
+        }
+    }
 }
 
 fn parse_query(query: &str, url: &str) -> Result<BTreeMap<String, String>> {
@@ -577,6 +615,17 @@ pub fn parse_duration(key: &str, text: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A flag option's value: `true`/`1`/`yes` or `false`/`0`/`no`, in any case.
+fn parse_flag(key: &str, value: &str) -> Result<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        other => Err(Error::invalid(format!(
+            "{key} must be true or false, not {other:?}"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -657,6 +706,51 @@ mod tests {
         assert!(LockerUrl::parse("sqlite://").is_err());
         assert!(LockerUrl::parse("sqlite://:memory:").is_err());
         assert!(LockerUrl::parse("sqlite:///x.db?bogus=1").is_err());
+    }
+
+    #[test]
+    fn boolean_options() {
+        let url = LockerUrl::parse("redis://h?a=YES&b=0&c=True&d=maybe").unwrap();
+        assert!(url.bool_option("a", false).unwrap());
+        assert!(!url.bool_option("b", true).unwrap());
+        assert!(url.bool_option("c", false).unwrap());
+        assert!(url.bool_option("absent", true).unwrap());
+        let err = url.bool_option("d", true).unwrap_err();
+        assert_eq!(err.code(), crate::ErrorCode::InvalidArgument);
+        assert_eq!(err.message(), r#"d must be true or false, not "maybe""#);
+    }
+
+    #[test]
+    fn tls_is_a_flag_like_any_other_and_a_tls_scheme_cannot_be_turned_off() {
+        // `tls=yes` once parsed and connected in plain text.
+        assert!(LockerUrl::parse("redis://h?tls=yes").unwrap().tls);
+        assert!(LockerUrl::parse("redis://h?tls=TRUE").unwrap().tls);
+        assert!(!LockerUrl::parse("redis://h?tls=no").unwrap().tls);
+        assert!(LockerUrl::parse("rediss://h").unwrap().tls);
+        for bad in ["redis://h?tls=maybe", "rediss://h?tls=false"] {
+            let err = LockerUrl::parse(bad).unwrap_err();
+            assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_options_are_refused_by_name_with_the_known_ones() {
+        let url = LockerUrl::parse("redis://h?prefix=p&colour=red").unwrap();
+        url.refuse_unknown_options("Redis", &["prefix", "colour"])
+            .unwrap();
+        let err = url
+            .refuse_unknown_options("Redis", &["tls", "prefix"])
+            .unwrap_err();
+        assert_eq!(err.code(), crate::ErrorCode::InvalidArgument);
+        assert_eq!(
+            err.message(),
+            r#"unknown Redis URL option "colour"; known: prefix, tls"#
+        );
+        let err = LockerUrl::parse("sqlite:///x.db?colour=red").unwrap_err();
+        assert_eq!(
+            err.message(),
+            r#"unknown sqlite URL option "colour"; known: busy_timeout_ms, create_table, mode, table"#
+        );
     }
 
     #[test]

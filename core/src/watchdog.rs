@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::clock::BootInstant;
 use crate::lease::LeaseShared;
-use crate::signal::lock;
+use crate::sync::unpoisoned;
 
 const MAX_SLEEP: Duration = Duration::from_millis(250);
 
@@ -80,7 +80,7 @@ impl Heap {
 static WATCHDOG: Mutex<Option<(u32, Arc<Watchdog>)>> = Mutex::new(None);
 
 fn watchdog() -> Arc<Watchdog> {
-    let mut slot = lock(&WATCHDOG);
+    let mut slot = unpoisoned(&WATCHDOG);
     let pid = std::process::id();
     if let Some((owner_pid, dog)) = slot.as_ref()
         && *owner_pid == pid
@@ -112,7 +112,7 @@ fn watchdog() -> Arc<Watchdog> {
 pub(crate) fn watch(lease: &Arc<LeaseShared>, deadline: BootInstant) {
     let dog = watchdog();
     let earliest = {
-        let mut heap = lock(&dog.heap);
+        let mut heap = unpoisoned(&dog.heap);
         let earliest = heap
             .entries
             .peek()
@@ -131,7 +131,7 @@ pub(crate) fn watch(lease: &Arc<LeaseShared>, deadline: BootInstant) {
 
 impl Watchdog {
     fn run(&self) {
-        let mut heap = lock(&self.heap);
+        let mut heap = unpoisoned(&self.heap);
         loop {
             let now = BootInstant::now();
             let mut due = Vec::new();
@@ -152,7 +152,7 @@ impl Watchdog {
                         lease.check_deadline()
                     }));
                 }
-                heap = lock(&self.heap);
+                heap = unpoisoned(&self.heap);
                 continue;
             }
             let sleep = heap
@@ -171,5 +171,5 @@ impl Watchdog {
 
 /// How many deadlines the watchdog of this process holds (for tests of its bound).
 pub(crate) fn entries() -> usize {
-    lock(&watchdog().heap).entries.len()
+    unpoisoned(&watchdog().heap).entries.len()
 }

@@ -201,7 +201,12 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
         let (locker, name) = (locker.clone(), name.clone());
         tokio::spawn(async move { locker.acquire(&name, &LockOptions::default()).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Queued behind Curator's node (not merely started), so the release below wakes a waiter.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while node_count(&raw, &folder).await != 2 {
+        assert!(Instant::now() < deadline, "fencelock never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(!waiter.is_finished(), "fencelock took a lock Curator holds");
     curator.send("release").await;
     assert_eq!(curator.answer().await, "released");

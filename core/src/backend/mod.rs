@@ -4,9 +4,15 @@
 //! subscribe to release notifications. Waiting, back-off, deadlines and renewal live once,
 //! above it, in [`crate::locker`] and [`crate::lease`].
 
+// Each backend is built with its cargo feature (core/Cargo.toml); Redlock runs on the Redis
+// backend's connections and scripts, so it comes with `redis`.
+#[cfg(feature = "redis")]
 pub(crate) mod redis;
+#[cfg(feature = "redis")]
 pub(crate) mod redlock;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub(crate) mod sql;
+#[cfg(feature = "zookeeper")]
 pub(crate) mod zookeeper;
 
 use std::sync::Arc;
@@ -227,26 +233,96 @@ pub trait Backend: Send + Sync + 'static {
     async fn close(&self);
 }
 
-/// Connects the backend that `url` selects.
+/// Connects the backend that `url` selects, or fails with [`not_built`] when this build left it
+/// out.
 pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Arc<dyn Backend>> {
     match url.kind {
-        BackendKind::Sqlite | BackendKind::Postgres | BackendKind::MySql => {
-            Ok(Arc::new(sql::SqlBackend::connect(url, options).await?))
-        }
+        #[cfg(feature = "sqlite")]
+        BackendKind::Sqlite => Ok(Arc::new(sql::SqlBackend::connect(url, options).await?)),
+        #[cfg(feature = "postgres")]
+        BackendKind::Postgres => Ok(Arc::new(sql::SqlBackend::connect(url, options).await?)),
+        #[cfg(feature = "mysql")]
+        BackendKind::MySql => Ok(Arc::new(sql::SqlBackend::connect(url, options).await?)),
+        #[cfg(feature = "redis")]
         BackendKind::Redis | BackendKind::RedisCluster => {
             Ok(Arc::new(redis::RedisBackend::connect(url, options).await?))
         }
-        BackendKind::ZooKeeper => Ok(Arc::new(zookeeper::ZkBackend::connect(url, options).await?)),
+        #[cfg(feature = "redis")]
         BackendKind::Redlock => Ok(Arc::new(
             redlock::RedlockBackend::connect(url, options).await?,
         )),
+        #[cfg(feature = "zookeeper")]
+        BackendKind::ZooKeeper => Ok(Arc::new(zookeeper::ZkBackend::connect(url, options).await?)),
+        #[allow(
+            unreachable_patterns,
+            reason = "reached only in a build without every backend feature"
+        )]
+        other => Err(not_built(other)),
     }
 }
 
+/// The cargo feature of the fencelock crate that builds `kind`'s backend.
+pub(crate) fn feature_of(kind: BackendKind) -> &'static str {
+    match kind {
+        BackendKind::Redis | BackendKind::RedisCluster | BackendKind::Redlock => "redis",
+        BackendKind::ZooKeeper => "zookeeper",
+        BackendKind::Postgres => "postgres",
+        BackendKind::MySql => "mysql",
+        BackendKind::Sqlite => "sqlite",
+    }
+}
+
+/// The error for a URL whose backend this build of fencelock left out (its feature is off).
 pub(crate) fn not_built(kind: BackendKind) -> Error {
     Error::invalid(format!(
-        "the {} backend is recognized but not implemented in this version of fencelock yet; \
-         sqlite:// works today",
-        kind.as_str()
+        "the {} backend is not built into this fencelock: build the fencelock crate with its \
+         \"{}\" feature (on by default)",
+        kind.as_str(),
+        feature_of(kind)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A URL whose backend this build left out still parses, and connecting (or opening a fence
+    /// on it) fails at once with INVALID_ARGUMENT naming the feature. A build with every feature
+    /// has no such URL: there the message alone is checked.
+    #[tokio::test]
+    async fn a_backend_left_out_fails_at_connect_naming_its_feature() {
+        for url in [
+            "redis://127.0.0.1:1",
+            "redis+cluster://127.0.0.1:1",
+            "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+            "zk://127.0.0.1:1",
+            "postgres://127.0.0.1:1/db",
+            "mysql://127.0.0.1:1/db",
+            "sqlite:///nonexistent-folder/locks.db",
+        ] {
+            let kind = LockerUrl::parse(url).unwrap().kind;
+            let expected = not_built(kind);
+            assert_eq!(expected.code(), crate::ErrorCode::InvalidArgument);
+            assert!(
+                expected
+                    .message()
+                    .contains(&format!("\"{}\" feature", feature_of(kind))),
+                "{expected}"
+            );
+            let built = match feature_of(kind) {
+                "redis" => cfg!(feature = "redis"),
+                "zookeeper" => cfg!(feature = "zookeeper"),
+                "sqlite" => cfg!(feature = "sqlite"),
+                "postgres" => cfg!(feature = "postgres"),
+                "mysql" => cfg!(feature = "mysql"),
+                other => panic!("unknown feature {other}"),
+            };
+            if !built {
+                let err = crate::Locker::connect(url).await.expect_err("connected");
+                assert_eq!(err.to_string(), expected.to_string(), "{url}");
+                let err = crate::Fence::open(url, "r").await.expect_err("opened");
+                assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{url}");
+            }
+        }
+    }
 }

@@ -11,7 +11,9 @@
 //! stale one's writes fail.
 
 mod origins;
+#[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
 
 pub(crate) use origins::RETIRED_KEPT as RETIRED_ORIGINS_KEPT;
@@ -299,9 +301,13 @@ impl Fence {
             .map_err(|e| Error::invalid(format!("fence resource name: {}", e.message())))?;
         let parsed = LockerUrl::parse(url)?;
         let backend: Arc<dyn FenceBackend> = match parsed.kind {
-            BackendKind::Sqlite | BackendKind::Postgres | BackendKind::MySql => {
-                Arc::new(sql::SqlFence::open(&parsed, &options).await?)
-            }
+            #[cfg(feature = "sqlite")]
+            BackendKind::Sqlite => Arc::new(sql::SqlFence::open(&parsed, &options).await?),
+            #[cfg(feature = "postgres")]
+            BackendKind::Postgres => Arc::new(sql::SqlFence::open(&parsed, &options).await?),
+            #[cfg(feature = "mysql")]
+            BackendKind::MySql => Arc::new(sql::SqlFence::open(&parsed, &options).await?),
+            #[cfg(feature = "redis")]
             BackendKind::Redis => Arc::new(redis::RedisFence::open(&parsed, &options).await?),
             BackendKind::Redlock => {
                 return Err(Error::invalid(
@@ -310,6 +316,18 @@ impl Fence {
                      accepts the tokens of Redlock leases like any other's",
                 ));
             }
+            BackendKind::RedisCluster | BackendKind::ZooKeeper => {
+                return Err(Error::invalid(format!(
+                    "there is no fence on {} yet: open it on the store of the resource's data \
+                     (sqlite://, postgres://, mysql://, redis://); it accepts the tokens of any \
+                     backend's leases",
+                    parsed.kind.as_str()
+                )));
+            }
+            #[allow(
+                unreachable_patterns,
+                reason = "reached only in a build without every backend feature"
+            )]
             other => return Err(crate::backend::not_built(other)),
         };
         Ok(Fence {

@@ -6,7 +6,8 @@ use redis::aio::ConnectionManager;
 
 use super::origins::Origins;
 use super::{FenceBackend, FenceToken, Statement};
-use crate::backend::redis::connect::{client, manager_config, map_error};
+use crate::backend::redis::connect::{client, manager_config};
+use crate::backend::redis::error::map_error;
 use crate::backend::redis::keys::{DEFAULT_PREFIX, validate_prefix};
 use crate::backend::redis::scripts::{FENCE_CHECK, FENCED_SET};
 use crate::error::{Error, Result};
@@ -21,13 +22,7 @@ pub(crate) struct RedisFence {
 
 impl RedisFence {
     pub(crate) async fn open(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
-        for key in url.query.keys() {
-            if !matches!(key.as_str(), "prefix" | "ca" | "cert" | "key" | "tls") {
-                return Err(Error::invalid(format!(
-                    "unknown Redis fence URL option {key:?}"
-                )));
-            }
-        }
+        url.refuse_unknown_options("Redis fence", &["prefix", "ca", "cert", "key", "tls"])?;
         let prefix = url
             .query
             .get("prefix")

@@ -1,14 +1,14 @@
-//! From a fencelock URL to redis-rs clients, and the one place Redis errors are mapped.
+//! From a fencelock URL to redis-rs clients.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use redis::{
     ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo,
 };
 
+use super::error::map_error;
 use crate::error::{Error, Result};
-use crate::url::{HostPort, LockerUrl, redact_secrets};
+use crate::url::{HostPort, LockerUrl};
 
 /// Settings read from the URL's query.
 #[derive(Debug, Clone)]
@@ -42,27 +42,9 @@ const KNOWN: [&str; 9] = [
     "tls",
 ];
 
-fn flag(query: &BTreeMap<String, String>, key: &str, default: bool) -> Result<bool> {
-    match query.get(key).map(|v| v.to_ascii_lowercase()) {
-        None => Ok(default),
-        Some(v) if v == "true" || v == "1" || v == "yes" => Ok(true),
-        Some(v) if v == "false" || v == "0" || v == "no" => Ok(false),
-        Some(v) => Err(Error::invalid(format!(
-            "{key} must be true or false, not {v:?}"
-        ))),
-    }
-}
-
 impl RedisSettings {
     pub fn from_url(url: &LockerUrl) -> Result<Self> {
-        for key in url.query.keys() {
-            if !KNOWN.contains(&key.as_str()) {
-                return Err(Error::invalid(format!(
-                    "unknown Redis URL option {key:?}; known: {}",
-                    KNOWN.join(", ")
-                )));
-            }
-        }
+        url.refuse_unknown_options("Redis", &KNOWN)?;
         let prefix = url
             .query
             .get("prefix")
@@ -71,9 +53,9 @@ impl RedisSettings {
         super::keys::validate_prefix(&prefix)?;
         Ok(RedisSettings {
             prefix,
-            replica_ack: flag(&url.query, "replica_ack", true)?,
-            allow_eviction: flag(&url.query, "allow_eviction", false)?,
-            strict_checks: flag(&url.query, "strict_checks", false)?,
+            replica_ack: url.bool_option("replica_ack", true)?,
+            allow_eviction: url.bool_option("allow_eviction", false)?,
+            strict_checks: url.bool_option("strict_checks", false)?,
             max_skew: max_skew(url)?,
         })
     }
@@ -247,42 +229,4 @@ pub fn manager_config(timeout: Duration) -> redis::aio::ConnectionManagerConfig 
         .set_response_timeout(Some(timeout))
         .set_number_of_retries(2)
         .set_max_delay(Duration::from_millis(500))
-}
-
-/// Converts a redis-rs error: retryable when the connection failed, AUTH when credentials or
-/// permissions were refused, secrets stripped from every message.
-pub fn map_error(context: &str, err: redis::RedisError) -> Error {
-    let text = redact_secrets(&err.to_string());
-    let code = err.code().unwrap_or("").to_string();
-    if err.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(code.as_str(), "NOPERM" | "WRONGPASS" | "NOAUTH")
-    {
-        return Error::auth(format!("{context}: {text}"));
-    }
-    if err.is_io_error()
-        || err.is_connection_refusal()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-    {
-        return Error::unavailable(format!("{context}: {text}"));
-    }
-    if matches!(
-        code.as_str(),
-        "LOADING"
-            | "BUSY"
-            | "TRYAGAIN"
-            | "CLUSTERDOWN"
-            | "MASTERDOWN"
-            | "READONLY"
-            | "MOVED"
-            | "ASK"
-    ) {
-        return Error::unavailable(format!("{context}: {text}"));
-    }
-    if text.contains("DB index is out of range") {
-        return Error::invalid(format!(
-            "{context}: the database index is out of range for this server"
-        ));
-    }
-    Error::backend(format!("{context}: {text}"))
 }

@@ -25,6 +25,7 @@
 
 pub(crate) mod conn;
 pub(crate) mod connect;
+pub(crate) mod error;
 pub(crate) mod keys;
 pub(crate) mod pubsub;
 pub(crate) mod replica;
@@ -39,7 +40,8 @@ use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use self::conn::Conn;
-use self::connect::{RedisSettings, client, cluster_client, manager_config, map_error};
+use self::connect::{RedisSettings, client, cluster_client, manager_config};
+use self::error::map_error;
 use self::keys::{keys, name_of_lock_key, scan_pattern};
 use self::pubsub::WakeHub;
 use self::replica::ReplicaAck;

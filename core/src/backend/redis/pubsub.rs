@@ -18,10 +18,10 @@ use tokio::sync::Notify;
 
 use crate::backend::ReleaseWatch;
 use crate::error::Result;
-use crate::signal::lock;
+use crate::sync::unpoisoned;
 
 use super::conn::Conn;
-use super::connect::map_error;
+use super::error::map_error;
 
 #[derive(Default)]
 struct Channel {
@@ -55,13 +55,13 @@ impl WakeHub {
                     Some(Value::SimpleString(s)) => s.clone(),
                     _ => return,
                 };
-                if let Some(channel) = lock(&self.channels).get(&name) {
+                if let Some(channel) = unpoisoned(&self.channels).get(&name) {
                     bump(channel);
                 }
             }
             // Messages may have been lost while disconnected: everybody retries.
             PushKind::Disconnection => {
-                for channel in lock(&self.channels).values() {
+                for channel in unpoisoned(&self.channels).values() {
                     bump(channel);
                 }
             }
@@ -73,7 +73,7 @@ impl WakeHub {
     pub async fn watch(self: &Arc<Self>, conn: &Conn, channel: &str) -> Result<HubWatch> {
         let _changes = self.changes.lock().await;
         let state = {
-            let mut channels = lock(&self.channels);
+            let mut channels = unpoisoned(&self.channels);
             let state = channels.entry(channel.to_string()).or_default().clone();
             state.waiters.fetch_add(1, Ordering::AcqRel);
             state
@@ -98,7 +98,7 @@ impl WakeHub {
 
     /// Drops one waiter; returns whether it was the last one.
     fn release_waiter(&self, channel: &str, state: &Arc<Channel>) -> bool {
-        let mut channels = lock(&self.channels);
+        let mut channels = unpoisoned(&self.channels);
         let left = state
             .waiters
             .fetch_sub(1, Ordering::AcqRel)
@@ -148,7 +148,7 @@ impl Drop for HubWatch {
         self.runtime.spawn(async move {
             let _changes = hub.changes.lock().await;
             let idle = {
-                let mut channels = lock(&hub.channels);
+                let mut channels = unpoisoned(&hub.channels);
                 match channels.get(&channel) {
                     Some(state) if state.waiters.load(Ordering::Acquire) == 0 => {
                         channels.remove(&channel);

@@ -9,7 +9,8 @@ use redis::aio::ConnectionManager;
 use tokio::sync::Mutex;
 
 use super::conn::Conn;
-use super::connect::{RedisSettings, manager_config, map_error};
+use super::connect::{RedisSettings, manager_config};
+use super::error::map_error;
 use crate::clock::BootInstant;
 use crate::error::Result;
 

@@ -14,13 +14,14 @@ use super::scripts::{INSPECT, RAISE, RAISE_MAX_TTL};
 use crate::backend::Attempt;
 use crate::backend::redis::conn::Conn;
 use crate::backend::redis::connect::RedisSettings;
-use crate::backend::redis::connect::{client, manager_config, map_error};
+use crate::backend::redis::connect::{client, manager_config};
+use crate::backend::redis::error::map_error;
 use crate::backend::redis::pubsub::{HubWatch, WakeHub};
 use crate::backend::redis::scripts::{ACQUIRE, RELEASE, RENEW};
 use crate::backend::redis::{as_i64, as_string, check_eviction_policy, parse_attempt};
 use crate::clock::BootInstant;
 use crate::error::{Error, ErrorCode, Result};
-use crate::signal::lock;
+use crate::sync::unpoisoned;
 use crate::url::{HostPort, LockerUrl};
 
 /// What the last probe of a master found.
@@ -98,11 +99,11 @@ impl Instance {
 
     /// The connection, made on first use (and again after it could not be made).
     pub async fn conn(&self) -> Result<Conn> {
-        if let Some(conn) = lock(&self.ready).clone() {
+        if let Some(conn) = unpoisoned(&self.ready).clone() {
             return Ok(conn);
         }
         let _connecting = self.connecting.lock().await;
-        if let Some(conn) = lock(&self.ready).clone() {
+        if let Some(conn) = unpoisoned(&self.ready).clone() {
             return Ok(conn);
         }
         let hub = Arc::downgrade(&self.hub);
@@ -121,7 +122,7 @@ impl Instance {
             .await
             .map_err(|e| map_error(&format!("connecting to redlock master {}", self.label), e))?;
         let conn = Conn::Single(manager);
-        *lock(&self.ready) = Some(conn.clone());
+        *unpoisoned(&self.ready) = Some(conn.clone());
         Ok(conn)
     }
 
@@ -132,7 +133,7 @@ impl Instance {
         timeout: Duration,
         request: impl Future<Output = Result<T>>,
     ) -> Result<T> {
-        if let Some(why) = lock(&self.down).clone() {
+        if let Some(why) = unpoisoned(&self.down).clone() {
             return Err(Error::unavailable(format!(
                 "redlock master {} is down ({why})",
                 self.label
@@ -154,13 +155,13 @@ impl Instance {
     }
 
     fn mark_down(self: &Arc<Self>, e: &Error) {
-        *lock(&self.down) = Some(e.message().to_string());
+        *unpoisoned(&self.down) = Some(e.message().to_string());
         if self.probing.swap(true, Ordering::AcqRel) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             self.probing.store(false, Ordering::Release);
-            *lock(&self.down) = None;
+            *unpoisoned(&self.down) = None;
             return;
         };
         let weak = Arc::downgrade(self);
@@ -178,7 +179,7 @@ impl Instance {
                         .map_err(|e| map_error("PING", e))
                 };
                 if let Ok(Ok(_)) = tokio::time::timeout(instance.connect_timeout, ping).await {
-                    *lock(&instance.down) = None;
+                    *unpoisoned(&instance.down) = None;
                     instance.probing.store(false, Ordering::Release);
                     flog!(info, "redlock master {} answers again", instance.label);
                     return;
@@ -462,11 +463,11 @@ impl Instance {
     }
 
     pub fn health(&self) -> Health {
-        *lock(&self.health)
+        *unpoisoned(&self.health)
     }
 
     pub fn record(&self, probe: &Probe, abstaining: bool) {
-        let mut health = lock(&self.health);
+        let mut health = unpoisoned(&self.health);
         health.checked = Some(BootInstant::now());
         health.abstaining = abstaining;
         health.offset_us = Some(probe.offset_us);

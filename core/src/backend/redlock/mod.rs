@@ -126,7 +126,7 @@ fn sorted(labels: &[String]) -> Vec<String> {
 fn lock_all_run_ids(instances: &[Arc<Instance>]) -> Vec<Option<String>> {
     instances
         .iter()
-        .map(|i| crate::signal::lock(&i.run_id).clone())
+        .map(|i| crate::sync::unpoisoned(&i.run_id).clone())
         .collect()
 }
 
@@ -364,7 +364,7 @@ impl RedlockBackend {
             .zip(beyond.iter().zip(&same))
             .zip(run_ids)
             .map(|((instance, (&beyond, &same)), run_id)| {
-                let mut h = crate::signal::lock(&instance.health);
+                let mut h = crate::sync::unpoisoned(&instance.health);
                 if beyond && !h.excluded {
                     flog!(warn, "redlock master {} has a clock more than {skew:?} from the others': left out of quorums",
                         instance.label
@@ -383,7 +383,7 @@ impl RedlockBackend {
                 }
                 h.excluded = beyond;
                 h.duplicate_of = same;
-                *crate::signal::lock(&instance.run_id) = run_id;
+                *crate::sync::unpoisoned(&instance.run_id) = run_id;
                 h.checked.is_some() && !h.abstaining && !beyond && same.is_none()
             })
             .collect()
@@ -487,7 +487,7 @@ impl RedlockBackend {
                         .as_ref()
                         .is_some_and(|probe| !abstains(probe.uptime, max_ttl, skew))
                     && (cached[i]
-                        || crate::signal::lock(&self.instances[i].health)
+                        || crate::sync::unpoisoned(&self.instances[i].health)
                             .checked
                             .is_none())
             };

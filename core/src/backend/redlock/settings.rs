@@ -43,31 +43,13 @@ pub struct RedlockSettings {
     pub strict_checks: bool,
 }
 
-fn flag(url: &LockerUrl, key: &str, default: bool) -> Result<bool> {
-    match url.query.get(key).map(|v| v.to_ascii_lowercase()) {
-        None => Ok(default),
-        Some(v) if v == "true" || v == "1" || v == "yes" => Ok(true),
-        Some(v) if v == "false" || v == "0" || v == "no" => Ok(false),
-        Some(v) => Err(Error::invalid(format!(
-            "{key} must be true or false, not {v:?}"
-        ))),
-    }
-}
-
 fn duration(url: &LockerUrl, key: &str, default: Duration) -> Result<Duration> {
     url.duration_option(key, default)
 }
 
 impl RedlockSettings {
     pub fn from_url(url: &LockerUrl) -> Result<Self> {
-        for key in url.query.keys() {
-            if !KNOWN.contains(&key.as_str()) {
-                return Err(Error::invalid(format!(
-                    "unknown redlock URL option {key:?}; known: {}",
-                    KNOWN.join(", ")
-                )));
-            }
-        }
+        url.refuse_unknown_options("redlock", &KNOWN)?;
         if url.hosts.is_empty() {
             return Err(Error::invalid(
                 "a redlock URL needs at least one master: redlock://h1:p1,h2:p2,h3:p3",
@@ -112,8 +94,8 @@ impl RedlockSettings {
             max_ttl,
             max_skew,
             instance_timeout,
-            allow_eviction: flag(url, "allow_eviction", false)?,
-            strict_checks: flag(url, "strict_checks", false)?,
+            allow_eviction: url.bool_option("allow_eviction", false)?,
+            strict_checks: url.bool_option("strict_checks", false)?,
         })
     }
 

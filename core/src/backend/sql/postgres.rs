@@ -32,7 +32,7 @@ use super::session::Pooled;
 use crate::backend::ReleaseWatch;
 use crate::error::{Error, Result};
 use crate::options::LockerOptions;
-use crate::signal::lock;
+use crate::sync::unpoisoned;
 use crate::url::LockerUrl;
 
 /// The PostgreSQL URL options besides the shared ones (`table`, `create_table`, `pool_size`).
@@ -189,13 +189,13 @@ struct Hub {
 
 impl Hub {
     fn wake(&self, channel: &str) {
-        if let Some(state) = lock(&self.channels).get(channel) {
+        if let Some(state) = unpoisoned(&self.channels).get(channel) {
             bump(state);
         }
     }
 
     fn wake_all(&self) {
-        for state in lock(&self.channels).values() {
+        for state in unpoisoned(&self.channels).values() {
             bump(state);
         }
     }
@@ -235,7 +235,7 @@ impl Notifier {
 
     /// The command queue of the listening task, started on first use.
     fn sender(&self) -> mpsc::UnboundedSender<Command> {
-        let mut commands = lock(&self.commands);
+        let mut commands = unpoisoned(&self.commands);
         if let Some(tx) = commands.as_ref().filter(|tx| !tx.is_closed()) {
             return tx.clone();
         }
@@ -254,7 +254,7 @@ impl Notifier {
     /// unreachable) the waiter polls, and is subscribed once the connection is back.
     pub async fn watch(&self, channel: String) -> Box<dyn ReleaseWatch> {
         let state = {
-            let mut channels = lock(&self.hub.channels);
+            let mut channels = unpoisoned(&self.hub.channels);
             let state = channels.entry(channel.clone()).or_default().clone();
             state.waiters.fetch_add(1, Ordering::AcqRel);
             state
@@ -285,7 +285,7 @@ impl Notifier {
     /// Stops the listening task (it closes its connection once the last waiter is gone) and
     /// wakes every waiter, so each finds the Locker closed at once.
     pub fn close(&self) {
-        lock(&self.commands).take();
+        unpoisoned(&self.commands).take();
         self.hub.wake_all();
     }
 }
@@ -314,7 +314,7 @@ impl ReleaseWatch for PgWatch {
 impl Drop for PgWatch {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            let mut channels = lock(&hub.channels);
+            let mut channels = unpoisoned(&hub.channels);
             if self.state.waiters.fetch_sub(1, Ordering::AcqRel) == 1
                 && channels
                     .get(&self.channel)
@@ -374,7 +374,7 @@ async fn open_listener(
     match tokio::time::timeout(timeout, open).await {
         Ok(Ok(listener)) => Some(listener),
         Ok(Err(e)) => {
-            let e = super::map_sqlx_error("postgres listen", e);
+            let e = super::error::map_sqlx_error("postgres listen", e);
             flog!(debug, "the LISTEN connection failed: {e}");
             None
         }
@@ -480,7 +480,7 @@ async fn listen_task(
                 // The connection dropped (Ok(None)) or failed: notifications may be lost, so
                 // everybody retries, and the connection is made again.
                 if let Err(e) = result {
-                    let e = super::map_sqlx_error("postgres listen", e);
+                    let e = super::error::map_sqlx_error("postgres listen", e);
                     flog!(debug, "the LISTEN connection failed: {e}");
                 }
                 listener = None;

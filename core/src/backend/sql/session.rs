@@ -84,14 +84,17 @@ pub(crate) struct Tx<DB: sqlx::Database>(sqlx::Transaction<'static, DB>);
 /// PostgreSQL types every parameter; a NULL with no type lets the server infer it from the
 /// statement, as it does for a literal NULL (sqlx would otherwise send whatever type the
 /// Rust `None` had, and `INSERT … VALUES ($1)` into a text column would fail).
+#[cfg(feature = "postgres")]
 struct UntypedNull;
 
+#[cfg(feature = "postgres")]
 impl sqlx::Type<sqlx::Postgres> for UntypedNull {
     fn type_info() -> sqlx::postgres::PgTypeInfo {
         sqlx::postgres::PgTypeInfo::with_oid(sqlx::postgres::types::Oid(0))
     }
 }
 
+#[cfg(feature = "postgres")]
 impl sqlx::Encode<'_, sqlx::Postgres> for UntypedNull {
     fn encode_by_ref(
         &self,
@@ -290,12 +293,15 @@ macro_rules! driver {
     };
 }
 
+#[cfg(feature = "sqlite")]
 driver!(
     sqlx::Sqlite,
     sqlx::sqlite::SqliteArguments,
     Option::<i64>::None
 );
+#[cfg(feature = "postgres")]
 driver!(sqlx::Postgres, sqlx::postgres::PgArguments, UntypedNull);
+#[cfg(feature = "mysql")]
 driver!(
     sqlx::MySql,
     sqlx::mysql::MySqlArguments,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use super::map_sqlx_error;
+use super::error::map_sqlx_error;
 use super::session::Pooled;
 use crate::error::{Error, Result};
 use crate::options::LockerOptions;

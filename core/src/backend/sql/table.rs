@@ -21,18 +21,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::dialect::{AcquireSql, Args, Flavor, LockSql, P, SchemaSql};
+use super::error::{is_conflict, is_duplicate_create, is_missing_table, map_sqlx_error};
 use super::session::{SqlPool, int, text};
-use super::{
-    SqlSettings, conflict_pause, is_conflict, is_duplicate_create, is_missing_table, map_sqlx_error,
-};
+use super::{SqlSettings, conflict_pause};
 use crate::backend::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::unix_micros;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
 use crate::name::LockName;
 use crate::options::LockerOptions;
-use crate::signal::lock;
 use crate::sql_value::SqlValue;
+use crate::sync::unpoisoned;
 use crate::url::{BackendKind, LockerUrl};
 
 /// A failure inside one SQL operation: a driver error (mapped, or retried when it is a
@@ -90,8 +89,11 @@ where
 /// The database flavor and the URL options it knows besides the shared ones.
 pub(crate) fn flavor_of(url: &LockerUrl) -> Result<(Flavor, &'static [&'static str])> {
     match url.kind {
+        #[cfg(feature = "sqlite")]
         BackendKind::Sqlite => Ok((Flavor::Sqlite, super::sqlite::OPTIONS)),
+        #[cfg(feature = "postgres")]
         BackendKind::Postgres => Ok((Flavor::Postgres, super::postgres::OPTIONS)),
+        #[cfg(feature = "mysql")]
         BackendKind::MySql => Ok((Flavor::MySql, super::mysql::OPTIONS)),
         other => Err(Error::internal(format!(
             "{} is not a SQL backend",
@@ -294,6 +296,7 @@ pub struct SqlBackend {
     attempts: Arc<InFlight>,
     deployment_id: String,
     /// PostgreSQL: the Locker's one LISTEN connection, opened on first wait.
+    #[cfg(feature = "postgres")]
     notifier: Option<super::postgres::Notifier>,
     /// The operation timeout: how long close waits for connections in use to come back, and
     /// how long each try of an abandoned attempt's release may take.
@@ -334,6 +337,7 @@ impl SqlBackend {
                 return Err(e);
             }
         };
+        #[cfg(feature = "postgres")]
         let notifier = match flavor {
             Flavor::Postgres => Some(super::postgres::Notifier::new(
                 super::postgres::connect_options(url, options)?,
@@ -349,6 +353,7 @@ impl SqlBackend {
             sql: Arc::new(sql),
             attempts: Arc::default(),
             deployment_id,
+            #[cfg(feature = "postgres")]
             notifier,
             operation_timeout: options.operation_timeout,
             closed: AtomicBool::new(false),
@@ -667,7 +672,7 @@ impl InFlight {
             running,
             abandoned: AtomicBool::new(false),
         });
-        lock(&self.0).insert(owner, gate.clone());
+        unpoisoned(&self.0).insert(owner, gate.clone());
         Running {
             registry: self.clone(),
             owner,
@@ -680,7 +685,7 @@ impl InFlight {
     /// is running.
     async fn abandon(&self, owner: OwnerId) {
         // Marked with the registry locked, as the attempt checks it (see [`Running::settle`]).
-        let gate = lock(&self.0)
+        let gate = unpoisoned(&self.0)
             .get(&owner)
             .inspect(|gate| {
                 gate.abandoned.store(true, Ordering::Release);
@@ -697,7 +702,7 @@ impl Running {
     /// itself before it ends. When it was not, it is taken off the registry now, atomically
     /// with the check: a release arriving later finds nothing running and releases by itself.
     fn settle(&self) -> bool {
-        let mut running = lock(&self.registry.0);
+        let mut running = unpoisoned(&self.registry.0);
         if self.gate.abandoned.load(Ordering::Acquire) {
             return true;
         }
@@ -718,7 +723,7 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let mut running = lock(&self.registry.0);
+        let mut running = unpoisoned(&self.registry.0);
         self.unregister(&mut running);
     }
 }
@@ -808,16 +813,18 @@ impl Backend for SqlBackend {
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
         self.ensure_open()?;
-        match (&self.notifier, self.sql.channel(name.as_str())) {
-            (Some(notifier), Some(channel)) => Ok(notifier.watch(channel).await),
-            _ => Ok(Box::new(crate::backend::PollOnly)),
+        #[cfg(feature = "postgres")]
+        if let (Some(notifier), Some(channel)) = (&self.notifier, self.sql.channel(name.as_str())) {
+            return Ok(notifier.watch(channel).await);
         }
+        Ok(Box::new(crate::backend::PollOnly))
     }
 
     async fn close(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
+        #[cfg(feature = "postgres")]
         if let Some(notifier) = &self.notifier {
             notifier.close();
         }

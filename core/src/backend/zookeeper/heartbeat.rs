@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
-use crate::signal::lock;
+use crate::sync::unpoisoned;
 
 /// How many answered heartbeats are remembered: enough to find `a` for any `b`.
 const KEPT: usize = 16;
@@ -113,16 +113,16 @@ impl Heartbeat {
     }
 
     pub(super) fn gap(&self) -> Duration {
-        lock(&self.chain).gap()
+        unpoisoned(&self.chain).gap()
     }
 
     pub(super) fn proven_from(&self) -> BootInstant {
-        lock(&self.chain).proven_from()
+        unpoisoned(&self.chain).proven_from()
     }
 
     /// Records an answered heartbeat; the new proven instant if it moved.
     pub(super) fn answered(&self, sent: BootInstant, at: BootInstant) -> Option<BootInstant> {
-        let moved = lock(&self.chain).answered(sent, at);
+        let moved = unpoisoned(&self.chain).answered(sent, at);
         self.beats.send_modify(|(n, error)| {
             *n += 1;
             *error = None;

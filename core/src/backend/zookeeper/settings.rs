@@ -1,5 +1,4 @@
-//! From a `zk://` URL to connection settings, ACLs for what fencelock creates, and the one
-//! place zookeeper-client errors become fencelock errors.
+//! From a `zk://` URL to connection settings, and ACLs for what fencelock creates.
 
 use std::fmt;
 use std::time::Duration;
@@ -7,7 +6,7 @@ use std::time::Duration;
 use zookeeper_client::{Acl, AuthId, Permission};
 
 use crate::error::{Error, Result};
-use crate::url::{LockerUrl, redact_secrets};
+use crate::url::LockerUrl;
 
 /// The session timeout asked of the server unless the URL says otherwise. The server clamps it
 /// to its own [minSessionTimeout, maxSessionTimeout] (by default 2 and 20 ticks).
@@ -55,14 +54,7 @@ impl fmt::Debug for ZkSettings {
 
 impl ZkSettings {
     pub fn from_url(url: &LockerUrl) -> Result<Self> {
-        for key in url.query.keys() {
-            if !KNOWN.contains(&key.as_str()) {
-                return Err(Error::invalid(format!(
-                    "unknown ZooKeeper URL option {key:?}; known: {}",
-                    KNOWN.join(", ")
-                )));
-            }
-        }
+        url.refuse_unknown_options("ZooKeeper", &KNOWN)?;
         if url.tls {
             return Err(Error::invalid(
                 "TLS to ZooKeeper is not supported by this version of fencelock",
@@ -209,33 +201,6 @@ fn validate_path(what: &str, path: &str) -> Result<()> {
     Ok(())
 }
 
-/// Converts a zookeeper-client error: UNAVAILABLE (retryable) when the outcome is unknown or
-/// the ensemble cannot be reached, AUTH when credentials or ACLs refuse, secrets stripped.
-pub fn map_error(context: &str, err: zookeeper_client::Error) -> Error {
-    use zookeeper_client::Error as Z;
-    let text = redact_secrets(&err.to_string());
-    let message = format!("{context}: {text}");
-    match err {
-        Z::ConnectionLoss
-        | Z::Timeout
-        | Z::NoHosts
-        | Z::SessionMoved
-        | Z::NotReadOnly
-        | Z::Throttled => Error::unavailable(message),
-        // The session's ephemeral nodes are gone; the backend makes a new session.
-        Z::SessionExpired => Error::unavailable(message),
-        Z::NoAuth | Z::AuthFailed => Error::auth(message),
-        Z::InvalidAcl => Error::auth(format!(
-            "{message} (the ACL names an identity this session lacks)"
-        )),
-        Z::ClientClosed => Error::closed(message),
-        Z::BadArguments(_) => Error::invalid(message),
-        // I/O and transport failures (the connection reset, TLS, SASL) come as custom errors.
-        Z::Custom(_) => Error::unavailable(message),
-        _ => Error::backend(message),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,26 +261,5 @@ mod tests {
                 "{url}: {err}"
             );
         }
-    }
-
-    #[test]
-    fn errors_map_to_codes() {
-        use zookeeper_client::Error as Z;
-        assert!(map_error("x", Z::ConnectionLoss).is_retryable());
-        assert_eq!(
-            map_error("x", Z::ConnectionLoss).code(),
-            crate::ErrorCode::Unavailable
-        );
-        assert_eq!(map_error("x", Z::NoAuth).code(), crate::ErrorCode::Auth);
-        assert_eq!(map_error("x", Z::AuthFailed).code(), crate::ErrorCode::Auth);
-        assert_eq!(
-            map_error("x", Z::ClientClosed).code(),
-            crate::ErrorCode::Closed
-        );
-        assert_eq!(
-            map_error("x", Z::QuotaExceeded).code(),
-            crate::ErrorCode::Backend
-        );
-        assert!(map_error("x", Z::SessionExpired).is_retryable());
     }
 }
