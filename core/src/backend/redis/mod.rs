@@ -532,8 +532,16 @@ impl Backend for RedisBackend {
     async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
+        // With replica acknowledgement on, acquires go on the acknowledgement connection: a
+        // release must follow them there. On the other connection it could overtake an acquire
+        // sent before it (one cancelled in flight, whose clean-up is this release), which would
+        // then take the lock after it, held by nobody until its ttl.
+        let conn = match self.replica_ack().await? {
+            Some(ack) => Conn::Single(ack),
+            None => self.conn.clone(),
+        };
         let n: i64 = run_lock_script(
-            &self.conn,
+            &conn,
             RELEASE
                 .key(&k.lock)
                 .key(&k.gone)
