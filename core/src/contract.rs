@@ -496,8 +496,8 @@ mod tests {
     async fn the_operations_take_what_the_table_says() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("locks.db").display());
-        let locker = crate::Locker::connect(&url).await.unwrap();
-        let scope = crate::Scope::new(1);
+        let locker = crate::locker::Locker::connect(&url).await.unwrap();
+        let scope = crate::lease::reentry::Scope::new(1);
         for (name, _) in lock_fields(&LockOptions::default()) {
             let mut given = LockOptionOverrides::default();
             assert!(set_lock_override(&mut given, name));
@@ -525,7 +525,7 @@ mod tests {
             }
         }
 
-        let rival = crate::Locker::connect(&url).await.unwrap();
+        let rival = crate::locker::Locker::connect(&url).await.unwrap();
         let held = rival
             .acquire("contract", &LockOptions::default())
             .await

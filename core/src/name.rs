@@ -162,7 +162,7 @@ mod tests {
     fn validation() {
         assert_eq!(
             LockName::new("").unwrap_err().code(),
-            crate::ErrorCode::InvalidArgument
+            crate::error::ErrorCode::InvalidArgument
         );
         assert!(LockName::new("x".repeat(255)).is_ok());
         let long = LockName::new("x".repeat(256)).unwrap_err();
@@ -184,7 +184,7 @@ mod tests {
         );
         assert_eq!(
             validate_prefix(&"x".repeat(256)).unwrap_err().code(),
-            crate::ErrorCode::InvalidArgument
+            crate::error::ErrorCode::InvalidArgument
         );
         // Encoding is byte by byte, so the encoded prefix is a prefix of every encoded name.
         assert!(encode("zürich 1").starts_with(&encode("zür")));

@@ -20,24 +20,24 @@ const MAX_THREADS: usize = 64;
 
 /// Builds the host runtime: multi-threaded (so a blocked caller never stalls the I/O), with
 /// `FENCELOCK_RUNTIME_THREADS` workers (1 when unset), its threads named `thread_name`.
-pub fn host_runtime(thread_name: &str) -> crate::Result<Runtime> {
+pub fn host_runtime(thread_name: &str) -> crate::error::Result<Runtime> {
     let threads = worker_threads(std::env::var(THREADS_VARIABLE).ok().as_deref())?;
     Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
         .thread_name(thread_name)
         .build()
-        .map_err(|e| crate::Error::internal(format!("cannot start the tokio runtime: {e}")))
+        .map_err(|e| crate::error::Error::internal(format!("cannot start the tokio runtime: {e}")))
 }
 
 /// The worker count the variable's value asks for: a whole number from 1 to 64, 1 when unset.
-fn worker_threads(value: Option<&str>) -> crate::Result<usize> {
+fn worker_threads(value: Option<&str>) -> crate::error::Result<usize> {
     let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(1);
     };
     match value.parse::<usize>() {
         Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
-        _ => Err(crate::Error::invalid(format!(
+        _ => Err(crate::error::Error::invalid(format!(
             "{THREADS_VARIABLE} must be a whole number from 1 to {MAX_THREADS}, got {value:?}"
         ))),
     }
@@ -46,7 +46,7 @@ fn worker_threads(value: Option<&str>) -> crate::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ErrorCode;
+    use crate::error::ErrorCode;
 
     #[test]
     fn one_worker_unless_asked() {

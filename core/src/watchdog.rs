@@ -14,8 +14,17 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
 use crate::clock::BootInstant;
-use crate::lease::LeaseShared;
 use crate::sync::unpoisoned;
+
+/// What the watchdog needs of a lease. A trait, so the watchdog sits below the lease in the
+/// module graph: the lease registers itself, the watchdog knows nothing else of it.
+pub(crate) trait Watched: Send + Sync {
+    /// Whether `deadline` is still the lease's current one (renewals replace deadlines; the
+    /// entries of replaced ones are pruned). True when that cannot be told without waiting.
+    fn is_watched_at(&self, deadline: BootInstant) -> bool;
+    /// Called when a registered deadline comes due: the lease is lost if it has passed.
+    fn check_deadline(&self);
+}
 
 const MAX_SLEEP: Duration = Duration::from_millis(250);
 
@@ -28,7 +37,7 @@ const PRUNE_SLACK: usize = 1024;
 
 struct Entry {
     deadline: BootInstant,
-    lease: Weak<LeaseShared>,
+    lease: Weak<dyn Watched>,
 }
 
 impl PartialEq for Entry {
@@ -109,7 +118,7 @@ fn watchdog() -> Arc<Watchdog> {
 
 /// Asks the watchdog to check `lease` at `deadline`. Each renewal registers its new
 /// deadline; stale entries are skipped when they come due.
-pub(crate) fn watch(lease: &Arc<LeaseShared>, deadline: BootInstant) {
+pub(crate) fn watch<W: Watched + 'static>(lease: &Arc<W>, deadline: BootInstant) {
     let dog = watchdog();
     let earliest = {
         let mut heap = unpoisoned(&dog.heap);
@@ -117,10 +126,8 @@ pub(crate) fn watch(lease: &Arc<LeaseShared>, deadline: BootInstant) {
             .entries
             .peek()
             .is_none_or(|Reverse(top)| deadline < top.deadline);
-        heap.push(Entry {
-            deadline,
-            lease: Arc::downgrade(lease),
-        });
+        let lease: Weak<dyn Watched> = Arc::downgrade(lease) as Weak<W>;
+        heap.push(Entry { deadline, lease });
         earliest
     };
     // The thread already wakes in time for anything later than its current first deadline.

@@ -215,16 +215,16 @@ async fn names_that_look_like_hash_tags_keep_every_key_in_one_slot() {
 
 #[tokio::test]
 async fn auth_errors_never_show_the_password() {
-    let err = Locker::connect("redis://fencelock:wrong-hunter2@127.0.0.1:6381")
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::Auth, "{err}");
-    assert!(!err.to_string().contains("hunter2"), "{err}");
-    // A prefix outside the user's key pattern: NOPERM on a lock command is AUTH.
     let acl = support::url(
         "REDIS_ACL",
         "redis://fencelock:fencelock-test@127.0.0.1:6381",
     );
+    let wrong = acl.replace(":fencelock-test@", ":wrong-hunter2@");
+    assert_ne!(wrong, acl, "the ACL URL has no password to replace");
+    let err = Locker::connect(&wrong).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Auth, "{err}");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+    // A prefix outside the user's key pattern: NOPERM on a lock command is AUTH.
     let sep = if acl.contains('?') { '&' } else { '?' };
     let locker = Locker::connect(&format!("{acl}{sep}prefix=elsewhere"))
         .await
@@ -239,35 +239,49 @@ async fn auth_errors_never_show_the_password() {
 
 #[tokio::test]
 async fn bad_redis_inputs_get_typed_errors() {
+    // The test servers' addresses, whatever ports they run on.
+    let server = redis_url().trim_start_matches("redis://").to_string();
+    let tls_server = support::url("REDIS_TLS", "rediss://127.0.0.1:6380")
+        .trim_start_matches("rediss://")
+        .split(['?', '/'])
+        .next()
+        .unwrap()
+        .to_string();
     let cases = [
         (
-            "redis://127.0.0.1:6379/notanumber",
-            ErrorCode::InvalidArgument,
-        ),
-        ("redis://127.0.0.1:6379/99999", ErrorCode::InvalidArgument),
-        (
-            "redis://127.0.0.1:6379?prefix=a{b}",
-            ErrorCode::InvalidArgument,
-        ),
-        ("redis://127.0.0.1:6379?bogus=1", ErrorCode::InvalidArgument),
-        (
-            "redis://127.0.0.1:6379?replica_ack=maybe",
+            format!("redis://{server}/notanumber"),
             ErrorCode::InvalidArgument,
         ),
         (
-            "redis://127.0.0.1:6379?ca=/etc/hosts",
+            format!("redis://{server}/99999"),
             ErrorCode::InvalidArgument,
         ),
         (
-            "rediss://127.0.0.1:6380?ca=/no/such/ca.pem",
+            format!("redis://{server}?prefix=a{{b}}"),
             ErrorCode::InvalidArgument,
         ),
-        ("redis://127.0.0.1:1", ErrorCode::Unavailable),
+        (
+            format!("redis://{server}?bogus=1"),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            format!("redis://{server}?replica_ack=maybe"),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            format!("redis://{server}?ca=/etc/hosts"),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            format!("rediss://{tls_server}?ca=/no/such/ca.pem"),
+            ErrorCode::InvalidArgument,
+        ),
+        ("redis://127.0.0.1:1".to_string(), ErrorCode::Unavailable),
     ];
     for (url, code) in cases {
         let options = LockerOptions::default().with_operation_timeout(Duration::from_secs(3));
         let started = Instant::now();
-        let err = Locker::connect_with(url, options).await.unwrap_err();
+        let err = Locker::connect_with(&url, options).await.unwrap_err();
         assert_eq!(err.code(), code, "{url}: {err}");
         assert!(
             started.elapsed() < Duration::from_secs(10),

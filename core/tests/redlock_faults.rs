@@ -1,11 +1,14 @@
-//! Redlock scenarios that stop and restart masters (tests/servers.sh stop|start redlock-N).
+//! Redlock scenarios that stop and restart masters, on five fresh masters of the test's own
+//! ([`FreshMasters`]): a shared master restarted here would abstain for the default prefix's
+//! clients, and the suites that run next would have to wait that out (about 32 s). Killing a
+//! fresh master and spawning it again is what `tests/servers.sh stop|start` does to a shared
+//! one: both run without persistence (`save ""`, `appendonly no`), so it comes back empty and
+//! with a fresh uptime.
 //!
 //! A restarted master abstains for max_ttl + 2 x max_skew of whichever client asks, so the
 //! scenarios run in one test, in order, each on a key prefix of its own whose stored max_ttl is
-//! 3 s (max_skew 100 ms), and the test ends by starting every master again and waiting until
-//! none abstains for the clients of the default prefix (the test URL's max_ttl is 30 s, the default ttl), so the
-//! suites that run next find five voting masters. Master 1 (7001) is never stopped: the
-//! contention counter lives there.
+//! 3 s (max_skew 100 ms). The contention counter and its fence live on shared master 1, which is
+//! never stopped. Master k in the comments is index k - 1 of the fresh ones.
 
 #[path = "support/redlock.rs"]
 mod redlock_support;
@@ -14,52 +17,37 @@ mod support;
 use std::time::{Duration, Instant};
 
 use fencelock::{ErrorCode, Locker, LockerOptions};
-use redlock_support::{
-    base_url, check_workers, counter, default_abstention, opts, servers_async, servers_up,
-    spawn_workers, wait_until_voting, with,
-};
-use support::{servers, unique};
+use redlock_support::{check_workers, counter, opts, servers_up, spawn_workers};
+use support::unique;
 
-/// What each scenario's own prefix stores: a restarted master abstains 3 s + 2 x 100 ms
-/// (the contention scenario's leases last 10 s, so it stores 10 s).
+/// What each scenario's own prefix stores: a restarted master abstains 3 s + 2 x 100 ms.
 const SCENARIO_BOUND: Duration = Duration::from_millis(3_200);
 
-fn scenario_url(tag: &str, max_ttl: &str) -> String {
+/// The contention scenario's leases last 10 s, so its prefix stores 10 s: 10 s + 2 x 100 ms.
+const CONTENTION_BOUND: Duration = Duration::from_millis(10_200);
+
+fn scenario_url(masters: &FreshMasters, tag: &str, max_ttl: &str) -> String {
     let prefix = unique(&format!("rl-{tag}"));
-    with(
-        &base_url(),
+    FreshMasters::url(
+        &masters.hosts(),
         &format!("prefix={prefix}&max_ttl={max_ttl}&max_skew=100ms"),
     )
 }
 
-/// Starts every master again when the test ends, passed or failed, and waits until none
-/// abstains for the default prefix's clients.
-struct Restore;
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        servers(&["start", "redlock"]);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async { wait_until_voting(default_abstention().await).await });
-    }
-}
-
 #[test]
 fn masters_stopped_and_restarted() {
+    // Shared master 1 keeps the contention counter and its fence.
     if !servers_up() {
         return;
     }
-    let _restore = Restore;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let started = Instant::now();
-    two_masters_stopped_mid_run_keep_the_lock_exclusive_and_live(&rt);
+    let mut masters = rt.block_on(FreshMasters::start(5, &[0, 1, 2, 3, 4]));
+    two_masters_stopped_mid_run_keep_the_lock_exclusive_and_live(&rt, &mut masters);
     eprintln!("scenario 1 done at {:?}", started.elapsed());
-    rt.block_on(three_masters_stopped_means_unavailable_never_a_false_success());
+    rt.block_on(three_masters_stopped_means_unavailable_never_a_false_success(&mut masters));
     eprintln!("scenario 2 done at {:?}", started.elapsed());
-    rt.block_on(a_restarted_master_abstains_until_its_uptime_passes_the_bound());
+    rt.block_on(a_restarted_master_abstains_until_its_uptime_passes_the_bound(&mut masters));
     eprintln!("scenario 3 done at {:?}", started.elapsed());
 }
 
@@ -71,11 +59,19 @@ async fn contention_worker() {
 /// Issue 4: 8 contenders x 200 in two processes; two of the five masters are stopped
 /// mid-run. Still exclusive (the fenced counter is exact, tokens increase in grant order)
 /// and still live (every section completes).
-fn two_masters_stopped_mid_run_keep_the_lock_exclusive_and_live(rt: &tokio::runtime::Runtime) {
-    rt.block_on(wait_until_voting(SCENARIO_BOUND));
+fn two_masters_stopped_mid_run_keep_the_lock_exclusive_and_live(
+    rt: &tokio::runtime::Runtime,
+    masters: &mut FreshMasters,
+) {
+    // The masters just started: every one must vote before the run, as the long-running
+    // shared ones did, so that the stop alone is what the run goes through.
+    rt.block_on(masters.wait_until_voting(CONTENTION_BOUND));
     let name = unique("rl-faults-contention");
     let key = format!("fencelock-test:{}", unique("rl-faults-counter"));
-    let spec = format!("{}|{name}|{key}|4|200", scenario_url("contention", "10s"));
+    let spec = format!(
+        "{}|{name}|{key}|4|200",
+        scenario_url(masters, "contention", "10s")
+    );
     let started = Instant::now();
     let workers = spawn_workers("contention_worker", &spec, 2);
     rt.block_on(async {
@@ -87,7 +83,8 @@ fn two_masters_stopped_mid_run_keep_the_lock_exclusive_and_live(rt: &tokio::runt
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
-    servers(&["stop", "redlock-4", "redlock-5"]);
+    masters.kill(3);
+    masters.kill(4);
     let stopped_at = rt.block_on(counter(&key));
     check_workers(workers, 1600);
     eprintln!(
@@ -98,10 +95,10 @@ fn two_masters_stopped_mid_run_keep_the_lock_exclusive_and_live(rt: &tokio::runt
 
 /// With three of five masters stopped there is no majority: acquire fails with UNAVAILABLE
 /// by its deadline and never succeeds; a lease held when they stop is lost by its deadline.
-async fn three_masters_stopped_means_unavailable_never_a_false_success() {
-    servers_async(&["start", "redlock"]).await;
-    wait_until_voting(SCENARIO_BOUND).await;
-    let url = scenario_url("no-quorum", "3s");
+async fn three_masters_stopped_means_unavailable_never_a_false_success(masters: &mut FreshMasters) {
+    masters.spawn_stopped().await;
+    masters.wait_until_voting(SCENARIO_BOUND).await;
+    let url = scenario_url(masters, "no-quorum", "3s");
     let options = LockerOptions::default().with_operation_timeout(Duration::from_secs(3));
     let locker = Locker::connect_with(&url, options).await.unwrap();
     let ttl = Duration::from_millis(2_000);
@@ -112,7 +109,9 @@ async fn three_masters_stopped_means_unavailable_never_a_false_success() {
         )
         .await
         .unwrap();
-    servers_async(&["stop", "redlock-3", "redlock-4", "redlock-5"]).await;
+    masters.kill(2);
+    masters.kill(3);
+    masters.kill(4);
     let stopped = Instant::now();
     let lost = tokio::time::timeout(ttl + Duration::from_secs(2), held.lost_signal().wait()).await;
     assert!(lost.is_ok(), "the held lease was not lost by its deadline");
@@ -149,10 +148,10 @@ async fn three_masters_stopped_means_unavailable_never_a_false_success() {
     let err = Locker::connect(&url).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
     // One master back: a majority again once it stops abstaining. Its uptime counts from its
-    // process start, which is before `start` returns (that waits for readiness, up to seconds
-    // on a loaded machine), so the bound is measured from before the start is invoked.
+    // process start, which is before `spawn` returns (that waits for readiness, up to seconds
+    // on a loaded machine), so the bound is measured from before the spawn.
     let restarted = Instant::now();
-    servers_async(&["start", "redlock-3"]).await;
+    masters.spawn(2).await;
     // (The default operation_timeout, 10 s, outlasts the abstention; 3 s would not.)
     let locker = Locker::connect(&url).await.unwrap();
     let lease = locker
@@ -168,10 +167,10 @@ async fn three_masters_stopped_means_unavailable_never_a_false_success() {
 
 /// A master stopped and restarted mid-run abstains until its uptime passes max_ttl + 2 x
 /// max_skew (here 3 s + 2 x 100 ms), then votes again; tokens increase throughout.
-async fn a_restarted_master_abstains_until_its_uptime_passes_the_bound() {
-    servers_async(&["start", "redlock"]).await;
-    wait_until_voting(SCENARIO_BOUND).await;
-    let url = scenario_url("restart", "3s");
+async fn a_restarted_master_abstains_until_its_uptime_passes_the_bound(masters: &mut FreshMasters) {
+    masters.spawn_stopped().await;
+    masters.wait_until_voting(SCENARIO_BOUND).await;
+    let url = scenario_url(masters, "restart", "3s");
     let locker = Locker::connect(&url).await.unwrap();
     let name = unique("rl-restart");
     let mut tokens = Vec::new();
@@ -188,15 +187,16 @@ async fn a_restarted_master_abstains_until_its_uptime_passes_the_bound() {
     for _ in 0..10 {
         cycle(&mut tokens, expected_to_succeed).await.unwrap();
     }
-    servers_async(&["stop", "redlock-2", "redlock-3"]).await;
+    masters.kill(1);
+    masters.kill(2);
     for _ in 0..10 {
         cycle(&mut tokens, expected_to_succeed).await.unwrap();
     }
     // Master 2 comes back empty; master 4 goes: the live ones are 1, 2 and 5, and 2 may not
     // vote yet, so there is no majority until its uptime passes the bound.
     let restart_invoked = Instant::now();
-    servers_async(&["start", "redlock-2"]).await;
-    servers_async(&["stop", "redlock-4"]).await;
+    masters.spawn(1).await;
+    masters.kill(3);
     let bound = SCENARIO_BOUND;
     let mut refused = 0;
     let back = loop {
@@ -300,6 +300,66 @@ impl FreshMasters {
         if let Some(mut child) = self.children[i].take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// Spawns again every master that is not running.
+    async fn spawn_stopped(&mut self) {
+        for i in 0..self.children.len() {
+            if self.children[i].is_none() {
+                self.spawn(i).await;
+            }
+        }
+    }
+
+    /// Each running master's `uptime_in_seconds` (`None` where it does not answer).
+    async fn uptimes(&self) -> Vec<Option<u64>> {
+        let mut out = Vec::new();
+        for (i, child) in self.children.iter().enumerate() {
+            if child.is_none() {
+                continue;
+            }
+            let url = format!("redis://127.0.0.1:{}", self.ports[i]);
+            let up = async {
+                let client = redis::Client::open(url.as_str()).ok()?;
+                let mut c = client.get_multiplexed_async_connection().await.ok()?;
+                let info: String = redis::cmd("INFO")
+                    .arg("server")
+                    .query_async(&mut c)
+                    .await
+                    .ok()?;
+                info.lines()
+                    .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+                    .and_then(|v| v.trim().parse().ok())
+            };
+            out.push(
+                tokio::time::timeout(Duration::from_secs(2), up)
+                    .await
+                    .ok()
+                    .flatten(),
+            );
+        }
+        out
+    }
+
+    /// Waits until every running master has been up for at least `bound`: then none abstains
+    /// for clients whose max_ttl + 2 x max_skew is at most `bound`.
+    async fn wait_until_voting(&self, bound: Duration) {
+        let started = Instant::now();
+        loop {
+            let up = self.uptimes().await;
+            if up
+                .iter()
+                // As the core judges it: a reported uptime may be a second above the true one.
+                .all(|u| u.is_some_and(|u| u as f64 >= bound.as_secs_f64() + 1.0))
+            {
+                return;
+            }
+            assert!(
+                started.elapsed() < bound + Duration::from_secs(60),
+                "fresh masters not all up: {up:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 

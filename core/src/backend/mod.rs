@@ -15,6 +15,10 @@ pub(crate) mod sql;
 #[cfg(feature = "zookeeper")]
 pub(crate) mod zookeeper;
 
+mod lease_events;
+pub use lease_events::LeaseEvents;
+pub(crate) use lease_events::TrackedLease;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +28,6 @@ use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 use crate::holder::HolderDescription;
 use crate::ids::OwnerId;
-pub use crate::lease::LeaseEvents;
 use crate::name::LockName;
 use crate::options::LockerOptions;
 use crate::url::{BackendKind, LockerUrl};
@@ -302,7 +305,7 @@ mod tests {
         ] {
             let kind = LockerUrl::parse(url).unwrap().kind;
             let expected = not_built(kind);
-            assert_eq!(expected.code(), crate::ErrorCode::InvalidArgument);
+            assert_eq!(expected.code(), crate::error::ErrorCode::InvalidArgument);
             assert!(
                 expected
                     .message()
@@ -318,10 +321,18 @@ mod tests {
                 other => panic!("unknown feature {other}"),
             };
             if !built {
-                let err = crate::Locker::connect(url).await.expect_err("connected");
+                let err = crate::locker::Locker::connect(url)
+                    .await
+                    .expect_err("connected");
                 assert_eq!(err.to_string(), expected.to_string(), "{url}");
-                let err = crate::Fence::open(url, "r").await.expect_err("opened");
-                assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{url}");
+                let err = crate::fence::Fence::open(url, "r")
+                    .await
+                    .expect_err("opened");
+                assert_eq!(
+                    err.code(),
+                    crate::error::ErrorCode::InvalidArgument,
+                    "{url}"
+                );
             }
         }
     }

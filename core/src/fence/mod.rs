@@ -30,52 +30,6 @@ use crate::options::LockerOptions;
 pub use crate::sql_value::SqlValue;
 use crate::url::{BackendKind, LockerUrl};
 
-/// Which lock deployment a Locker's leases belong to, as fences see it: the backend's own
-/// identity ([`crate::backend::Backend::deployment_id`]), or a name the user gives with the
-/// `deployment=NAME` URL option (for deployments reached under several names); `aliases` are
-/// the identities fence records may hold from before (the derived one when a name is given,
-/// and what earlier versions derived from the URL's spelling).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Deployment {
-    pub id: String,
-    pub aliases: Vec<String>,
-}
-
-impl Deployment {
-    pub(crate) fn of(backend: &dyn crate::backend::Backend, name: Option<&str>) -> Deployment {
-        let derived = backend.deployment_id().to_string();
-        let legacy = backend.legacy_deployment_ids();
-        match name {
-            None => Deployment {
-                id: derived,
-                aliases: legacy,
-            },
-            Some(name) => Deployment {
-                id: format!("deployment:{name}"),
-                aliases: std::iter::once(derived).chain(legacy).collect(),
-            },
-        }
-    }
-
-    /// Takes the `deployment` option out of `url` (backends do not know it) and checks it.
-    pub(crate) fn take_name(url: &mut LockerUrl) -> Result<Option<String>> {
-        let Some(name) = url.query.remove("deployment") else {
-            return Ok(None);
-        };
-        let valid = !name.is_empty()
-            && name.len() <= 200
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
-        if !valid {
-            return Err(Error::invalid(format!(
-                "deployment must be 1-200 characters of A-Z a-z 0-9 . _ : -, not {name:?}"
-            )));
-        }
-        Ok(Some(name))
-    }
-}
-
 /// Which lock a token belongs to: tokens are only ordered per lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockIdentity {
@@ -105,7 +59,7 @@ pub(crate) enum LockMatch {
 pub struct FenceToken {
     pub token: u64,
     pub lock: Option<LockIdentity>,
-    /// Other keys a fence may have recorded for the same lock (see [`Deployment::aliases`]).
+    /// Other keys a fence may have recorded for the same lock (see [`crate::deployment::Deployment::aliases`]).
     lock_aliases: Vec<String>,
     /// The origin mark of the stored data the token was minted from, where the backend keeps
     /// one ([`origins`]).
@@ -213,6 +167,15 @@ pub(crate) fn fencing_disabled_for_fault_tests() -> bool {
 #[inline(always)]
 pub(crate) fn fencing_disabled_for_fault_tests() -> bool {
     false
+}
+
+// Here rather than with the lease, so that the lease module does not depend on the fences
+// that read its tokens.
+impl Lease {
+    /// The token with what a fence needs to check it (the lock's identity and deadline).
+    pub fn fence_token(&self) -> FenceToken {
+        FenceToken::from_lease(self)
+    }
 }
 
 impl From<u64> for FenceToken {

@@ -1,15 +1,18 @@
 //! The Redis fence: `fenced_set(key, value, token)` checks the token and writes the value in
 //! one script, so no newer holder can write in between.
 
+#[path = "redis_scripts.rs"]
+mod scripts;
+
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 
+use self::scripts::{FENCE_CHECK, FENCED_SET};
 use super::origins::Origins;
 use super::{FenceBackend, FenceToken, Statement};
 use crate::backend::redis::connect::{client, manager_config};
 use crate::backend::redis::error::map_error;
 use crate::backend::redis::keys::{DEFAULT_PREFIX, validate_prefix};
-use crate::backend::redis::scripts::{FENCE_CHECK, FENCED_SET};
 use crate::error::{Error, Result};
 use crate::name::encode;
 use crate::options::LockerOptions;

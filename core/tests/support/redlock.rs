@@ -179,13 +179,6 @@ pub fn check_workers(workers: Vec<std::process::Child>, total: usize) {
     }
 }
 
-/// Runs `tests/servers.sh ARGS…` off the async runtime.
-pub async fn servers_async(args: &'static [&'static str]) {
-    tokio::task::spawn_blocking(move || crate::support::servers(args))
-        .await
-        .unwrap();
-}
-
 pub async fn counter(key: &str) -> u64 {
     let mut raw = raw_redis(&masters()[0]).await;
     let n: Option<u64> = redis::cmd("GET")
@@ -194,75 +187,4 @@ pub async fn counter(key: &str) -> u64 {
         .await
         .unwrap();
     n.unwrap_or(0)
-}
-
-/// Each master's `uptime_in_seconds` (`None` where it does not answer).
-pub async fn uptimes() -> Vec<Option<u64>> {
-    let mut out = Vec::new();
-    for m in masters() {
-        let up = async {
-            let client = redis::Client::open(m.as_str()).ok()?;
-            let mut c = client.get_multiplexed_async_connection().await.ok()?;
-            let info: String = redis::cmd("INFO")
-                .arg("server")
-                .query_async(&mut c)
-                .await
-                .ok()?;
-            info.lines()
-                .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
-                .and_then(|v| v.trim().parse().ok())
-        };
-        out.push(
-            tokio::time::timeout(Duration::from_secs(2), up)
-                .await
-                .ok()
-                .flatten(),
-        );
-    }
-    out
-}
-
-/// Waits until every master is up and has been for at least `bound`: then a restarted
-/// master no longer abstains for clients whose max_ttl + 2 x max_skew is at most `bound`.
-pub async fn wait_until_voting(bound: Duration) {
-    let started = std::time::Instant::now();
-    loop {
-        let up = uptimes().await;
-        if up
-            .iter()
-            // As the core judges it: a reported uptime may be a second above the true one.
-            .all(|u| u.is_some_and(|u| u as f64 >= bound.as_secs_f64() + 1.0))
-        {
-            return;
-        }
-        assert!(
-            started.elapsed() < bound + Duration::from_secs(60),
-            "masters not all up: {up:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// The longest abstention any client of the test masters may apply: the stored max_ttl of
-/// the default prefix (or the test URL's), plus twice the default skew.
-pub async fn default_abstention() -> Duration {
-    let mut longest = 30_000;
-    for m in masters() {
-        let stored = async {
-            let mut c = redis::Client::open(m.as_str())
-                .ok()?
-                .get_multiplexed_async_connection()
-                .await
-                .ok()?;
-            redis::cmd("GET")
-                .arg("fencelock:redlock:max_ttl")
-                .query_async::<Option<u64>>(&mut c)
-                .await
-                .ok()?
-        };
-        if let Ok(Some(ms)) = tokio::time::timeout(Duration::from_secs(2), stored).await {
-            longest = longest.max(ms);
-        }
-    }
-    Duration::from_millis(longest) + Duration::from_secs(1)
 }

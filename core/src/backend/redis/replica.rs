@@ -52,7 +52,8 @@ impl ReplicaAck {
     ) -> Result<Option<ConnectionManager>> {
         let mut state = self.state.lock().await;
         if state.checked.is_none_or(|at| at.elapsed() >= RECHECK) {
-            let replicas = super::count_replicas(&mut main.clone(), settings, &self.url).await?;
+            let replicas =
+                super::checks::count_replicas(&mut main.clone(), settings, &self.url).await?;
             if replicas == 0 {
                 state.conn = None;
             } else if state.conn.is_none() {

@@ -130,7 +130,7 @@ mod tests {
         assert!(started.elapsed() < Duration::from_millis(1000));
         assert_eq!(
             answers[1].as_ref().unwrap().as_ref().unwrap_err().code(),
-            crate::ErrorCode::Unavailable
+            crate::error::ErrorCode::Unavailable
         );
     }
 }

@@ -12,13 +12,15 @@ use redis::Value;
 use super::health::{Probe, parse_info};
 use super::scripts::{INSPECT, RAISE, RAISE_MAX_TTL};
 use crate::backend::Attempt;
+use crate::backend::redis::checks::check_eviction_policy;
 use crate::backend::redis::conn::Conn;
 use crate::backend::redis::connect::RedisSettings;
 use crate::backend::redis::connect::{client, manager_config};
 use crate::backend::redis::error::map_error;
+use crate::backend::redis::inspect::{force_release_key, scan_keys};
 use crate::backend::redis::pubsub::{HubWatch, WakeHub};
+use crate::backend::redis::reply::{as_i64, as_string, parse_attempt};
 use crate::backend::redis::scripts::{ACQUIRE, RELEASE, RENEW};
-use crate::backend::redis::{as_i64, as_string, check_eviction_policy, parse_attempt};
 use crate::clock::BootInstant;
 use crate::error::{Error, ErrorCode, Result};
 use crate::sync::unpoisoned;
@@ -413,8 +415,7 @@ impl Instance {
         self.guarded(timeout, async {
             let conn = self.conn().await?;
             let context = format!("redlock force release on {}", self.label);
-            crate::backend::redis::force_release_key(&conn, lock, channel, "PUBLISH", &context)
-                .await
+            force_release_key(&conn, lock, channel, "PUBLISH", &context).await
         })
         .await
     }
@@ -428,7 +429,7 @@ impl Instance {
     ) -> Result<Vec<String>> {
         self.guarded(timeout, async {
             let conn = self.conn().await?;
-            crate::backend::redis::scan_keys(&conn, pattern, limit).await
+            scan_keys(&conn, pattern, limit).await
         })
         .await
     }

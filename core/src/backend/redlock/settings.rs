@@ -172,7 +172,7 @@ mod tests {
             let err = parse(bad).unwrap_err();
             assert_eq!(
                 err.code(),
-                crate::ErrorCode::InvalidArgument,
+                crate::error::ErrorCode::InvalidArgument,
                 "{bad}: {err}"
             );
         }

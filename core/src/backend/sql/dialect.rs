@@ -1,6 +1,8 @@
 //! Every difference between SQLite, PostgreSQL and MySQL/MariaDB that fencelock's SQL code
-//! meets, in one place. The algorithm (`table.rs`, `fence/sql.rs`) never spells SQL itself:
-//! it runs the statements built here.
+//! meets, in one place: the table below, and the words and placeholders that spell it. The
+//! algorithm (`table.rs`, `fence/sql.rs`) never spells SQL itself: it runs the statements
+//! built from these, the lease table's in `lock_sql.rs` and the fence table's in
+//! `fence_sql.rs`.
 //!
 //! | | SQLite | PostgreSQL | MySQL / MariaDB |
 //! |---|---|---|---|
@@ -114,7 +116,7 @@ impl Args {
 #[derive(Debug, Clone)]
 pub(crate) struct Stmt {
     pub sql: Arc<str>,
-    params: Vec<P>,
+    pub(super) params: Vec<P>,
     /// What its result columns are read as.
     pub cols: Vec<Col>,
 }
@@ -136,7 +138,7 @@ impl Stmt {
 /// Compiles `template`'s `:name` parameters into `flavor`'s placeholders. A `:` followed by a
 /// lowercase letter and not preceded by `:` starts a parameter (so `$1::bigint` casts and
 /// `'00:00:00'` literals are left alone).
-fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<Stmt> {
+pub(super) fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<Stmt> {
     let bytes = template.as_bytes();
     let mut sql = String::with_capacity(template.len());
     let mut params: Vec<P> = Vec::new();
@@ -184,31 +186,31 @@ fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<Stmt> {
 }
 
 /// The pieces of SQL text that differ by database.
-struct Words {
+pub(super) struct Words {
     /// The database clock, as a value comparable with `expires_at`.
-    now: &'static str,
+    pub(super) now: &'static str,
     /// The database clock in microseconds since the epoch (the token's time floor).
-    now_us: &'static str,
+    pub(super) now_us: &'static str,
     /// The expiry of a lease taken or renewed now: now + :ttl (µs).
-    expiry: &'static str,
+    pub(super) expiry: &'static str,
     /// Microseconds from now until `expires_at`.
-    left_us: &'static str,
-    for_update: &'static str,
+    pub(super) left_us: &'static str,
+    pub(super) for_update: &'static str,
     /// An `INSERT` that does nothing when the key exists is `{insert_ignore} t (…) VALUES (…){on_conflict_nothing}`.
-    insert_ignore: &'static str,
-    on_conflict_nothing: &'static str,
+    pub(super) insert_ignore: &'static str,
+    pub(super) on_conflict_nothing: &'static str,
     /// The meta table's key column (a reserved word in MySQL).
-    key: &'static str,
-    bin_name: &'static str,
-    bin_owner: &'static str,
-    int: &'static str,
-    time: &'static str,
-    text: &'static str,
-    short_text: &'static str,
-    table_options: &'static str,
+    pub(super) key: &'static str,
+    pub(super) bin_name: &'static str,
+    pub(super) bin_owner: &'static str,
+    pub(super) int: &'static str,
+    pub(super) time: &'static str,
+    pub(super) text: &'static str,
+    pub(super) short_text: &'static str,
+    pub(super) table_options: &'static str,
 }
 
-fn words(flavor: Flavor) -> Words {
+pub(super) fn words(flavor: Flavor) -> Words {
     match flavor {
         Flavor::Sqlite => Words {
             now: ":now",
@@ -283,7 +285,7 @@ pub(crate) struct SchemaSql {
     pub create: Vec<Stmt>,
 }
 
-fn schema(
+pub(super) fn schema(
     flavor: Flavor,
     tables: Vec<String>,
     create: Vec<Stmt>,
@@ -352,313 +354,11 @@ fn schema(
     })
 }
 
-/// How a lock is taken.
-#[derive(Debug)]
-pub(crate) enum AcquireSql {
-    /// One upsert that takes a free or expired row and returns its new token; when it takes
-    /// nothing, the time left comes from its second column (PostgreSQL) or from `left`.
-    Upsert { upsert: Stmt, left: Option<Stmt> },
-    /// A transaction: `seed` (autocommit) makes sure the row exists, `lock` locks it and says
-    /// whether it is held and for how long, `take` mints the token, `token` reads it back.
-    LockRow {
-        seed: Stmt,
-        lock: Stmt,
-        take: Stmt,
-        token: Stmt,
-    },
-}
-
-/// The lease table's statements for one database and table name.
-#[derive(Debug)]
-pub(crate) struct LockSql {
-    pub flavor: Flavor,
-    pub table: String,
-    pub acquire: AcquireSql,
-    pub renew: Stmt,
-    pub release: Stmt,
-    pub inspect: Stmt,
-    /// The held locks in the range of names `[:name, :upper)`, by name (`list`).
-    pub list: Stmt,
-    /// An operator's release: frees the row whoever holds it, if it is held.
-    pub force_release: Stmt,
-    /// Every write runs in a write transaction, with the clock read inside it (SQLite).
-    pub writes_in_tx: bool,
-    pub schema: SchemaSql,
-    pub read_meta: Stmt,
-    /// Writes the meta table's rows unless they are there (also the last statement of
-    /// `schema.create`).
-    pub seed_meta: Stmt,
-}
-
-impl LockSql {
-    pub fn new(flavor: Flavor, t: &str, timeout: Duration) -> Result<Self> {
-        let w = words(flavor);
-        let c = |sql: &str, cols: &[Col]| compile(flavor, sql, cols);
-        let (now, now_us, expiry, left_us) = (w.now, w.now_us, w.expiry, w.left_us);
-        let held = format!("CASE WHEN owner IS NOT NULL AND expires_at >= {now} THEN 1 ELSE 0 END");
-        let acquire = match flavor {
-            Flavor::Sqlite => AcquireSql::Upsert {
-                upsert: c(
-                    &format!(
-                        "INSERT INTO {t} (name, owner, token, expires_at, holder) \
-                         VALUES (:name, :owner, :now, {expiry}, :holder) \
-                         ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
-                           token = MAX({t}.token + 1, :now), expires_at = excluded.expires_at, \
-                           holder = excluded.holder \
-                         WHERE {t}.owner IS NULL OR {t}.expires_at < :now \
-                         RETURNING token"
-                    ),
-                    &[Col::Int],
-                )?,
-                left: Some(c(
-                    &format!("SELECT {left_us} FROM {t} WHERE name = :name"),
-                    &[Col::Int],
-                )?),
-            },
-            Flavor::Postgres => AcquireSql::Upsert {
-                // The token's floor and the expiry are read again in DO UPDATE, after the row
-                // lock is held; the outer SELECT sees the row as it was before the statement
-                // (the holder's time left, when nothing was taken).
-                upsert: c(
-                    &format!(
-                        "WITH taken AS ( \
-                           INSERT INTO {t} AS l (name, owner, token, expires_at, holder) \
-                           VALUES (:name, :owner, {now_us}, {expiry}, :holder) \
-                           ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
-                             token = GREATEST(l.token + 1, {now_us}), expires_at = {expiry}, \
-                             holder = excluded.holder \
-                           WHERE l.owner IS NULL OR l.expires_at < {now} \
-                           RETURNING l.token) \
-                         SELECT (SELECT token FROM taken), (SELECT {left_us} FROM {t} WHERE name = :name)"
-                    ),
-                    &[Col::Int, Col::Int],
-                )?,
-                left: None,
-            },
-            Flavor::MySql => AcquireSql::LockRow {
-                seed: c(
-                    &format!(
-                        "INSERT IGNORE INTO {t} (name, owner, token, expires_at, holder) \
-                         VALUES (:name, NULL, 0, NULL, NULL)"
-                    ),
-                    &[],
-                )?,
-                lock: c(
-                    &format!("SELECT {held}, {left_us} FROM {t} WHERE name = :name FOR UPDATE"),
-                    &[Col::Int, Col::Int],
-                )?,
-                take: c(
-                    &format!(
-                        "UPDATE {t} SET owner = :owner, token = GREATEST(token + 1, {now_us}), \
-                         expires_at = {expiry}, holder = :holder WHERE name = :name"
-                    ),
-                    &[],
-                )?,
-                token: c(
-                    &format!("SELECT token FROM {t} WHERE name = :name"),
-                    &[Col::Int],
-                )?,
-            },
-        };
-        let free_row = format!(
-            "UPDATE {t} SET owner = NULL, expires_at = NULL, holder = NULL WHERE name = :name AND owner = :owner"
-        );
-        let release = match flavor {
-            // The NOTIFY is sent only when a row was released, and delivered at its commit.
-            Flavor::Postgres => format!(
-                "WITH released AS ({free_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"
-            ),
-            _ => free_row,
-        };
-        // The token column is left alone: the next holder's token still exceeds it.
-        let force_row = format!(
-            "UPDATE {t} SET owner = NULL, expires_at = NULL, holder = NULL \
-             WHERE name = :name AND owner IS NOT NULL AND expires_at >= {now}"
-        );
-        let force_release = match flavor {
-            Flavor::Postgres => format!(
-                "WITH released AS ({force_row} RETURNING 1) SELECT pg_notify(:channel, '') FROM released"
-            ),
-            _ => force_row,
-        };
-        let meta = format!("{t}_meta");
-        let key = w.key;
-        let mut create = vec![
-            c(
-                &format!(
-                    "CREATE TABLE IF NOT EXISTS {t} (name {} NOT NULL PRIMARY KEY, owner {}, \
-                     token {} NOT NULL, expires_at {}, holder {}){}",
-                    w.bin_name, w.bin_owner, w.int, w.time, w.text, w.table_options
-                ),
-                &[],
-            )?,
-            c(
-                &format!(
-                    "CREATE TABLE IF NOT EXISTS {meta} ({key} {} NOT NULL PRIMARY KEY, value {} NOT NULL){}",
-                    if flavor == Flavor::MySql {
-                        "VARCHAR(64) CHARACTER SET ascii"
-                    } else {
-                        w.short_text
-                    },
-                    w.short_text,
-                    if flavor == Flavor::Sqlite {
-                        ""
-                    } else {
-                        w.table_options
-                    }
-                ),
-                &[],
-            )?,
-        ];
-        let seed_meta = c(
-            &format!(
-                "{} {meta} ({key}, value) VALUES ('schema_version', :version), ('deployment_id', :deployment){}",
-                w.insert_ignore, w.on_conflict_nothing
-            ),
-            &[],
-        )?;
-        create.push(seed_meta.clone());
-        Ok(LockSql {
-            flavor,
-            table: t.to_string(),
-            acquire,
-            renew: c(
-                &format!(
-                    "UPDATE {t} SET expires_at = {expiry} WHERE name = :name AND owner = :owner AND expires_at >= {now}"
-                ),
-                &[],
-            )?,
-            release: c(&release, &[])?,
-            inspect: c(
-                &format!("SELECT {held}, token, holder, {left_us} FROM {t} WHERE name = :name"),
-                &[Col::Int, Col::Int, Col::Text, Col::Int],
-            )?,
-            list: c(
-                &format!(
-                    "SELECT name, token, holder, {left_us} FROM {t} \
-                     WHERE name >= :name AND name < :upper AND owner IS NOT NULL AND expires_at >= {now} \
-                     ORDER BY name LIMIT {}",
-                    crate::LIST_LIMIT + 1
-                ),
-                &[Col::Text, Col::Int, Col::Text, Col::Int],
-            )?,
-            force_release: c(&force_release, &[])?,
-            writes_in_tx: flavor == Flavor::Sqlite,
-            schema: schema(flavor, vec![t.to_string(), meta.clone()], create, timeout)?,
-            read_meta: c(
-                &format!(
-                    "SELECT (SELECT value FROM {meta} WHERE {key} = 'schema_version'), \
-                            (SELECT value FROM {meta} WHERE {key} = 'deployment_id')"
-                ),
-                &[Col::Text, Col::Text],
-            )?,
-            seed_meta,
-        })
-    }
-
-    /// The PostgreSQL channel that releases of `name` are announced on: NOTIFY channels are
-    /// identifiers of at most 63 bytes, so the table and name are hashed (a collision wakes
-    /// a waiter for nothing, once).
-    pub fn channel(&self, name: &str) -> Option<String> {
-        (self.flavor == Flavor::Postgres).then(|| {
-            let hash = fnv1a64(&[self.table.to_ascii_lowercase().as_bytes(), name.as_bytes()]);
-            format!("fencelock_{hash:016x}")
-        })
-    }
-}
-
-/// The fence table's statements for one database and table name.
-#[derive(Debug)]
-pub(crate) struct FenceSql {
-    pub schema: SchemaSql,
-    /// Reads the resource's row, locking it for the transaction.
-    pub lock: Stmt,
-    /// Reads the resource's row without locking it.
-    pub read: Stmt,
-    /// Creates the resource's row (autocommit) when it is missing.
-    pub seed: Stmt,
-    pub set_lock: Stmt,
-    pub advance: Stmt,
-    /// Stores the record of token origins; `None` on a table without the `origins` column
-    /// (made by hand before it existed, with `create_table=false`).
-    pub set_origins: Option<Stmt>,
-    /// Fails when the table has no `origins` column.
-    pub probe_origins: Stmt,
-    /// Adds the `origins` column to a table made before it existed.
-    pub add_origins: Stmt,
-}
-
-impl FenceSql {
-    /// The statements of a fence table; `origins` says whether the table has the `origins`
-    /// column (added in place of a layout change: earlier versions never read it).
-    pub fn new(flavor: Flavor, t: &str, timeout: Duration, origins: bool) -> Result<Self> {
-        let w = words(flavor);
-        let c = |sql: &str, cols: &[Col]| compile(flavor, sql, cols);
-        let create = vec![c(
-            &format!(
-                "CREATE TABLE IF NOT EXISTS {t} (resource {} NOT NULL PRIMARY KEY, token {} NOT NULL, lock_key {}, origins {}){}",
-                w.bin_name, w.int, w.text, w.text, w.table_options
-            ),
-            &[],
-        )?];
-        let (columns, cols): (&str, &[Col]) = if origins {
-            (
-                "token, lock_key, origins",
-                &[Col::Int, Col::Text, Col::Text],
-            )
-        } else {
-            ("token, lock_key", &[Col::Int, Col::Text])
-        };
-        Ok(FenceSql {
-            schema: schema(flavor, vec![t.to_string()], create, timeout)?,
-            lock: c(
-                &format!(
-                    "SELECT {columns} FROM {t} WHERE resource = :resource{}",
-                    w.for_update
-                ),
-                cols,
-            )?,
-            read: c(
-                &format!("SELECT {columns} FROM {t} WHERE resource = :resource"),
-                cols,
-            )?,
-            set_origins: origins
-                .then(|| {
-                    c(
-                        &format!("UPDATE {t} SET origins = :origins WHERE resource = :resource"),
-                        &[],
-                    )
-                })
-                .transpose()?,
-            probe_origins: c(&format!("SELECT origins FROM {t} WHERE 1 = 0"), &[])?,
-            add_origins: c(
-                &format!("ALTER TABLE {t} ADD COLUMN origins {}", w.text),
-                &[],
-            )?,
-            seed: c(
-                &format!(
-                    "{} {t} (resource, token, lock_key) VALUES (:resource, -1, NULL){}",
-                    w.insert_ignore, w.on_conflict_nothing
-                ),
-                &[],
-            )?,
-            set_lock: c(
-                &format!("UPDATE {t} SET lock_key = :lock_key WHERE resource = :resource"),
-                &[],
-            )?,
-            advance: c(
-                &format!(
-                    "UPDATE {t} SET token = :token WHERE resource = :resource AND token <= :token"
-                ),
-                &[],
-            )?,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::sql::fence_sql::FenceSql;
+    use crate::backend::sql::lock_sql::LockSql;
 
     #[test]
     fn named_parameters_compile_to_each_databases_placeholders() {
@@ -681,23 +381,6 @@ mod tests {
         );
         assert_eq!(my.params, vec![P::Ttl, P::Name, P::Ttl]);
         assert!(compile(Flavor::MySql, "SELECT :nope", &[]).is_err());
-    }
-
-    #[test]
-    fn sqlite_keeps_its_original_acquire_statement() {
-        let sql = LockSql::new(Flavor::Sqlite, "fencelock_locks", Duration::from_secs(10)).unwrap();
-        let AcquireSql::Upsert { upsert, .. } = &sql.acquire else {
-            panic!("sqlite upserts")
-        };
-        assert!(
-            upsert.sql.contains("VALUES (?1, ?2, ?3, ?3 + ?4, ?5)"),
-            "{}",
-            upsert.sql
-        );
-        assert_eq!(
-            upsert.params,
-            vec![P::Name, P::Owner, P::Now, P::Ttl, P::Holder]
-        );
     }
 
     #[test]
@@ -754,20 +437,5 @@ mod tests {
                 assert_eq!(bound.len(), placeholders(s), "{flavor:?}: {}", s.sql);
             }
         }
-        let pg = LockSql::new(Flavor::Postgres, "Locks", Duration::from_secs(10)).unwrap();
-        let channel = pg.channel("job").unwrap();
-        assert!(channel.len() <= 63 && channel.starts_with("fencelock_"));
-        assert_eq!(
-            LockSql::new(Flavor::Postgres, "locks", Duration::from_secs(1))
-                .unwrap()
-                .channel("job"),
-            Some(channel)
-        );
-        assert_eq!(
-            LockSql::new(Flavor::MySql, "t", Duration::from_secs(1))
-                .unwrap()
-                .channel("job"),
-            None
-        );
     }
 }

@@ -200,13 +200,16 @@ mod tests {
     fn error_classes() {
         assert_eq!(
             map_postgres("x", "28P01", "m").code(),
-            crate::ErrorCode::Auth
+            crate::error::ErrorCode::Auth
         );
         assert!(map_postgres("x", "40P01", "m").is_retryable());
         assert!(map_postgres("x", "08006", "m").is_retryable());
         assert!(map_postgres("x", "57P01", "m").is_retryable());
         assert!(!map_postgres("x", "23502", "m").is_retryable());
-        assert_eq!(map_mysql("x", 1045, "m").code(), crate::ErrorCode::Auth);
+        assert_eq!(
+            map_mysql("x", 1045, "m").code(),
+            crate::error::ErrorCode::Auth
+        );
         assert!(map_mysql("x", 1213, "m").is_retryable());
         assert!(map_mysql("x", 1020, "m").is_retryable());
         assert!(map_mysql("x", 1205, "m").is_retryable());

@@ -1,6 +1,7 @@
 //! The SQL lease table on SQLite, PostgreSQL and MySQL/MariaDB: one algorithm
 //! ([`table`] for locks, `fence/sql.rs` for fences), with every difference between the
-//! databases written down once, in [`dialect`].
+//! databases written down once, in [`dialect`], and the statements built from it in
+//! [`lock_sql`] and [`fence_sql`].
 //!
 //! The table (docs/design.md §3.5), one row per lock name, kept after release so the token counter
 //! survives (the time floor covers a row deleted by an operator):
@@ -18,15 +19,23 @@
 //! Modules: [`session`] is the small interface over the three sqlx drivers (pools,
 //! connections, transactions, binding and decoding); [`sqlite`], [`postgres`] and [`mysql`]
 //! turn a fencelock URL into a pool of that driver (and, for PostgreSQL, the LISTEN
-//! connection); [`error`] is the one mapping of driver errors; this file holds the rest of
-//! what they share: names, versions and the settings every SQL URL takes.
+//! connection); [`error`] is the one mapping of driver errors; [`retry`] runs an operation
+//! again after a conflict; [`schema`] makes missing tables and reads the meta rows when a
+//! Locker connects; [`in_flight`] keeps the acquire attempts still running. This file holds
+//! the rest of what they share: names, versions, which database a URL names and the settings
+//! every SQL URL takes.
 
 pub(crate) mod dialect;
 pub(crate) mod error;
+pub(crate) mod fence_sql;
+mod in_flight;
+mod lock_sql;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+pub(crate) mod retry;
+pub(crate) mod schema;
 pub(crate) mod session;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
@@ -35,8 +44,9 @@ pub(crate) mod table;
 use std::sync::Arc;
 use std::time::Duration;
 
+use self::dialect::Flavor;
 use self::error::map_sqlx_error;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::options::LockerOptions;
 use crate::url::{BackendKind, LockerUrl};
 
@@ -114,6 +124,22 @@ impl SqlSettings {
             create_table: url.bool_option("create_table", true)?,
             pool_size,
         })
+    }
+}
+
+/// The database flavor and the URL options it knows besides the shared ones.
+pub(crate) fn flavor_of(url: &LockerUrl) -> Result<(Flavor, &'static [&'static str])> {
+    match url.kind {
+        #[cfg(feature = "sqlite")]
+        BackendKind::Sqlite => Ok((Flavor::Sqlite, sqlite::OPTIONS)),
+        #[cfg(feature = "postgres")]
+        BackendKind::Postgres => Ok((Flavor::Postgres, postgres::OPTIONS)),
+        #[cfg(feature = "mysql")]
+        BackendKind::MySql => Ok((Flavor::MySql, mysql::OPTIONS)),
+        other => Err(Error::internal(format!(
+            "{} is not a SQL backend",
+            other.as_str()
+        ))),
     }
 }
 
@@ -227,7 +253,11 @@ mod tests {
         ] {
             let url = LockerUrl::parse(bad).unwrap();
             let err = SqlSettings::from_url(&url, DEFAULT_TABLE, &["sslmode"]).unwrap_err();
-            assert_eq!(err.code(), crate::ErrorCode::InvalidArgument, "{bad}");
+            assert_eq!(
+                err.code(),
+                crate::error::ErrorCode::InvalidArgument,
+                "{bad}"
+            );
         }
     }
 

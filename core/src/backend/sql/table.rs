@@ -1,5 +1,5 @@
 //! The lease table algorithm (docs/design.md §3.5), written once for SQLite, PostgreSQL and
-//! MySQL/MariaDB; the statements it runs come from [`super::dialect`].
+//! MySQL/MariaDB; the statements it runs come from [`super::lock_sql`].
 //!
 //! - acquire takes the row only if `owner IS NULL OR expires_at < now` (the database's
 //!   clock), sets the owner, mints `token = max(counter + 1, now in µs)`, sets the expiry;
@@ -11,19 +11,20 @@
 //!   polls elsewhere.
 //!
 //! A deadlock or serialization failure rolls the whole transaction back, so those are run
-//! again at once (a few times) before anything is reported.
+//! again at once (a few times) before anything is reported ([`super::retry`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::dialect::{AcquireSql, Args, Flavor, LockSql, P, SchemaSql};
-use super::error::{is_conflict, is_duplicate_create, is_missing_table, map_sqlx_error};
+use super::SqlSettings;
+use super::dialect::{Args, Flavor, P};
+use super::in_flight::InFlight;
+use super::lock_sql::{AcquireSql, LockSql};
+use super::schema::read_meta;
 use super::session::{SqlPool, int, text};
-use super::{SqlSettings, conflict_pause};
 use crate::backend::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::unix_micros;
 use crate::error::{Error, Result};
@@ -31,244 +32,11 @@ use crate::ids::OwnerId;
 use crate::name::LockName;
 use crate::options::LockerOptions;
 use crate::sql_value::SqlValue;
-use crate::sync::unpoisoned;
 use crate::url::{BackendKind, LockerUrl};
 
-/// A failure inside one SQL operation: a driver error (mapped, or retried when it is a
-/// conflict) or fencelock's own verdict.
-pub(crate) enum OpError {
-    Sql(sqlx::Error),
-    Fail(Error),
-}
-
-impl From<sqlx::Error> for OpError {
-    fn from(e: sqlx::Error) -> Self {
-        OpError::Sql(e)
-    }
-}
-
-impl From<Error> for OpError {
-    fn from(e: Error) -> Self {
-        OpError::Fail(e)
-    }
-}
-
-/// Runs `op`, again after a deadlock or serialization failure (the database rolled it back),
-/// and maps what finally fails. A missing `table` (dropped while in use) is named.
-pub(crate) async fn with_conflict_retries<T, F, Fut>(context: &str, table: &str, op: F) -> Result<T>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = std::result::Result<T, OpError>>,
-{
-    let mut attempt = 0;
-    loop {
-        match op().await {
-            Ok(value) => return Ok(value),
-            Err(OpError::Sql(e)) if is_conflict(&e) && attempt < 5 => {
-                attempt += 1;
-                flog!(
-                    debug,
-                    "{context}: conflict with a concurrent transaction, retrying"
-                );
-                conflict_pause(attempt).await;
-            }
-            Err(OpError::Sql(e)) if is_missing_table(&e) => {
-                let err = map_sqlx_error(context, e);
-                return Err(Error::backend(format!(
-                    "{}; fencelock's table {table} is missing: create it (docs/sql.md) or let fencelock \
-                     create it (create_table=true)",
-                    err.message()
-                )));
-            }
-            Err(OpError::Sql(e)) => return Err(map_sqlx_error(context, e)),
-            Err(OpError::Fail(e)) => return Err(e),
-        }
-    }
-}
-
-/// The database flavor and the URL options it knows besides the shared ones.
-pub(crate) fn flavor_of(url: &LockerUrl) -> Result<(Flavor, &'static [&'static str])> {
-    match url.kind {
-        #[cfg(feature = "sqlite")]
-        BackendKind::Sqlite => Ok((Flavor::Sqlite, super::sqlite::OPTIONS)),
-        #[cfg(feature = "postgres")]
-        BackendKind::Postgres => Ok((Flavor::Postgres, super::postgres::OPTIONS)),
-        #[cfg(feature = "mysql")]
-        BackendKind::MySql => Ok((Flavor::MySql, super::mysql::OPTIONS)),
-        other => Err(Error::internal(format!(
-            "{} is not a SQL backend",
-            other.as_str()
-        ))),
-    }
-}
-
-/// Creates the tables of `schema` unless they exist (or checks that they exist, when the
-/// user turned creation off). Safe when several processes start at once: creators are
-/// serialized by the database (`BEGIN IMMEDIATE`, `pg_advisory_xact_lock`, `GET_LOCK`), and a
-/// creator that still meets a half-made duplicate (another tool's, or an older fencelock's)
-/// tries again.
-pub(crate) async fn ensure_tables(
-    pool: &dyn SqlPool,
-    schema: &SchemaSql,
-    create: bool,
-    args: Args,
-    what: &str,
-) -> Result<()> {
-    let mut args = args
-        .with(
-            P::Table,
-            SqlValue::Text(schema.tables.first().cloned().unwrap_or_default()),
-        )
-        .with(P::Guard, schema.guard_key.clone())
-        .with(P::GuardTimeout, SqlValue::Int(schema.guard_timeout));
-    if let Some(meta) = schema.tables.get(1) {
-        args.set(P::Meta, SqlValue::Text(meta.clone()));
-    }
-    let names = match schema.tables.as_slice() {
-        [table, meta] => format!("{table} (with {meta})"),
-        tables => tables.join(", "),
-    };
-    let context = format!("creating the {what} {names}");
-    let mut attempt = 0;
-    loop {
-        let existing = count_existing(pool, schema, &args)
-            .await
-            .map_err(|e| map_sqlx_error(&context, e))?;
-        if existing >= schema.tables.len() as i64 {
-            return Ok(());
-        }
-        if !create {
-            return Err(Error::backend(format!(
-                "the {what} {names} does not exist and create_table=false; create it (docs/sql.md \
-                 has the statements) or let fencelock create it"
-            )));
-        }
-        match create_once(pool, schema, &args).await {
-            Ok(()) => return Ok(()),
-            Err(e) if is_duplicate_create(&e) && attempt < 5 => {
-                attempt += 1;
-                flog!(
-                    debug,
-                    "{context}: another process created it at the same moment; checking again"
-                );
-                conflict_pause(attempt).await;
-            }
-            Err(e) => {
-                let err = map_sqlx_error(&context, e);
-                if err.code() == crate::ErrorCode::Auth {
-                    return Err(Error::auth(format!(
-                        "{}; a role that may not create tables needs them made first by their owner \
-                         (docs/sql.md), and create_table=false",
-                        err.message()
-                    )));
-                }
-                return Err(err);
-            }
-        }
-    }
-}
-
-async fn count_existing(
-    pool: &dyn SqlPool,
-    schema: &SchemaSql,
-    args: &Args,
-) -> std::result::Result<i64, sqlx::Error> {
-    let mut conn = pool.connection().await?;
-    let row = conn
-        .fetch_optional(
-            &schema.exists.sql,
-            schema.exists.bind(args)?,
-            &schema.exists.cols,
-        )
-        .await?;
-    Ok(row.and_then(|r| int(&r, 0)).unwrap_or(0))
-}
-
-async fn create_once(
-    pool: &dyn SqlPool,
-    schema: &SchemaSql,
-    args: &Args,
-) -> std::result::Result<(), sqlx::Error> {
-    let mut session = if schema.in_tx {
-        pool.begin().await?
-    } else {
-        pool.connection().await?
-    };
-    if let Some(guard) = &schema.guard {
-        session
-            .fetch_optional(&guard.sql, guard.bind(args)?, &guard.cols)
-            .await?;
-    }
-    let mut result = Ok(());
-    for stmt in &schema.create {
-        if let Err(e) = session.execute(&stmt.sql, stmt.bind(args)?).await {
-            result = Err(e);
-            break;
-        }
-    }
-    if let Some(unguard) = &schema.unguard {
-        // Session-level (MySQL GET_LOCK): released even when the creation failed.
-        let _ = session
-            .fetch_optional(&unguard.sql, unguard.bind(args)?, &unguard.cols)
-            .await;
-    }
-    match result {
-        Ok(()) => session.commit().await,
-        Err(e) => {
-            let _ = session.rollback().await;
-            Err(e)
-        }
-    }
-}
-
-/// Reads the layout version and deployment id from `<table>_meta`. When its rows are missing
-/// and fencelock may create the table, they are written first (`seed`): another process made
-/// the tables a moment ago and has not written them yet (MySQL commits each DDL statement by
-/// itself, so the tables are visible before their rows), or the tables were made by hand. The
-/// insert keeps whichever rows land first, so every process reads the same deployment id.
-async fn read_meta(pool: &dyn SqlPool, sql: &LockSql, seed: Option<&Args>) -> Result<String> {
-    let t = &sql.table;
-    let read = || async {
-        let mut conn = pool.connection().await?;
-        let row = conn
-            .fetch_optional(
-                &sql.read_meta.sql,
-                sql.read_meta.bind(&Args::new())?,
-                &sql.read_meta.cols,
-            )
-            .await?;
-        Ok::<_, sqlx::Error>(row.unwrap_or_default())
-    };
-    let explain = |e: sqlx::Error| {
-        if is_missing_table(&e) {
-            Error::backend(format!(
-                "the lease table {t} (with {t}_meta) does not exist; create it (docs/sql.md) or let \
-                 fencelock create it (create_table=true)"
-            ))
-        } else {
-            map_sqlx_error("reading the lease table's version", e)
-        }
-    };
-    let mut row = read().await.map_err(explain)?;
-    if let Some(args) = seed
-        && (text(&row, 0).is_none() || text(&row, 1).is_none())
-    {
-        let write = async {
-            let mut conn = pool.connection().await?;
-            conn.execute(&sql.seed_meta.sql, sql.seed_meta.bind(args)?)
-                .await
-        };
-        write
-            .await
-            .map_err(|e| map_sqlx_error(&format!("writing the first rows of {t}_meta"), e))?;
-        row = read().await.map_err(explain)?;
-    }
-    let version = text(&row, 0)
-        .and_then(|v| v.parse::<i64>().ok())
-        .ok_or_else(|| Error::backend(format!("{t}_meta has no schema_version row")))?;
-    super::check_schema_version(version, t)?;
-    text(&row, 1).ok_or_else(|| Error::backend(format!("{t}_meta has no deployment_id row")))
-}
+use super::flavor_of;
+use super::retry::{OpError, with_conflict_retries};
+use super::schema::ensure_tables;
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
@@ -629,102 +397,6 @@ async fn acquire_once(
                 req.name.as_str()
             ))))
         }
-    }
-}
-
-/// The acquire attempts running, by owner id. An attempt runs to its end in a task of its own
-/// even when the acquire that started it is dropped: a statement cut short can still reach the
-/// server afterwards (sqlx sends what it buffered when the connection is next used), taking the
-/// lock after the release that was meant to undo it.
-///
-/// A release for the same owner id (the one the core sends for an attempt whose answer it did
-/// not see) marks the attempt abandoned and waits for it to end. The attempt itself releases
-/// the lock when it ends abandoned (unless its answer was `Held`), however late that is: the
-/// core gives its release 2 x operation timeout + 1 s, and a statement held up in the network
-/// longer used to take the lock after that release had given up, for an owner nobody held a
-/// lease for, until the ttl (`sql_faults`: `a_late_acquire_statement_leaves_a_ghost…`).
-#[derive(Default)]
-struct InFlight(std::sync::Mutex<HashMap<OwnerId, Arc<Gate>>>);
-
-/// One attempt's entry: locked while it runs.
-struct Gate {
-    running: Arc<tokio::sync::Mutex<()>>,
-    /// Set by a release for its owner id while it ran: nobody will read its answer.
-    abandoned: AtomicBool,
-}
-
-/// One running attempt: ends (and wakes the releases waiting for it) when dropped.
-struct Running {
-    registry: Arc<InFlight>,
-    owner: OwnerId,
-    gate: Arc<Gate>,
-    _held: tokio::sync::OwnedMutexGuard<()>,
-}
-
-impl InFlight {
-    fn start(self: &Arc<Self>, owner: OwnerId) -> Running {
-        let running = Arc::new(tokio::sync::Mutex::new(()));
-        let held = running
-            .clone()
-            .try_lock_owned()
-            .expect("a new mutex is free");
-        let gate = Arc::new(Gate {
-            running,
-            abandoned: AtomicBool::new(false),
-        });
-        unpoisoned(&self.0).insert(owner, gate.clone());
-        Running {
-            registry: self.clone(),
-            owner,
-            gate,
-            _held: held,
-        }
-    }
-
-    /// Marks the attempt under `owner`, if one is running, abandoned, and returns once none
-    /// is running.
-    async fn abandon(&self, owner: OwnerId) {
-        // Marked with the registry locked, as the attempt checks it (see [`Running::settle`]).
-        let gate = unpoisoned(&self.0)
-            .get(&owner)
-            .inspect(|gate| {
-                gate.abandoned.store(true, Ordering::Release);
-            })
-            .cloned();
-        if let Some(gate) = gate {
-            drop(gate.running.lock().await);
-        }
-    }
-}
-
-impl Running {
-    /// Called with the attempt's answer: whether it was abandoned, so that it must undo
-    /// itself before it ends. When it was not, it is taken off the registry now, atomically
-    /// with the check: a release arriving later finds nothing running and releases by itself.
-    fn settle(&self) -> bool {
-        let mut running = unpoisoned(&self.registry.0);
-        if self.gate.abandoned.load(Ordering::Acquire) {
-            return true;
-        }
-        self.unregister(&mut running);
-        false
-    }
-
-    fn unregister(&self, running: &mut HashMap<OwnerId, Arc<Gate>>) {
-        // A later attempt under the same owner id may have replaced the entry.
-        if running
-            .get(&self.owner)
-            .is_some_and(|gate| Arc::ptr_eq(gate, &self.gate))
-        {
-            running.remove(&self.owner);
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let mut running = unpoisoned(&self.registry.0);
-        self.unregister(&mut running);
     }
 }
 

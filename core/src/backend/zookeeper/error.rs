@@ -113,17 +113,23 @@ mod tests {
         assert!(map_error("x", Z::ConnectionLoss).is_retryable());
         assert_eq!(
             map_error("x", Z::ConnectionLoss).code(),
-            crate::ErrorCode::Unavailable
+            crate::error::ErrorCode::Unavailable
         );
-        assert_eq!(map_error("x", Z::NoAuth).code(), crate::ErrorCode::Auth);
-        assert_eq!(map_error("x", Z::AuthFailed).code(), crate::ErrorCode::Auth);
+        assert_eq!(
+            map_error("x", Z::NoAuth).code(),
+            crate::error::ErrorCode::Auth
+        );
+        assert_eq!(
+            map_error("x", Z::AuthFailed).code(),
+            crate::error::ErrorCode::Auth
+        );
         assert_eq!(
             map_error("x", Z::ClientClosed).code(),
-            crate::ErrorCode::Closed
+            crate::error::ErrorCode::Closed
         );
         assert_eq!(
             map_error("x", Z::QuotaExceeded).code(),
-            crate::ErrorCode::Backend
+            crate::error::ErrorCode::Backend
         );
         assert!(map_error("x", Z::SessionExpired).is_retryable());
     }
@@ -139,7 +145,7 @@ mod tests {
         .await
         .unwrap_err();
         assert_eq!(tried, (0..CONNECTION_RETRIES).collect::<Vec<_>>());
-        assert_eq!(gave_up.code(), crate::ErrorCode::Unavailable);
+        assert_eq!(gave_up.code(), crate::error::ErrorCode::Unavailable);
         assert!(
             gave_up
                 .to_string()
@@ -157,7 +163,10 @@ mod tests {
             tried += 1;
             async { Err::<(), _>(Retry::zk("doing x", Z::NoAuth)) }
         });
-        assert_eq!(failed.await.unwrap_err().code(), crate::ErrorCode::Auth);
+        assert_eq!(
+            failed.await.unwrap_err().code(),
+            crate::error::ErrorCode::Auth
+        );
         assert_eq!(tried, 1);
     }
 }

@@ -322,7 +322,7 @@ async fn reconnect(weak: Weak<Inner>) {
         let Some(inner) = weak.upgrade() else { return };
         match inner.session().await {
             Ok(_) => return,
-            Err(e) if e.code() == crate::ErrorCode::Closed => return,
+            Err(e) if e.code() == crate::error::ErrorCode::Closed => return,
             Err(e) => flog!(warn, "cannot make a new ZooKeeper session yet: {e}"),
         }
         drop(inner);

@@ -257,7 +257,7 @@ mod tests {
             let err = settings(url).unwrap_err();
             assert_eq!(
                 err.code(),
-                crate::ErrorCode::InvalidArgument,
+                crate::error::ErrorCode::InvalidArgument,
                 "{url}: {err}"
             );
         }

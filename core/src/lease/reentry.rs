@@ -17,8 +17,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use super::state::LeaseShared;
 use crate::error::{Error, Result};
-use crate::lease::LeaseShared;
 use crate::name::LockName;
 use crate::sync::unpoisoned;
 
