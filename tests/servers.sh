@@ -57,7 +57,8 @@ DB_APP_USER=fencelock_app DB_APP_PASS=fencelock-app
 # calls against the caller's ACL too, so the scripts' commands are listed.
 ACL_COMMANDS='+evalsha +eval +script|load +ping +hello +auth +select +client|setname
  +subscribe +unsubscribe +ssubscribe +sunsubscribe +publish +spublish
- +time +pttl +get +set +hget +hset +del +pexpire +wait +info +config|get'
+ +time +pttl +get +set +hget +hset +del +pexpire +wait +info +config|get
+ +hdel +zadd +zrem +zscore +zcard +zrange +zrangebyscore +zremrangebyscore'
 
 ZK_JAVA_OPTS=(-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1
   -Djava.net.preferIPv4Stack=true -Dzookeeper.snapshot.trust.empty=true

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use fencelock::{ErrorCode, Locker, LockerUrl};
+use fencelock::{ErrorCode, LockKind, Locker, LockerUrl};
 
 use crate::show::{describe, human};
 use crate::{UrlArg, fail, locker_options, runtime};
@@ -83,7 +83,18 @@ pub fn list(args: ListArgs) -> i32 {
         }
         for info in &listed.locks {
             let mut line = format!("{:?}", info.name);
-            if let Some(token) = info.token {
+            if info.kind != LockKind::Mutex {
+                // Its holders are `status NAME`'s to show; here only how many.
+                line.push_str(&format!("  {}", info.kind));
+                match info.leases.len() {
+                    0 => {}
+                    1 => line.push_str(", 1 holder"),
+                    n => line.push_str(&format!(", {n} holders")),
+                }
+                if let Some(token) = info.token {
+                    line.push_str(&format!("  last token {token}"));
+                }
+            } else if let Some(token) = info.token {
                 line.push_str(&format!("  token {token}"));
             }
             if let Some(left) = info.time_left {

@@ -40,11 +40,13 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Hold lock NAME while CMD runs, then release it.
+    /// Hold lock NAME while CMD runs, then release it: the mutex NAME, or with --permits N,
+    /// --shared or --exclusive a semaphore's permit or a read-write lock's read or write lock.
     Run(run::RunArgs),
     /// Run CMD only while this process leads the election NAME; campaign again on loss.
     Elect(elect::ElectArgs),
-    /// Show who holds lock NAME, its token and the time left (or its queue of waiters).
+    /// Show who holds lock NAME (every holder of a semaphore or read-write lock), its token,
+    /// the time left and its waiters.
     Status(status::StatusArgs),
     /// List the locks held now, or those whose names start with PREFIX.
     List(admin::ListArgs),

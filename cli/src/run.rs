@@ -1,25 +1,41 @@
-//! `fencelock run NAME -- CMD…`: hold the lock while CMD runs.
+//! `fencelock run [--permits N | --shared | --exclusive] NAME -- CMD…`: hold the mutex NAME, a
+//! permit of the semaphore NAME, or the read or write lock of the read-write lock NAME while CMD
+//! runs. Every primitive is supervised the same way (`supervise.rs`); only the lock taken and the
+//! variable CMD finds its token in differ.
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use fencelock::{ErrorCode, LockOptions, Locker};
+use fencelock::{ErrorCode, Lock, LockMode, LockOptions, Locker, MAX_PERMITS};
 
 use crate::child::{Signals, Supervision, launch};
 use crate::supervise::{ChildSpec, effective_grace, run_child};
 use crate::{UrlArg, duration, exit_code, fail, locker_options};
 
 pub const AFTER_HELP: &str = "\
-CMD runs as the leader of its own process group with FENCELOCK_TOKEN (the fencing token,
-decimal) and FENCELOCK_NAME set. INT, TERM, HUP, QUIT, USR1 and USR2 sent to fencelock are
-forwarded to the group. A guardian process (`lease-guardian`, in a session of its own) kills the whole group at
-the lease's deadline and if fencelock itself dies (even kill -9 of its process group), so CMD
-never runs past the lease, even while fencelock is stopped. When renewals keep failing, the
-group gets SIGTERM --grace before the lease's client deadline and SIGKILL at the deadline; a
-lease found taken over kills the group at once. In a terminal's foreground CMD gets the
-terminal, and Ctrl-Z suspends the whole job. When CMD exits, anything left in its group is
-killed before the lock is released.
+Plain `run NAME` takes the mutex NAME (one holder at a time). --permits N takes one of N permits
+of the semaphore NAME (at most N CMDs at once, fleet-wide); --shared and --exclusive take the
+read and the write lock of the read-write lock NAME (any number of readers, or one writer; once
+a writer waits, new readers queue behind it). These are three kinds of lock: a name in use as
+one kind cannot be taken as another (exit 125, INVALID_ARGUMENT naming both), so `run NAME` and
+`run --exclusive NAME` are not the same lock. Every participant of a semaphore must use the same
+N while it is held or waited on.
+
+CMD runs as the leader of its own process group with FENCELOCK_NAME and its lease's token
+(decimal) set: FENCELOCK_TOKEN for the mutex and for --exclusive (a fencing token),
+FENCELOCK_PERMIT_TOKEN for --permits and FENCELOCK_READ_TOKEN for --shared. Do not fence with a
+permit or read token: several holders have one at once, so \"the newest token wins\" would be
+wrong. A token variable inherited from an outer fencelock is removed.
+
+INT, TERM, HUP, QUIT, USR1 and USR2 sent to fencelock are forwarded to the group. A guardian
+process (`lease-guardian`, in a session of its own) kills the whole group at the lease's
+deadline and if fencelock itself dies (even kill -9 of its process group), so CMD never runs
+past the lease, even while fencelock is stopped. When renewals keep failing, the group gets
+SIGTERM --grace before the lease's client deadline and SIGKILL at the deadline; a lease found
+taken over kills the group at once. In a terminal's foreground CMD gets the terminal, and Ctrl-Z
+suspends the whole job. When CMD exits, anything left in its group is killed before the lock is
+released. All of this holds in every mode.
 
 Exit codes: CMD's own; 124 not acquired within --wait (or --conflict-exit-code);
 125 fencelock's own error; 126 CMD not executable; 127 CMD not found; 122 lease lost;
@@ -27,7 +43,10 @@ Exit codes: CMD's own; 124 not acquired within --wait (or --conflict-exit-code);
 
 Examples:
   fencelock run nightly-report -- ./report.sh            wait for the lock, then run
-  fencelock run --wait 0 nightly-report -- ./report.sh   cron style: skip if busy (exit 124)";
+  fencelock run --wait 0 nightly-report -- ./report.sh   cron style: skip if busy (exit 124)
+  fencelock run --permits 3 reports -- ./report.sh       at most 3 reports at once
+  fencelock run --shared catalog -- ./read-catalog.sh    many readers at once...
+  fencelock run --exclusive catalog -- ./rebuild.sh      ...or one writer";
 
 /// `--wait`: a duration, `0` to try once, or `forever`.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +54,15 @@ pub struct Wait(Option<Duration>);
 
 fn parse_wait(text: &str) -> Result<Wait, String> {
     duration::parse_wait(text).map(Wait)
+}
+
+fn parse_permits(text: &str) -> Result<u32, String> {
+    let wrong = || format!("a semaphore has 1 to {MAX_PERMITS} permits, not {text:?}");
+    let permits: u32 = text.trim().parse().map_err(|_| wrong())?;
+    if permits == 0 || permits > MAX_PERMITS {
+        return Err(wrong());
+    }
+    Ok(permits)
 }
 
 #[derive(clap::Args, Debug)]
@@ -58,11 +86,56 @@ pub struct RunArgs {
     /// Text stored with the lock so `status` can show who holds it.
     #[arg(long, value_name = "TEXT")]
     holder: Option<String>,
+    /// Take one of N permits of the semaphore NAME (1 to 10000): at most N CMDs at once.
+    /// CMD gets FENCELOCK_PERMIT_TOKEN.
+    #[arg(long, value_name = "N", value_parser = parse_permits, allow_hyphen_values = true,
+          conflicts_with_all = ["shared", "exclusive"])]
+    permits: Option<u32>,
+    /// Take the read lock of the read-write lock NAME, shared with other readers.
+    /// CMD gets FENCELOCK_READ_TOKEN.
+    #[arg(long, conflicts_with = "exclusive")]
+    shared: bool,
+    /// Take the write lock of the read-write lock NAME (not the mutex NAME: see below).
+    /// CMD gets FENCELOCK_TOKEN.
+    #[arg(long)]
+    exclusive: bool,
     /// The lock's name (any text up to 255 bytes; it is data, never a path).
     name: String,
     /// The program to run, and its arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1.., value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// How NAME is held, from --permits, --shared and --exclusive (clap let at most one through).
+    fn mode(&self) -> LockMode {
+        match (self.permits, self.shared, self.exclusive) {
+            (Some(permits), _, _) => LockMode::Permit { permits },
+            (None, true, _) => LockMode::Read,
+            (None, false, true) => LockMode::Write,
+            (None, false, false) => LockMode::Exclusive,
+        }
+    }
+}
+
+/// NAME as the primitive `mode` belongs to.
+fn lock_for(locker: &Locker, name: &str, mode: LockMode) -> fencelock::Result<Lock> {
+    match mode {
+        LockMode::Exclusive => locker.mutex(name),
+        LockMode::Permit { permits } => locker.semaphore(name, permits),
+        LockMode::Read => locker.read_lock(name),
+        LockMode::Write => locker.write_lock(name),
+    }
+}
+
+/// The variable CMD finds its token in: FENCELOCK_TOKEN only for a lease that may fence (the
+/// name's one holder), so a permit or read token is never mistaken for a fencing token.
+fn token_variable(mode: LockMode) -> &'static str {
+    match mode {
+        LockMode::Permit { .. } => "FENCELOCK_PERMIT_TOKEN",
+        LockMode::Read => "FENCELOCK_READ_TOKEN",
+        LockMode::Exclusive | LockMode::Write => "FENCELOCK_TOKEN",
+    }
 }
 
 pub fn main(args: RunArgs) -> i32 {
@@ -93,7 +166,12 @@ async fn hold_and_run(
         Ok(l) => l,
         Err(e) => return fail(e),
     };
-    let lease = match locker.acquire(&args.name, options).await {
+    let mode = args.mode();
+    let acquired = match lock_for(&locker, &args.name, mode) {
+        Ok(lock) => lock.acquire(options).await,
+        Err(e) => Err(e),
+    };
+    let lease = match acquired {
         Ok(lease) => lease,
         Err(e) if e.code() == ErrorCode::Timeout => {
             eprintln!("fencelock: {}", e.message());
@@ -108,7 +186,7 @@ async fn hold_and_run(
         lock_name: &args.name,
         ttl: args.ttl,
         grace,
-        env: vec![("FENCELOCK_TOKEN", lease.token().to_string())],
+        env: vec![(token_variable(mode), lease.token().to_string())],
     };
     let code = match Signals::install() {
         Ok(mut signals) => {

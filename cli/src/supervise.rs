@@ -38,6 +38,14 @@ const TICK: Duration = Duration::from_millis(100);
 /// How long a killed group may take to disappear before it counts as unkillable.
 const KILL_CONFIRM: Duration = Duration::from_secs(2);
 
+/// Every variable `run` and `elect` hand a token to CMD in.
+const TOKEN_VARIABLES: [&str; 4] = [
+    "FENCELOCK_TOKEN",
+    "FENCELOCK_PERMIT_TOKEN",
+    "FENCELOCK_READ_TOKEN",
+    "FENCELOCK_TERM",
+];
+
 /// What to run, and what it is told.
 pub struct ChildSpec<'a> {
     /// CMD and its arguments, as given.
@@ -182,6 +190,11 @@ pub async fn run_child(
         .arg0(&spec.command[0])
         .args(&spec.command[1..])
         .env("FENCELOCK_NAME", spec.lock_name);
+    // An outer fencelock's token would sit next to this FENCELOCK_NAME as if it were this lock's
+    // (a mutex token beside a permit, say, that CMD could fence with).
+    for key in TOKEN_VARIABLES {
+        command.env_remove(key);
+    }
     for (key, value) in &spec.env {
         command.env(key, value);
     }

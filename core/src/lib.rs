@@ -47,6 +47,7 @@ mod inbox;
 mod lease;
 mod locker;
 pub mod metrics;
+mod mode;
 mod name;
 pub mod options;
 pub mod runtime;
@@ -84,7 +85,7 @@ pub mod internals {
     }
 }
 
-pub use backend::{LIST_LIMIT, LockInfo, LockList, MAX_WAITERS_SHOWN, Waiter};
+pub use backend::{LIST_LIMIT, LeaseInfo, LockInfo, LockList, MAX_WAITERS_SHOWN, Waiter};
 pub use clock::BootInstant;
 pub use election::{Leader, Leadership};
 pub use error::{Error, ErrorCode, Result};
@@ -94,8 +95,9 @@ pub use holder::HolderDescription;
 pub use inbox::INBOX_CAPACITY;
 pub use lease::Lease;
 pub use lease::reentry::Scope;
-pub use locker::Locker;
+pub use locker::{Lock, Locker};
 pub use logs::{LogLevel, LogRecord, LogSubscription};
+pub use mode::{LockKind, LockMode, MAX_PERMITS};
 pub use name::LockName;
 pub use options::{LockOptionOverrides, LockOptions, LockerOptionOverrides, LockerOptions};
 pub use signal::{LossReason, LostSignal};

@@ -8,6 +8,14 @@ mod quickstart {
     }
 }
 
+mod primitives {
+    include!("../examples/primitives.rs");
+
+    pub fn run() -> fencelock::Result<()> {
+        main()
+    }
+}
+
 #[test]
 fn readme_example_runs() {
     let readme =
@@ -24,4 +32,19 @@ fn readme_example_runs() {
         "README's Rust example drifted from examples/quickstart.rs"
     );
     quickstart::run().unwrap();
+
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/primitives.rs"
+    ))
+    .unwrap();
+    let body = example
+        .split_once("use fencelock::{LockOptions, Locker};")
+        .unwrap()
+        .1;
+    assert!(
+        readme.contains(body.trim()),
+        "README's semaphore example drifted from examples/primitives.rs"
+    );
+    primitives::run().unwrap();
 }

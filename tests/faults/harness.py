@@ -3,6 +3,7 @@
     python3 tests/faults/harness.py short            each scenario x backend once, rotating languages
     python3 tests/faults/harness.py soak [--minutes M] [--clients N] [--backends a,b]
     python3 tests/faults/harness.py one SCENARIO BACKEND [--langs rust,python,node]
+    python3 tests/faults/harness.py langs SCENARIO [--langs L]   the languages `one` would run
     python3 tests/faults/harness.py broken           the broken build must make the checker fail
     python3 tests/faults/harness.py report           regenerate tests/FAULTS.md from results/
     python3 tests/faults/harness.py check FILE...    check recorded histories again
@@ -27,6 +28,8 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checker  # noqa: E402
+import mutants  # noqa: E402
+import scenarios_kinds  # noqa: E402, F401  (registers its scenarios)
 from runs import HERE, LANGS, ROOT, SERVER_GROUPS, SERVERS_DIR, STATE, Run, servers  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
 
@@ -80,6 +83,15 @@ async def run_one(
             f.write(json.dumps({"rec": "accepted_write", **row}) + "\n")
     verdict = checker.check(run.records, rows, forgetful=run.forgetful)
     failed_expectations = [e["what"] for e in run.expectations if not e["ok"]]
+    # Altered copies of the history that the checker must flag (mutants.py): a miss means the
+    # run gave the checker too little to judge, which a retry may cure, so it fails as an
+    # expectation does.
+    judged = mutants.judge(params.get("mutants", []), run.records, rows, run.forgetful)
+    failed_expectations += [
+        f"the checker catches the history altered by {name} (found: {', '.join(m['found']) or 'nothing'})"
+        for name, m in judged.items()
+        if not m["caught"]
+    ]
     summary = {
         "run": run.id,
         "profile": profile,
@@ -92,6 +104,8 @@ async def run_one(
         "writes_accepted": verdict.writes_accepted,
         "writes_rejected": verdict.writes_rejected,
         "probes": verdict.probes,
+        "judged_sections": verdict.critical_sections,
+        "mutants": {name: m["found"] for name, m in judged.items()},
         "violations": verdict.violations,
         "expectations": len(run.expectations),
         "failed_expectations": failed_expectations,
@@ -104,7 +118,8 @@ async def run_one(
     print(
         f"[{status}] {name:22} {backend:12} {summary['langs']:28} {summary['seconds']:6.1f}s "
         f"cs={verdict.sections} acc={verdict.writes_accepted} rej={verdict.writes_rejected} "
-        f"violations={len(verdict.violations)} failed-expectations={len(failed_expectations)}",
+        + (f"sections={verdict.critical_sections} " if verdict.critical_sections else "")
+        + f"violations={len(verdict.violations)} failed-expectations={len(failed_expectations)}",
         flush=True,
     )
     for v in verdict.violations[:10]:
@@ -144,6 +159,27 @@ def append_results(path: Path, summaries: list[dict[str, Any]]) -> None:
                     z.write(json.dumps(obj) + "\n")
 
 
+# What `one` runs when not told, for scenarios open to every language.
+DEFAULT_LANGS = ["rust", "python", "node"]
+
+
+def scenario_langs(spec: dict[str, Any], asked: Optional[str]) -> list[str]:
+    """The languages of a `one` run: those asked for (within the scenario's own, when it names
+    some: semaphores and read-write locks are Rust-only for now), else the scenario's, else the
+    default."""
+    allowed = spec.get("langs")
+    if asked is None:
+        return list(allowed or DEFAULT_LANGS)
+    langs = asked.split(",")
+    wrong = [lang for lang in langs if lang not in (allowed or LANGS)]
+    if wrong:
+        raise SystemExit(
+            f"faults: this scenario runs with {', '.join(allowed or LANGS)} workers only, "
+            f"not {', '.join(wrong)}"
+        )
+    return langs
+
+
 def plan_runs(
     plan: dict[str, Any], only: Optional[set[str]] = None
 ) -> list[tuple[str, str, dict[str, Any]]]:
@@ -174,7 +210,9 @@ async def main_short(args: argparse.Namespace) -> int:
     retried = []
     for i, (name, backend, params) in enumerate(runs):
         k = i + rotate
-        langs = [LANGS[(k + j) % len(LANGS)] for j in range(len(LANGS))]
+        langs = plan["scenario"][name].get("langs") or [
+            LANGS[(k + j) % len(LANGS)] for j in range(len(LANGS))
+        ]
         s = await run_one(name, backend, langs, "short", i, params)
         summaries.append(s)
         if s["failed_expectations"] and not s["violations"]:
@@ -220,8 +258,9 @@ async def main_one(args: argparse.Namespace) -> int:
     spec = plan["scenario"][args.scenario]
     params = dict(spec.get("params", {}))
     params.update(spec.get("backend_params", {}).get(args.backend, {}))
+    langs = scenario_langs(spec, args.langs)
     start_backends([args.backend])
-    s = await run_one(args.scenario, args.backend, args.langs.split(","), "one", 0, params)
+    s = await run_one(args.scenario, args.backend, langs, "one", 0, params)
     append_results(Path(args.results), [s])
     return 1 if s["violations"] or s["failed_expectations"] else 0
 
@@ -322,14 +361,21 @@ def main() -> int:
     )
     ap.add_argument("--bundle", help="also append every run's history to this .jsonl.gz")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("short")
-    s.add_argument("--backends")
-    s.add_argument("--scenarios")
-    s.add_argument("--rotate", type=int, help="shift the language rotation (default: the day's)")
+    for cmd in ("short", "langs-short"):  # langs-short: the languages `short` would use
+        s = sub.add_parser(cmd)
+        s.add_argument("--backends")
+        s.add_argument("--scenarios")
+        s.add_argument(
+            "--rotate", type=int, help="shift the language rotation (default: the day's)"
+        )
     o = sub.add_parser("one")
     o.add_argument("scenario")
     o.add_argument("backend")
-    o.add_argument("--langs", default="rust,python,node")
+    o.add_argument("--langs", help="default: the scenario's languages, else rust,python,node")
+    lg = sub.add_parser("langs", help="the languages a `one` run would use (for run.sh's build)")
+    lg.add_argument("scenario")
+    lg.add_argument("backend", nargs="?")
+    lg.add_argument("--langs")
     k = sub.add_parser("soak")
     k.add_argument("--minutes", type=float, default=10)
     k.add_argument("--clients", type=int, default=16)
@@ -349,6 +395,17 @@ def main() -> int:
         return report.write(args.inputs, Path(args.out))
     if args.cmd == "check":
         return check_files(args.files)
+    if args.cmd == "langs":
+        print(",".join(scenario_langs(load_plan()["scenario"][args.scenario], args.langs)))
+        return 0
+    if args.cmd == "langs-short":
+        plan = load_plan()
+        runs = plan_runs(plan, set(args.backends.split(",")) if args.backends else None)
+        if args.scenarios:
+            runs = [r for r in runs if r[0] in set(args.scenarios.split(","))]
+        used = {lang for name, _, _ in runs for lang in plan["scenario"][name].get("langs", LANGS)}
+        print(",".join(lang for lang in LANGS if lang in used or lang == "rust"))
+        return 0
     fn = {"short": main_short, "one": main_one, "soak": main_soak, "broken": main_broken}[args.cmd]
     return asyncio.run(fn(args))
 

@@ -40,6 +40,84 @@ def _langs(s: dict[str, Any]) -> str:
 IN_RUST_TESTS = HERE / "rust-scenarios.md"
 
 
+def _mutants(normal: list[dict[str, Any]], plan: dict[str, Any]) -> list[str]:
+    """The altered histories of semaphore and read-write lock runs (mutants.py), per scenario."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in normal:
+        if r.get("mutants"):
+            groups[(r["scenario"], r["backend"])].append(r)
+    lines = [
+        "",
+        "### Semaphores and read-write locks: altered histories",
+        "",
+        "The switch above turns off fencing, which permit and read holders do not use. Instead each",
+        "run of theirs is checked again altered (`tests/faults/mutants.py`): the semaphore's N lowered",
+        "by one, reads turned into writes, or the lease granted after the fault moved to 200 ms before",
+        "the faulted lease's deadline. The checker must flag every altered copy, or the run fails.",
+        "",
+    ]
+    if not groups:
+        return lines + ["No such run has been recorded yet."]
+    lines += [
+        "| scenario | backend | runs | alterations caught / tried | properties found |",
+        "|---|---|---:|---:|---|",
+    ]
+    order = list(plan["scenario"])
+    for key in sorted(groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1])):
+        rs = groups[key]
+        tried = [(name, found) for r in rs for name, found in r["mutants"].items()]
+        caught = sum(1 for _, found in tried if found and found != ["nothing to alter"])
+        props: dict[str, set[str]] = defaultdict(set)
+        for name, found in tried:
+            props[name].update(found)
+        found_text = "; ".join(f"{name}: {', '.join(sorted(p))}" for name, p in props.items())
+        lines.append(
+            f"| {key[0]} | {key[1]} | {len(rs)} | {caught} / {len(tried)} | {found_text} |"
+        )
+    return lines
+
+
+def _ci_time(normal: list[dict[str, Any]], plan: dict[str, Any]) -> list[str]:
+    """Seconds per scenario x backend in the short profile: the latest run and the mean."""
+    short = [r for r in normal if r["profile"] == "short" and "retry_of" not in r]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in short:
+        groups[(r["scenario"], r["backend"])].append(r)
+    lines = [
+        "",
+        "## Time in the short profile",
+        "",
+        "Seconds per run (workers' start to the last release) in `run.sh short`; the latest run of",
+        "each scenario x backend and the mean of all recorded ones. Rust-only: the scenarios of",
+        "semaphores and read-write locks.",
+        "",
+    ]
+    if not groups:
+        return lines + ["No short profile has been recorded yet."]
+    lines += [
+        "| scenario | backend | languages | runs | latest s | mean s |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    order = list(plan["scenario"])
+    latest_total = {False: 0.0, True: 0.0}
+    for key in sorted(groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1])):
+        rs = sorted(groups[key], key=lambda r: r["finished"])
+        rust_only = plan["scenario"].get(key[0], {}).get("langs") == ["rust"]
+        latest_total[rust_only] += rs[-1]["seconds"]
+        mean = sum(r["seconds"] for r in rs) / len(rs)
+        lines.append(
+            f"| {key[0]} | {key[1]} | {'Rust only' if rust_only else 'rotating'} | {len(rs)} | "
+            f"{rs[-1]['seconds']:.1f} | {mean:.1f} |"
+        )
+    lines += [
+        "",
+        f"Latest runs together: {latest_total[False] + latest_total[True]:.0f} s, of which the "
+        f"semaphore and read-write lock scenarios {latest_total[True]:.0f} s (the servers, the "
+        "build and the broken build are shared with the rest).",
+    ]
+    return lines
+
+
 def write(inputs: list[str], out: Path) -> int:
     runs = _load(inputs)
     with open(HERE / "scenarios.toml", "rb") as f:
@@ -141,6 +219,8 @@ def write(inputs: list[str], out: Path) -> int:
             )
     else:
         lines.append("No broken-build run has been recorded yet.")
+    lines += _mutants(normal, plan)
+    lines += _ci_time(normal, plan)
     lines += ["", *IN_RUST_TESTS.read_text().rstrip("\n").split("\n")]
     out.write_text("\n".join(lines) + "\n")
     print(

@@ -4,7 +4,8 @@
 #   tests/faults/run.sh short     build the workers, run every scenario x backend once (CI), then
 #                                 check that the broken build (fencing off) makes the checker fail
 #   tests/faults/run.sh soak [--minutes M] [--clients N] [--backends a,b]   16 clients, 10 min/backend
-#   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node,jvm]
+#   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node,jvm]   (default: the
+#                                 scenario's languages: Rust only for semaphores and rw locks)
 #   tests/faults/run.sh report    regenerate tests/FAULTS.md from tests/faults/results/
 #
 # Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, histories),
@@ -21,9 +22,10 @@ cmd=${1:-short}
 state=${FENCELOCK_FAULTS_DIR:-/tmp/fencelock-faults}
 results=(--results "$state/results.jsonl")
 
-build() { # build [broken]
+build() { # build LANGS [broken]: the Rust worker (and the broken one), and what LANGS need
   [[ ${FENCELOCK_FAULTS_SKIP_BUILD:-} == 1 ]] && return 0
-  if [[ ${1:-} == broken ]]; then
+  local langs=",$1,"
+  if [[ ${2:-} == broken ]]; then
     echo "== faults: building the broken Rust worker (fencing off; test-only feature)"
     # Built first and copied aside; then the real one. Same target folder, so the dependency
     # tree is shared: only fencelock core and the worker build twice.
@@ -32,14 +34,22 @@ build() { # build [broken]
   fi
   echo "== faults: building the Rust worker"
   cargo build --quiet -p fencelock-faults-worker
-  [[ -x target/py-venv/bin/python ]] && target/py-venv/bin/python -c 'import fencelock' ||
-    { echo "faults: the Python package is not installed in target/py-venv (run python/run-tests.sh first)" >&2; exit 1; }
-  [[ -n $(ls node/fencelock.*.node 2>/dev/null) ]] ||
-    { echo "faults: node/ has no native module (run node/run-tests.sh or node node/scripts/build.mjs first)" >&2; exit 1; }
-  # Reuses bindings/jvm/run-tests.sh's classes and debug native library (seconds); without them,
-  # builds them the same way first.
-  echo "== faults: building the JVM worker"
-  bindings/jvm/faults-worker/build.sh
+  # The other languages only when a run uses them (the semaphore and read-write lock
+  # scenarios are Rust-only: `run.sh one semaphore-kill9 sqlite` needs no binding).
+  if [[ $langs == *,python,* ]]; then
+    [[ -x target/py-venv/bin/python ]] && target/py-venv/bin/python -c 'import fencelock' ||
+      { echo "faults: the Python package is not installed in target/py-venv (run python/run-tests.sh first)" >&2; exit 1; }
+  fi
+  if [[ $langs == *,node,* ]]; then
+    [[ -n $(ls node/fencelock.*.node 2>/dev/null) ]] ||
+      { echo "faults: node/ has no native module (run node/run-tests.sh or node node/scripts/build.mjs first)" >&2; exit 1; }
+  fi
+  if [[ $langs == *,jvm,* ]]; then
+    # Reuses bindings/jvm/run-tests.sh's classes and debug native library (seconds); without
+    # them, builds them the same way first.
+    echo "== faults: building the JVM worker"
+    bindings/jvm/faults-worker/build.sh
+  fi
 }
 
 record() { # record PROFILE [histories]: the summaries also go to the committed results
@@ -59,7 +69,7 @@ stop_servers() {
 case $cmd in
   short)
     start=$SECONDS
-    build broken
+    build "$("$py" "$here/harness.py" langs-short "$@")" broken
     echo "== faults: built in $((SECONDS - start))s"
     # Our servers stop at the end, pass or fail (unless asked to keep them for a rerun).
     [[ ${FENCELOCK_FAULTS_KEEP_SERVERS:-} == 1 ]] || trap stop_servers EXIT
@@ -77,17 +87,17 @@ case $cmd in
     exit "$rc"
     ;;
   soak)
-    build
+    build rust,python,node,jvm
     record soak
     "$py" "$here/harness.py" "${results[@]}" soak "$@"
     ;;
   one)
-    build
+    build "$("$py" "$here/harness.py" langs "$@")"
     record one
     "$py" "$here/harness.py" "${results[@]}" one "$@"
     ;;
   broken)
-    build broken
+    build rust broken
     record broken histories
     "$py" "$here/harness.py" "${results[@]}" broken
     ;;

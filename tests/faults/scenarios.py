@@ -34,14 +34,22 @@ def find_lock_record(run: Run, worker: Worker, kind: str, after: int = 0) -> lis
 
 
 async def acquire_retrying(
-    run: Run, w: Worker, ttl_ms: int, within_s: float, wait_ms: Optional[int] = None
+    run: Run,
+    w: Worker,
+    ttl_ms: int,
+    within_s: float,
+    wait_ms: Optional[int] = None,
+    **mode: Any,
 ) -> dict[str, Any]:
-    """Acquire, retrying transient errors (UNAVAILABLE while a server restarts) until `within_s`."""
+    """Acquire, retrying transient errors (UNAVAILABLE while a server restarts) until `within_s`.
+    `mode`: the acquire's mode and permits (the mutex when none)."""
     deadline = time.monotonic() + within_s
     while True:
         left_ms = int((deadline - time.monotonic()) * 1000)
         wait = left_ms if wait_ms is None else min(wait_ms, left_ms)
-        reply = await w.call("acquire", ttl_ms=ttl_ms, wait_ms=max(wait, 0), timeout=within_s + 30)
+        reply = await w.call(
+            "acquire", ttl_ms=ttl_ms, wait_ms=max(wait, 0), timeout=within_s + 30, **mode
+        )
         if (
             reply.get("ok")
             or time.monotonic() >= deadline

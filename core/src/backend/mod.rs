@@ -28,6 +28,7 @@ use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 use crate::holder::HolderDescription;
 use crate::ids::OwnerId;
+use crate::mode::{LockKind, LockMode};
 use crate::name::LockName;
 use crate::options::LockerOptions;
 use crate::url::{BackendKind, LockerUrl};
@@ -52,22 +53,29 @@ pub enum Renewal {
     NotOurs,
 }
 
-/// What a backend knows about one lock, read without acquiring it.
+/// What a backend knows about one lock name, read without acquiring it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockInfo {
     pub name: String,
+    /// Somebody holds it, in any mode.
     pub held: bool,
-    /// The last token minted for this lock (the current holder's, while held).
+    /// The last token minted for the name (a mutex's holder's, while held).
     pub token: Option<u64>,
-    /// The holder's description (JSON with host, pid, language and the user's text);
-    /// [`LockInfo::holder_description`] parses it.
+    /// A mutex holder's description (JSON with host, pid, language and the user's text);
+    /// [`LockInfo::holder_description`] parses it. The other kinds list theirs in `leases`.
     pub holder: Option<String>,
-    /// Time left on the server's clock (TTL backends, while held).
+    /// A held mutex's time left on the server's clock (TTL backends).
     pub time_left: Option<Duration>,
-    /// The waiters queued behind the holder, first in line first (ZooKeeper, whose waiters
-    /// queue; empty on TTL backends, whose waiters do not register anywhere). At most
-    /// [`crate::MAX_WAITERS_SHOWN`] are read.
+    /// The waiters queued behind the holders, first in line first, where the backend keeps
+    /// them (ZooKeeper's queue; the registered waiters of a semaphore or read-write lock on TTL
+    /// backends). At most [`MAX_WAITERS_SHOWN`] are read.
     pub waiters: Vec<Waiter>,
+    /// What the name is used as ([`LockKind::Mutex`] for a name nobody uses).
+    pub kind: LockKind,
+    /// A semaphore's number of permits, as its holders and waiters stored it.
+    pub permits: Option<u32>,
+    /// Every holder of a semaphore or read-write lock (empty for a mutex: see `holder`).
+    pub leases: Vec<LeaseInfo>,
 }
 
 impl LockInfo {
@@ -80,6 +88,9 @@ impl LockInfo {
             holder: None,
             time_left: None,
             waiters: Vec::new(),
+            kind: LockKind::Mutex,
+            permits: None,
+            leases: Vec::new(),
         }
     }
 
@@ -89,10 +100,31 @@ impl LockInfo {
     }
 }
 
-/// One waiter in a lock's queue (ZooKeeper).
+/// One holder of a semaphore or read-write lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseInfo {
+    pub mode: LockMode,
+    pub token: Option<u64>,
+    /// Its description (JSON), as a mutex holder's.
+    pub holder: Option<String>,
+    /// Time left on the server's clock (TTL backends).
+    pub time_left: Option<Duration>,
+}
+
+impl LeaseInfo {
+    /// The holder's description, parsed.
+    pub fn holder_description(&self) -> Option<HolderDescription> {
+        self.holder.as_deref().map(HolderDescription::parse)
+    }
+}
+
+/// One waiter: in a lock's queue (ZooKeeper), or registered (a semaphore's or read-write lock's
+/// on TTL backends).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter {
-    /// Its queue node's name (Curator's protected layout: `_c_<owner uuid>-lock-<sequence>`).
+    /// Its queue node's name on ZooKeeper (Curator's protected layout:
+    /// `_c_<owner uuid>-lock-<sequence>`, `-__WRIT__`, `-__READ__`, a semaphore's `locks/`
+    /// node); elsewhere its mode and the start of its owner id.
     pub node: String,
     /// Its description, as the holder's (JSON), when the node carries one.
     pub holder: Option<String>,
@@ -118,6 +150,8 @@ pub struct LockList {
 #[derive(Debug, Clone)]
 pub struct AcquireRequest<'a> {
     pub name: &'a LockName,
+    /// How the lease holds the name; only modes of the kinds [`Backend::offers`] says yes to.
+    pub mode: LockMode,
     pub owner: OwnerId,
     pub ttl: Duration,
     pub holder: &'a str,
@@ -186,7 +220,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Called once when a lease starts, with a handle through which a backend that learns of
     /// losses by itself (ZooKeeper watches and session events) reports them at once, and
     /// reports its connection as suspended. TTL backends learn nothing by themselves.
-    fn track(&self, _name: &LockName, _owner: OwnerId, _events: LeaseEvents) {}
+    fn track(&self, _name: &LockName, _mode: LockMode, _owner: OwnerId, _events: LeaseEvents) {}
+
+    /// Whether this backend offers `kind`: the Locker refuses the others before any I/O, so
+    /// the methods below see only modes of offered kinds.
+    fn offers(&self, kind: LockKind) -> bool {
+        kind == LockKind::Mutex
+    }
 
     /// One attempt, one round trip where the backend allows it.
     ///
@@ -196,10 +236,16 @@ pub trait Backend: Send + Sync + 'static {
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt>;
 
     /// Sets a new ttl from now if the lock is still ours and has not expired.
-    async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal>;
+    async fn renew(
+        &self,
+        name: &LockName,
+        mode: LockMode,
+        owner: OwnerId,
+        ttl: Duration,
+    ) -> Result<Renewal>;
 
     /// Releases if ours; `Ok(false)` when it was not ours (nothing was touched).
-    async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool>;
+    async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool>;
 
     async fn inspect(&self, name: &LockName) -> Result<LockInfo>;
 
@@ -221,14 +267,19 @@ pub trait Backend: Send + Sync + 'static {
     /// Subscribes on behalf of the waiter whose last attempt, under `owner`, answered `Held`.
     /// A backend whose waiters queue (ZooKeeper) watches that waiter's predecessor only;
     /// others subscribe to the lock as [`Backend::watch`] does.
-    async fn watch_for(&self, name: &LockName, _owner: OwnerId) -> Result<Box<dyn ReleaseWatch>> {
+    async fn watch_for(
+        &self,
+        name: &LockName,
+        _mode: LockMode,
+        _owner: OwnerId,
+    ) -> Result<Box<dyn ReleaseWatch>> {
         self.watch(name).await
     }
 
     /// The acquire loop stops waiting under `owner` (its wait ran out, it failed, or it was
     /// cancelled) after an attempt under it answered `Held`. A backend whose waiters queue
     /// (ZooKeeper) removes the waiter's entry; elsewhere a `Held` answer left nothing behind.
-    async fn abandon(&self, _name: &LockName, _owner: OwnerId) -> Result<()> {
+    async fn abandon(&self, _name: &LockName, _mode: LockMode, _owner: OwnerId) -> Result<()> {
         Ok(())
     }
 

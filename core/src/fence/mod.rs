@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 use crate::lease::Lease;
+use crate::mode::LockKind;
 use crate::options::LockerOptions;
 pub use crate::sql_value::SqlValue;
 use crate::url::{BackendKind, LockerUrl};
@@ -35,11 +36,21 @@ use crate::url::{BackendKind, LockerUrl};
 pub struct LockIdentity {
     pub deployment: String,
     pub name: String,
+    /// What the name is used as. Part of the identity: a read-write lock and a mutex of the
+    /// same name (one after the other, or on two deployments) are different locks to a fence.
+    pub kind: LockKind,
 }
 
 impl LockIdentity {
+    /// The key a fence records. A mutex's keeps the spelling fences recorded before read-write
+    /// locks existed; the other kinds add theirs after a `#`, which no encoded name contains.
     pub(crate) fn key(&self) -> String {
-        format!("{}/{}", self.deployment, crate::name::encode(&self.name))
+        let name = crate::name::encode(&self.name);
+        match self.kind {
+            LockKind::Mutex => format!("{}/{name}", self.deployment),
+            LockKind::ReadWrite => format!("{}/{name}#rw", self.deployment),
+            LockKind::Semaphore => format!("{}/{name}#semaphore", self.deployment),
+        }
     }
 }
 
@@ -71,15 +82,18 @@ pub struct FenceToken {
 impl FenceToken {
     pub(crate) fn from_lease(lease: &Lease) -> Self {
         let deployment = lease.deployment();
+        let kind = lease.mode().kind();
         let alias_key = |alias: &String| LockIdentity {
             deployment: alias.clone(),
             name: lease.name().to_string(),
+            kind,
         };
         FenceToken {
             token: lease.token(),
             lock: Some(LockIdentity {
                 deployment: deployment.id.clone(),
                 name: lease.name().to_string(),
+                kind,
             }),
             lock_aliases: deployment
                 .aliases
@@ -133,6 +147,16 @@ impl FenceToken {
             )));
         }
         if let Some(lease) = &self.lease {
+            let mode = lease.mode();
+            if !mode.is_exclusive() {
+                return Err(Error::invalid(format!(
+                    "a {} lease of {:?} cannot guard a fence: the name has several holders at \
+                     once, so \"the newest token wins\" would turn away a holder that still runs; \
+                     guard the resource with a mutex or a write lease (docs/design.md §1.8)",
+                    mode.as_str(),
+                    lease.name()
+                )));
+            }
             lease.ensure_held()?;
         }
         if self.deadline.is_some_and(|d| d.has_passed()) {

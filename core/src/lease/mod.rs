@@ -19,6 +19,7 @@ use crate::clock::BootInstant;
 use crate::deployment::Deployment;
 use crate::error::Result;
 use crate::events::LockEventKind;
+use crate::mode::LockMode;
 use crate::signal::LostSignal;
 use crate::sync::unpoisoned;
 use crate::watchdog;
@@ -34,6 +35,7 @@ pub(crate) fn start(new: NewLease) -> Arc<LeaseShared> {
         name: new.name,
         token: new.token,
         owner: new.owner,
+        mode: new.mode,
         backend: new.backend,
         runtime: new.runtime,
         held: new.held,
@@ -89,9 +91,15 @@ impl Lease {
         self.shared.name.as_str()
     }
 
-    /// The fencing token: strictly increasing per lock name, below 2^63.
+    /// The fencing token: strictly increasing per lock name, below 2^63. Only a mutex's or a
+    /// write lease's token may guard a fence: readers and a semaphore's permits run at once.
     pub fn token(&self) -> u64 {
         self.shared.token
+    }
+
+    /// How this lease holds its name: a mutex's, a semaphore's permit, a read or a write lease.
+    pub fn mode(&self) -> LockMode {
+        self.shared.mode
     }
 
     /// When the server will expire the lease unless it is renewed (the client's estimate).

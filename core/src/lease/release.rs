@@ -38,7 +38,10 @@ impl LeaseShared {
                 // the server's expiry. The caller still hears LOST.
                 if !self.release_sent.swap(true, Ordering::AcqRel) {
                     let _ = self
-                        .with_timeout("release", self.backend.release(&self.name, self.owner))
+                        .with_timeout(
+                            "release",
+                            self.backend.release(&self.name, self.mode, self.owner),
+                        )
                         .await;
                 }
                 self.unregister();
@@ -112,7 +115,10 @@ impl LeaseShared {
         loop {
             let started = BootInstant::now();
             match self
-                .with_timeout("release", self.backend.release(&self.name, self.owner))
+                .with_timeout(
+                    "release",
+                    self.backend.release(&self.name, self.mode, self.owner),
+                )
                 .await
             {
                 Err(e)
@@ -143,7 +149,10 @@ impl LeaseShared {
         let sent_at = BootInstant::now();
         let sent_wall = SystemTime::now();
         match self
-            .with_timeout("extend", self.backend.renew(&self.name, self.owner, ttl))
+            .with_timeout(
+                "extend",
+                self.backend.renew(&self.name, self.mode, self.owner, ttl),
+            )
             .await?
         {
             Renewal::Renewed => {

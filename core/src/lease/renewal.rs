@@ -64,7 +64,9 @@ pub(super) async fn renew_loop(weak: Weak<LeaseShared>) {
         let outcome = lease
             .with_timeout(
                 "renewal",
-                lease.backend.renew(&lease.name, lease.owner, ttl),
+                lease
+                    .backend
+                    .renew(&lease.name, lease.mode, lease.owner, ttl),
             )
             .await;
         match outcome {

@@ -16,6 +16,7 @@ use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::events::{EventHub, LockEvent, LockEventKind};
 use crate::ids::OwnerId;
+use crate::mode::LockMode;
 use crate::name::LockName;
 use crate::signal::{LossReason, LostSignal};
 use crate::sync::unpoisoned;
@@ -51,6 +52,8 @@ pub(crate) struct LeaseShared {
     pub(crate) name: LockName,
     pub(crate) token: u64,
     pub(crate) owner: OwnerId,
+    /// How this lease holds its name.
+    pub(crate) mode: LockMode,
     pub(super) backend: Arc<dyn Backend>,
     pub(super) runtime: Handle,
     pub(super) held: Weak<HeldLeases>,
@@ -90,6 +93,7 @@ pub(crate) struct NewLease {
     pub name: LockName,
     pub token: u64,
     pub owner: OwnerId,
+    pub mode: LockMode,
     pub backend: Arc<dyn Backend>,
     pub runtime: Handle,
     /// The Locker's registry of its leases, which the lease leaves when it ends.
@@ -224,12 +228,11 @@ impl LeaseShared {
             return;
         }
         let backend = self.backend.clone();
-        let name = self.name.clone();
-        let owner = self.owner;
+        let (name, mode, owner) = (self.name.clone(), self.mode, self.owner);
         let timeout = self.operation_timeout;
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.runtime.spawn(async move {
-                let _ = tokio::time::timeout(timeout, backend.release(&name, owner)).await;
+                let _ = tokio::time::timeout(timeout, backend.release(&name, mode, owner)).await;
             })
         }));
         self.unregister();

@@ -17,13 +17,15 @@ use crate::holder::HolderDescription;
 use crate::ids::OwnerId;
 use crate::lease::Lease;
 use crate::lease::state::NewLease;
+use crate::mode::LockMode;
 use crate::name::LockName;
 use crate::options::LockOptions;
 
 impl LockerInner {
-    pub(super) async fn acquire_name(
+    pub(super) async fn acquire_lock(
         &self,
         name: LockName,
+        mode: LockMode,
         options: &LockOptions,
     ) -> Result<Lease> {
         let called_at = BootInstant::now();
@@ -62,12 +64,13 @@ impl LockerInner {
         let mut waiting = WaitingGuard {
             backend: self.backend.clone(),
             name: name.clone(),
+            mode,
             owner: None,
             runtime: self.runtime.clone(),
             timeout: self.background_cleanup_timeout(),
         };
         let result = self
-            .acquire_loop(&name, options, &holder, wait_deadline, &mut waiting)
+            .acquire_loop(&name, mode, options, &holder, wait_deadline, &mut waiting)
             .await;
         if let Ok(lease) = &result {
             waiting.owner = None;
@@ -77,7 +80,7 @@ impl LockerInner {
         } else if let Some(owner) = waiting.owner.take() {
             // Gave up waiting: leave no place in a queue behind (a no-op on TTL backends).
             let timeout = self.options.operation_timeout;
-            let _ = tokio::time::timeout(timeout, self.backend.abandon(&name, owner)).await;
+            let _ = tokio::time::timeout(timeout, self.backend.abandon(&name, mode, owner)).await;
         }
         result
     }
@@ -85,6 +88,7 @@ impl LockerInner {
     async fn acquire_loop(
         &self,
         name: &LockName,
+        mode: LockMode,
         options: &LockOptions,
         holder: &str,
         wait_deadline: Option<BootInstant>,
@@ -93,17 +97,18 @@ impl LockerInner {
         let poll = self.options.poll_interval;
         let mut watch: Option<Box<dyn ReleaseWatch>> = None;
         let mut failing_since: Option<BootInstant> = None;
-        // One owner id serves every attempt that follows a `Held` answer: such an answer left
-        // nothing under it on TTL backends, and a backend whose waiters queue (ZooKeeper) keeps
-        // the waiter's place under it. After a failed attempt (outcome unknown; the in-flight
-        // guard releases it by owner id) a fresh one is drawn, so no acquisition ever shares
-        // an owner id with another.
+        // One owner id serves every attempt that follows a `Held` answer: a backend whose
+        // waiters queue (ZooKeeper) keeps the waiter's place under it, and TTL backends keep a
+        // semaphore's or read-write lock's waiter registered under it. After a failed attempt
+        // (outcome unknown; the in-flight guard releases it by owner id) a fresh one is drawn,
+        // and the old one's place is given up, so no acquisition ever shares an owner id with
+        // another.
         let mut owner = OwnerId::random()?;
         loop {
             self.ensure_open()?;
             let mut expires_in = None;
             let mut last_error = None;
-            match self.attempt(name, owner, options, holder).await {
+            match self.attempt(name, mode, owner, options, holder).await {
                 Ok(AttemptOutcome::Acquired(lease)) => return Ok(lease),
                 Ok(AttemptOutcome::Held(left)) => {
                     waiting.owner = Some(owner);
@@ -111,7 +116,7 @@ impl LockerInner {
                     expires_in = left;
                 }
                 Err(e) if e.is_retryable() => {
-                    waiting.owner = None;
+                    waiting.give_up_place();
                     owner = OwnerId::random()?;
                     // A watch made for the old owner may follow its place in a queue.
                     watch = None;
@@ -159,7 +164,7 @@ impl LockerInner {
                 None => {
                     // Subscribe first, then retry at once: a release between the failed
                     // attempt and the subscription is caught by that retry.
-                    watch = Some(match self.backend.watch_for(name, owner).await {
+                    watch = Some(match self.backend.watch_for(name, mode, owner).await {
                         Ok(watch) => watch,
                         Err(e) if e.code() == crate::error::ErrorCode::Closed => return Err(e),
                         // No release notifications (a connection blip, a user not allowed to
@@ -191,12 +196,14 @@ impl LockerInner {
     async fn attempt(
         &self,
         name: &LockName,
+        mode: LockMode,
         owner: OwnerId,
         options: &LockOptions,
         holder: &str,
     ) -> Result<AttemptOutcome> {
         let request = AcquireRequest {
             name,
+            mode,
             owner,
             ttl: options.ttl,
             holder,
@@ -206,6 +213,7 @@ impl LockerInner {
         let mut guard = InFlightAcquire {
             backend: Some(self.backend.clone()),
             name: name.clone(),
+            mode,
             owner,
             runtime: self.runtime.clone(),
             timeout: self.background_cleanup_timeout(),
@@ -233,6 +241,7 @@ impl LockerInner {
                     name: name.clone(),
                     token,
                     owner,
+                    mode,
                     backend: self.backend.clone(),
                     runtime: self.runtime.clone(),
                     held: Arc::downgrade(&self.leases),
@@ -251,7 +260,8 @@ impl LockerInner {
                     metrics: self.metrics.clone(),
                 });
                 self.leases.insert(&shared);
-                self.backend.track(name, owner, LeaseEvents::new(&shared));
+                self.backend
+                    .track(name, mode, owner, LeaseEvents::new(&shared));
                 let lease = Lease {
                     shared,
                     ticket: None,
@@ -275,6 +285,7 @@ enum AttemptOutcome {
 struct InFlightAcquire {
     backend: Option<Arc<dyn Backend>>,
     name: LockName,
+    mode: LockMode,
     owner: OwnerId,
     runtime: Handle,
     timeout: Duration,
@@ -285,28 +296,39 @@ struct InFlightAcquire {
 struct WaitingGuard {
     backend: Arc<dyn Backend>,
     name: LockName,
+    mode: LockMode,
     owner: Option<OwnerId>,
     runtime: Handle,
     timeout: Duration,
 }
 
-impl Drop for WaitingGuard {
-    fn drop(&mut self) {
+impl WaitingGuard {
+    /// Gives up the place (or registration) held under the current owner id, in the
+    /// background, before the acquire goes on under a new one.
+    fn give_up_place(&mut self) {
         if let Some(owner) = self.owner.take() {
-            let (backend, name, timeout) = (self.backend.clone(), self.name.clone(), self.timeout);
+            let (backend, name, mode) = (self.backend.clone(), self.name.clone(), self.mode);
+            let timeout = self.timeout;
             self.runtime.spawn(async move {
-                let _ = tokio::time::timeout(timeout, backend.abandon(&name, owner)).await;
+                let _ = tokio::time::timeout(timeout, backend.abandon(&name, mode, owner)).await;
             });
         }
+    }
+}
+
+impl Drop for WaitingGuard {
+    fn drop(&mut self) {
+        self.give_up_place();
     }
 }
 
 impl Drop for InFlightAcquire {
     fn drop(&mut self) {
         if let Some(backend) = self.backend.take() {
-            let (name, owner, timeout) = (self.name.clone(), self.owner, self.timeout);
+            let (name, mode, owner) = (self.name.clone(), self.mode, self.owner);
+            let timeout = self.timeout;
             self.runtime.spawn(async move {
-                let _ = tokio::time::timeout(timeout, backend.release(&name, owner)).await;
+                let _ = tokio::time::timeout(timeout, backend.release(&name, mode, owner)).await;
             });
         }
     }

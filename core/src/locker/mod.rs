@@ -3,12 +3,14 @@
 
 mod acquire;
 mod inner;
+mod lock;
+
+pub use lock::Lock;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::runtime::Handle;
 
@@ -17,6 +19,7 @@ use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::lease::reentry::{Scope, ScopeRegistry};
+use crate::mode::{LockMode, not_offered};
 use crate::name::LockName;
 use crate::options::{LockOptions, LockerOptions};
 use crate::url::{BackendKind, LockerUrl};
@@ -111,11 +114,60 @@ impl Locker {
         &self.inner.runtime
     }
 
-    /// Acquires `name`, waiting up to `options.wait` (forever when `None`).
+    /// The mutex `name`: one holder at a time. [`Locker::acquire`] takes it at once.
     ///
     /// # Errors
-    /// TIMEOUT when the wait ends first; INVALID_ARGUMENT for a bad name or option; CLOSED
-    /// after [`Locker::close`]; UNAVAILABLE when the backend keeps failing.
+    /// INVALID_ARGUMENT for a bad name.
+    pub fn mutex(&self, name: &str) -> Result<Lock> {
+        self.lock(name, LockMode::Exclusive)
+    }
+
+    /// The semaphore `name` with `permits` permits: at most that many leases at once, each with
+    /// its own token. Every participant must use the same number: a different one while the
+    /// semaphore is held or waited on is INVALID_ARGUMENT at acquire (it may change once the
+    /// semaphore is idle).
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a bad name, permits outside 1 to [`crate::MAX_PERMITS`], or a
+    /// backend that does not offer semaphores.
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Lock> {
+        self.lock(name, LockMode::permit(permits)?)
+    }
+
+    /// The read side of the read-write lock `name`: any number of readers at once while no
+    /// writer holds it; a reader arriving while a writer waits queues behind the writer.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a bad name or a backend that does not offer read-write locks.
+    pub fn read_lock(&self, name: &str) -> Result<Lock> {
+        self.lock(name, LockMode::Read)
+    }
+
+    /// The write side of the read-write lock `name`: one writer, while no reader holds it. Its
+    /// token is larger than every earlier read or write token of the name, so it may guard a
+    /// [`crate::Fence`] as a mutex's does.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a bad name or a backend that does not offer read-write locks.
+    pub fn write_lock(&self, name: &str) -> Result<Lock> {
+        self.lock(name, LockMode::Write)
+    }
+
+    fn lock(&self, name: &str, mode: LockMode) -> Result<Lock> {
+        let name = LockName::new(name)?;
+        let backend = &self.inner.backend;
+        if !backend.offers(mode.kind()) {
+            return Err(not_offered(backend.kind().as_str(), mode));
+        }
+        Ok(Lock::new(self.clone(), name, mode))
+    }
+
+    /// Acquires the mutex `name`, waiting up to `options.wait` (forever when `None`).
+    ///
+    /// # Errors
+    /// TIMEOUT when the wait ends first; INVALID_ARGUMENT for a bad name or option, or a name
+    /// in use as a semaphore or read-write lock; CLOSED after [`Locker::close`]; UNAVAILABLE
+    /// when the backend keeps failing.
     ///
     /// # Cancellation safety
     /// Dropping the future leaves nothing behind: an attempt in flight is released by its
@@ -124,18 +176,11 @@ impl Locker {
     /// Each call is its own acquisition: `reentrant` needs an execution scope, so it is
     /// INVALID_ARGUMENT here; use [`Locker::acquire_in`].
     pub async fn acquire(&self, name: &str, options: &LockOptions) -> Result<Lease> {
-        let name = LockName::new(name)?;
-        options.validate()?;
-        if options.reentrant {
-            return Err(Error::invalid(
-                "reentrant needs an execution scope to count re-entries in: use acquire_in(scope, ...)",
-            ));
-        }
-        self.inner.acquire_name(name, options).await
+        self.mutex(name)?.acquire(options).await
     }
 
-    /// Acquires `name` on behalf of an execution scope (a thread, task or coroutine that the
-    /// binding names; docs/design.md §1.5).
+    /// Acquires the mutex `name` on behalf of an execution scope (a thread, task or coroutine
+    /// that the binding names; docs/design.md §1.5), as [`Lock::acquire_in`].
     ///
     /// If `scope` already holds `name` through this Locker: with `options.reentrant` the
     /// nested acquisition returns at once, with the same token, over the same server lease
@@ -147,33 +192,7 @@ impl Locker {
         name: &str,
         options: &LockOptions,
     ) -> Result<Lease> {
-        let lock_name = LockName::new(name)?;
-        options.validate()?;
-        self.inner.ensure_open()?;
-        if let Some(reentry) = self.inner.scopes.held(&lock_name, scope) {
-            if !options.reentrant {
-                return Err(Error::deadlock(format!(
-                    "lock {name:?} is already held by this scope (the same thread or task) and was not \
-                     acquired as reentrant: acquiring it again would wait forever"
-                )));
-            }
-            // None: released or lost on another thread meanwhile; acquire afresh below.
-            if let Some(ticket) = reentry.try_enter() {
-                return Ok(Lease {
-                    shared: reentry.shared.clone(),
-                    ticket: Some(ticket),
-                });
-            }
-        }
-        let Lease { shared, .. } = self.inner.acquire_name(lock_name.clone(), options).await?;
-        let ticket = self
-            .inner
-            .scopes
-            .enter_first(lock_name, scope, shared.clone());
-        Ok(Lease {
-            shared,
-            ticket: Some(ticket),
-        })
+        self.mutex(name)?.acquire_in(scope, options).await
     }
 
     /// [`Locker::try_acquire`] on behalf of an execution scope, as [`Locker::acquire_in`].
@@ -183,22 +202,12 @@ impl Locker {
         name: &str,
         options: &LockOptions,
     ) -> Result<Option<Lease>> {
-        let options = options.clone().with_wait(Some(Duration::ZERO));
-        match self.acquire_in(scope, name, &options).await {
-            Ok(lease) => Ok(Some(lease)),
-            Err(e) if e.is_timeout() => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.mutex(name)?.try_acquire_in(scope, options).await
     }
 
     /// Tries once: `Ok(None)` when somebody else holds the lock.
     pub async fn try_acquire(&self, name: &str, options: &LockOptions) -> Result<Option<Lease>> {
-        let options = options.clone().with_wait(Some(Duration::ZERO));
-        match self.acquire(name, &options).await {
-            Ok(lease) => Ok(Some(lease)),
-            Err(e) if e.is_timeout() => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.mutex(name)?.try_acquire(options).await
     }
 
     /// Reads who holds `name`, without acquiring it.

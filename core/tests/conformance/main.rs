@@ -18,9 +18,12 @@ mod exclusion;
 mod extend;
 mod fence;
 mod inspect;
+mod kinds;
 mod loss;
 mod reentry;
 mod release;
+mod rwlock;
+mod semaphore;
 mod tokens;
 mod waiting;
 

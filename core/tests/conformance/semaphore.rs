@@ -4,26 +4,29 @@
 //! a mutex lease; inspect shows every holder; a permit lease cannot be fenced; re-entry follows
 //! the mutex's rules; a name is one kind at a time; and a backend that does not offer
 //! semaphores (Redlock, Redis Cluster) refuses them with INVALID_ARGUMENT.
-//!
-//! The helpers that rwlock.rs shares (options, refusals, what inspect must show) live here.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fencelock::{
-    BackendKind, BootInstant, Error, ErrorCode, HolderDescription, Lease, LockInfo, LockKind,
-    LockMode, LockOptions, LossReason, Result, Scope,
-};
+use fencelock::{ErrorCode, Lease, LockKind, LockMode, LossReason, MAX_PERMITS};
 
 use crate::backends::{Target, offers_semaphores_and_read_write_locks};
 use crate::contract;
 use crate::exclusion::close;
 use crate::fence::SqliteFence;
+use crate::kinds::{
+    HOLDER_TEXT, OTHER, OUTER, SOON, assert_deadlock, assert_kind_conflict, assert_shown_free,
+    assert_shows_leases, at_once, inspect_until, reentrant, refused, tokens_of, tokens_shown,
+    waiting,
+};
 use crate::release::held;
 use crate::support::unique;
 
-contract!(
+// The scenarios that need semaphores: not offered where the backend has none
+// ([`crate::backends::not_offered`]); the scenario after them checks the refusal there.
+crate::contract_needing!(
+    NEED_SEMAPHORES:
     n_holders_at_once_and_the_next_waits_for_a_release,
     never_more_than_n_permits_under_contention,
     permits_must_agree_while_held_and_may_change_once_idle,
@@ -34,115 +37,14 @@ contract!(
     a_permit_lease_cannot_be_fenced,
     a_scope_re_enters_its_permit_only_when_reentrant,
     a_name_in_use_as_a_mutex_is_not_a_semaphore_and_vice_versa,
-    semaphores_are_refused_where_the_backend_does_not_offer_them,
 );
-
-/// The scenarios above that need semaphores: not offered where the backend has none
-/// ([`crate::backends::not_offered`]); the last one checks the refusal there.
-pub const NEED_SEMAPHORES: &[&str] = &[
-    "n_holders_at_once_and_the_next_waits_for_a_release",
-    "never_more_than_n_permits_under_contention",
-    "permits_must_agree_while_held_and_may_change_once_idle",
-    "permits_outside_1_to_10000_and_bad_names_are_refused",
-    "an_unrenewed_permit_is_lost_at_its_deadline_and_a_waiter_gets_in",
-    "a_forced_release_frees_every_permit_holder",
-    "inspect_shows_the_semaphore_its_permits_and_every_lease",
-    "a_permit_lease_cannot_be_fenced",
-    "a_scope_re_enters_its_permit_only_when_reentrant",
-    "a_name_in_use_as_a_mutex_is_not_a_semaphore_and_vice_versa",
-];
-
-/// The bound the issue sets on a semaphore's permits.
-const MAX_PERMITS: u32 = 10_000;
-
-/// Generous bound for what must happen "soon" on a slow machine; never a speed claim.
-pub const SOON: Duration = Duration::from_secs(20);
+contract!(semaphores_are_refused_where_the_backend_does_not_offer_them);
 
 /// The ttl of a lease that must be lost quickly: nothing renews it, so it cannot starve.
 const UNRENEWED: Duration = Duration::from_millis(1000);
 
 /// A ttl whose renewals (every third of it) come quickly after a forced release.
 const RENEWED_QUICKLY: Duration = Duration::from_millis(4500);
-
-pub const OUTER: Scope = Scope::new(1);
-pub const OTHER: Scope = Scope::new(2);
-
-/// The holder text that inspect must show for every lease.
-pub const HOLDER_TEXT: &str = "nightly report";
-
-/// A long ttl (nothing expires unless a scenario means it to), waiting up to [`SOON`].
-pub fn waiting() -> LockOptions {
-    held().with_wait(Some(SOON))
-}
-
-pub fn reentrant() -> LockOptions {
-    held().with_reentrant(true)
-}
-
-/// A nested acquire that had to wait would time out: this proves "at once" without timing it.
-pub fn at_once() -> LockOptions {
-    reentrant().with_wait(Some(Duration::ZERO))
-}
-
-/// The error of a call that must fail.
-pub fn refused<T>(result: Result<T>, what: &str) -> Error {
-    match result {
-        Ok(_) => panic!("{what} was granted"),
-        Err(e) => e,
-    }
-}
-
-/// `result` is INVALID_ARGUMENT naming `name`, the kind it was wanted as and the kind it is in
-/// use as. An acquire that waits must get this answer at once, not a TIMEOUT.
-pub fn assert_kind_conflict<T>(result: Result<T>, name: &str, wanted: LockKind, found: LockKind) {
-    let what = format!("{name} as a {wanted} while in use as a {found}");
-    let err = refused(result, &what);
-    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{what}: {err}");
-    for word in [name, wanted.as_str(), found.as_str()] {
-        assert!(err.message().contains(word), "{what}: {err}");
-    }
-}
-
-/// `result` is DEADLOCK naming `name`.
-pub fn assert_deadlock<T>(result: Result<T>, name: &str, what: &str) {
-    let err = refused(result, what);
-    assert_eq!(err.code(), ErrorCode::Deadlock, "{what}: {err}");
-    assert!(err.message().contains(name), "{what}: {err}");
-}
-
-/// `info` shows exactly `leases`, each in `mode`, with [`HOLDER_TEXT`] and, where the server
-/// keeps an expiry, some time left within `ttl`.
-pub fn assert_shows_leases(
-    info: &LockInfo,
-    leases: &[&Lease],
-    mode: LockMode,
-    ttl: Duration,
-    backend: BackendKind,
-) {
-    assert!(info.held, "{info:?}");
-    let mut shown: Vec<Option<u64>> = info.leases.iter().map(|l| l.token).collect();
-    shown.sort_unstable();
-    let mut expected: Vec<Option<u64>> = leases.iter().map(|l| Some(l.token())).collect();
-    expected.sort_unstable();
-    assert_eq!(shown, expected, "{info:?}");
-    for lease in &info.leases {
-        assert_eq!(lease.mode, mode, "{info:?}");
-        let holder = lease.holder.as_deref().map(HolderDescription::parse);
-        let holder = holder.unwrap_or_else(|| panic!("a lease without its holder: {info:?}"));
-        assert_eq!(holder.text.as_deref(), Some(HOLDER_TEXT), "{info:?}");
-        assert_eq!(holder.pid, Some(std::process::id()), "{info:?}");
-        match backend {
-            // The session is the lease there: no time left to show.
-            BackendKind::ZooKeeper => assert_eq!(lease.time_left, None, "{info:?}"),
-            _ => {
-                let left = lease.time_left.expect("time left on a TTL backend");
-                assert!(left > Duration::ZERO && left <= ttl, "{info:?}");
-            }
-        }
-    }
-    // A mutex's fields stay empty: the leases say who holds it.
-    assert_eq!((&info.holder, info.time_left), (&None, None), "{info:?}");
-}
 
 async fn n_holders_at_once_and_the_next_waits_for_a_release(target: Target) {
     const N: u32 = 3;
@@ -176,9 +78,8 @@ async fn n_holders_at_once_and_the_next_waits_for_a_release(target: Target) {
         tokio::spawn(async move { lock.acquire(&waiting()).await })
     };
     probe.until_waiting(&first, &name).await;
-    let info = first.inspect(&name).await.unwrap();
-    assert_eq!(info.leases.len(), N as usize, "more than {N} holders: {info:?}");
-    assert!(!info.waiters.is_empty(), "the waiter is not shown: {info:?}");
+    let info = inspect_until(&first, &name, "the waiter", |i| !i.waiters.is_empty()).await;
+    assert_eq!(info.leases.len(), N as usize, "not {N} holders: {info:?}");
 
     let freed = leases.remove(1);
     freed.release().await.unwrap();
@@ -186,10 +87,16 @@ async fn n_holders_at_once_and_the_next_waits_for_a_release(target: Target) {
     let next = next.unwrap_or_else(|e| panic!("the waiter never got the freed permit: {e}"));
     assert_eq!(next.mode(), LockMode::Permit { permits: N });
     let earlier = leases.iter().chain([&freed]).map(Lease::token).max();
-    assert!(Some(next.token()) > earlier, "{next:?} after {leases:?}");
+    assert!(
+        next.token() > earlier.unwrap_or(0),
+        "{next:?} after {leases:?}"
+    );
     leases.push(next);
-    let info = first.inspect(&name).await.unwrap();
-    assert_eq!(info.leases.len(), N as usize, "{info:?}");
+    let expected = tokens_of(&leases.iter().collect::<Vec<_>>());
+    inspect_until(&first, &name, "the waiter's permit", |i| {
+        tokens_shown(i) == expected
+    })
+    .await;
     for lease in leases {
         lease.release().await.unwrap();
     }
@@ -271,7 +178,10 @@ async fn permits_must_agree_while_held_and_may_change_once_idle(target: Target) 
     // Making the handle asks nothing of the backend; using it with another count is refused,
     // at once even by an acquire that would wait.
     let three = other.semaphore(&name, 3).unwrap();
-    let tried = refused(three.try_acquire(&held()).await, "3 permits while 2 are in use");
+    let tried = refused(
+        three.try_acquire(&held()).await,
+        "3 permits while 2 are in use",
+    );
     let waited = refused(three.acquire(&waiting()).await, "3 permits, waiting");
     for err in [tried, waited] {
         assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
@@ -279,7 +189,11 @@ async fn permits_must_agree_while_held_and_may_change_once_idle(target: Target) 
     }
     assert!(first.is_held());
     // The agreed count still works from the other Locker.
-    let second = other.semaphore(&name, 2).unwrap().try_acquire(&held()).await;
+    let second = other
+        .semaphore(&name, 2)
+        .unwrap()
+        .try_acquire(&held())
+        .await;
     let second = second.unwrap().expect("the second of 2 permits");
     first.release().await.unwrap();
     second.release().await.unwrap();
@@ -291,7 +205,10 @@ async fn permits_must_agree_while_held_and_may_change_once_idle(target: Target) 
         leases.push(lease.expect("3 permits once the semaphore of 2 is idle"));
     }
     assert_eq!(other.inspect(&name).await.unwrap().permits, Some(3));
-    let old = refused(two.try_acquire(&held()).await, "2 permits while 3 are in use");
+    let old = refused(
+        two.try_acquire(&held()).await,
+        "2 permits while 3 are in use",
+    );
     assert_eq!(old.code(), ErrorCode::InvalidArgument, "{old}");
     for lease in leases {
         lease.release().await.unwrap();
@@ -342,19 +259,14 @@ async fn an_unrenewed_permit_is_lost_at_its_deadline_and_a_waiter_gets_in(target
     assert_eq!(short.release().await.unwrap_err().code(), ErrorCode::Lost);
     assert!(kept.is_held());
     assert!(next.token() > kept.token() && kept.token() > short.token());
-    let info = other.inspect(&name).await.unwrap();
-    assert_shows_tokens(&info, &[&kept, &next]);
+    let expected = tokens_of(&[&kept, &next]);
+    inspect_until(&other, &name, "the live permits", |i| {
+        tokens_shown(i) == expected
+    })
+    .await;
     kept.release().await.unwrap();
     next.release().await.unwrap();
     close(vec![holder, other]).await;
-}
-
-/// `info` shows the leases with exactly these tokens.
-fn assert_shows_tokens(info: &LockInfo, leases: &[&Lease]) {
-    let mut shown: Vec<Option<u64>> = info.leases.iter().map(|l| l.token).collect();
-    shown.sort_unstable();
-    let expected: Vec<Option<u64>> = leases.iter().map(|l| Some(l.token())).collect();
-    assert_eq!(shown, expected, "{info:?}");
 }
 
 /// A forced release frees every permit at once, and each old holder is lost at its next
@@ -387,8 +299,11 @@ async fn a_forced_release_frees_every_permit_holder(target: Target) {
         assert!(new.iter().all(|n| n.token() > lease.token()));
     }
     // The old holders' releases touched nothing of the new holders'.
-    let info = operator.inspect(&name).await.unwrap();
-    assert_shows_tokens(&info, &[&new[0], &new[1]]);
+    let expected = tokens_of(&[&new[0], &new[1]]);
+    inspect_until(&operator, &name, "the new permits", |i| {
+        tokens_shown(i) == expected
+    })
+    .await;
     for lease in new {
         lease.release().await.unwrap();
     }
@@ -405,23 +320,19 @@ async fn inspect_shows_the_semaphore_its_permits_and_every_lease(target: Target)
     let first = locker.semaphore(&name, 3).unwrap().acquire(&options).await;
     let second = other.semaphore(&name, 3).unwrap().acquire(&options).await;
     let (first, second) = (first.unwrap(), second.unwrap());
-    let info = locker.inspect(&name).await.unwrap();
+    let mode = LockMode::Permit { permits: 3 };
+    let info = assert_shows_leases(&locker, &name, &[&first, &second], mode, ttl).await;
     assert_eq!(info.name, name);
     assert_eq!(info.kind, LockKind::Semaphore, "{info:?}");
     assert_eq!(info.permits, Some(3), "{info:?}");
-    let mode = LockMode::Permit { permits: 3 };
-    let backend = locker.backend_kind();
-    assert_shows_leases(&info, &[&first, &second], mode, ttl, backend);
     if let Some(token) = info.token {
         assert!(token >= second.token(), "{info:?}");
     }
     assert!(info.waiters.is_empty(), "{info:?}");
     first.release().await.unwrap();
-    let info = locker.inspect(&name).await.unwrap();
-    assert_shows_leases(&info, &[&second], mode, ttl, backend);
+    assert_shows_leases(&locker, &name, &[&second], mode, ttl).await;
     second.release().await.unwrap();
-    let after = locker.inspect(&name).await.unwrap();
-    assert!(!after.held && after.leases.is_empty(), "{after:?}");
+    assert_shown_free(&locker, &name).await;
     close(vec![locker, other]).await;
 }
 
@@ -432,11 +343,18 @@ async fn a_permit_lease_cannot_be_fenced(target: Target) {
     let store = SqliteFence::open("permits").await;
     let (fence, bump) = (&store.fence, SqliteFence::bump());
     let name = unique("sem-fenced");
-    let lease = locker.semaphore(&name, 2).unwrap().acquire(&waiting()).await;
+    let lease = locker
+        .semaphore(&name, 2)
+        .unwrap()
+        .acquire(&waiting())
+        .await;
     let lease = lease.unwrap();
     let refusals = [
         fence.fenced_execute(&lease, &bump).await.map(|_| ()),
-        fence.fenced_execute(lease.fence_token(), &bump).await.map(|_| ()),
+        fence
+            .fenced_execute(lease.fence_token(), &bump)
+            .await
+            .map(|_| ()),
         fence.check(&lease).await,
         fence.check(lease.fence_token()).await,
     ];
@@ -445,7 +363,11 @@ async fn a_permit_lease_cannot_be_fenced(target: Target) {
         assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
     }
     assert_eq!(store.count().await, 0);
-    assert_eq!(fence.highest().await.unwrap(), None, "a permit token was recorded");
+    assert_eq!(
+        fence.highest().await.unwrap(),
+        None,
+        "a permit token was recorded"
+    );
     assert!(lease.is_held());
     lease.release().await.unwrap();
     store.close().await;
@@ -464,7 +386,11 @@ async fn a_scope_re_enters_its_permit_only_when_reentrant(target: Target) {
     );
     let outer = lock.acquire_in(OUTER, &reentrant()).await.unwrap();
     let inner = lock.acquire_in(OUTER, &at_once()).await.unwrap();
-    assert_eq!(inner.token(), outer.token(), "a nested lease carries the outer token");
+    assert_eq!(
+        inner.token(),
+        outer.token(),
+        "a nested lease carries the outer token"
+    );
     // Both are one permit: the second one is still free.
     let second = rival_lock.try_acquire(&held()).await.unwrap();
     let second = second.expect("the nested acquire took a second permit");
@@ -500,7 +426,11 @@ async fn a_name_in_use_as_a_mutex_is_not_a_semaphore_and_vice_versa(target: Targ
     let lock = other.semaphore(&name, 2).unwrap();
     assert_kind_conflict(lock.try_acquire(&held()).await, &name, semaphore, mutex);
     assert_kind_conflict(lock.acquire(&waiting()).await, &name, semaphore, mutex);
-    let own = locker.semaphore(&name, 2).unwrap().try_acquire(&held()).await;
+    let own = locker
+        .semaphore(&name, 2)
+        .unwrap()
+        .try_acquire(&held())
+        .await;
     assert_kind_conflict(own, &name, semaphore, mutex);
     held_mutex.release().await.unwrap();
 
@@ -550,9 +480,4 @@ async fn semaphores_are_refused_where_the_backend_does_not_offer_them(target: Ta
     assert_eq!(lease.mode(), LockMode::Exclusive);
     lease.release().await.unwrap();
     locker.close().await;
-}
-
-/// When a lease's client deadline is (for the scenarios that wait for a loss).
-pub fn deadline_of(lease: &Lease) -> BootInstant {
-    lease.deadline()
 }

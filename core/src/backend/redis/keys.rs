@@ -14,7 +14,20 @@ pub struct Keys {
     pub origin: String,
     /// The tombstone: the owner ids of the last releases (see `scripts::RELEASE`).
     pub gone: String,
+    /// A semaphore's or read-write lock's kind and entries, its leases, its registered waiters
+    /// and the writers among them (see `shared_scripts`).
+    pub shared: String,
+    pub leases: String,
+    pub waiters: String,
+    pub writers: String,
     pub channel: String,
+}
+
+impl Keys {
+    /// The tombstone of one shared lease's release (see `shared_scripts::SHARED_RELEASE`).
+    pub fn gone_of(&self, owner_hex: &str) -> String {
+        format!("{}:{owner_hex}", self.gone)
+    }
 }
 
 pub fn validate_prefix(prefix: &str) -> Result<()> {
@@ -40,6 +53,10 @@ pub fn keys(prefix: &str, name: &LockName) -> Keys {
         fence: format!("{base}:fence"),
         origin: format!("{base}:origin"),
         gone: format!("{base}:gone"),
+        shared: format!("{base}:shared"),
+        leases: format!("{base}:leases"),
+        waiters: format!("{base}:waiters"),
+        writers: format!("{base}:writers"),
         channel: format!("{base}:released"),
         lock: base,
     }
@@ -50,6 +67,18 @@ pub fn keys(prefix: &str, name: &LockName) -> Keys {
 /// (it only holds `A-Z a-z 0-9 - _ ~ %`), and the closing brace keeps `:fence` and `:gone`
 /// keys out.
 pub fn scan_pattern(prefix: &str, name_prefix: &str) -> String {
+    scan_pattern_with(prefix, name_prefix, "")
+}
+
+/// The `SCAN MATCH` pattern of the shared hashes (`<prefix>:{ENC}:shared`) whose names start
+/// with `name_prefix`, escaped as [`scan_pattern`]'s.
+pub fn shared_scan_pattern(prefix: &str, name_prefix: &str) -> String {
+    scan_pattern_with(prefix, name_prefix, SHARED_SUFFIX)
+}
+
+const SHARED_SUFFIX: &str = ":shared";
+
+fn scan_pattern_with(prefix: &str, name_prefix: &str, suffix: &str) -> String {
     let mut pattern = String::with_capacity(prefix.len() + name_prefix.len() * 3 + 6);
     for c in prefix.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\' | '^' | '-') {
@@ -60,6 +89,7 @@ pub fn scan_pattern(prefix: &str, name_prefix: &str) -> String {
     pattern.push_str(":{");
     pattern.push_str(&crate::name::encode(name_prefix));
     pattern.push_str("*}");
+    pattern.push_str(suffix);
     pattern
 }
 
@@ -70,6 +100,11 @@ pub fn name_of_lock_key(prefix: &str, key: &str) -> Option<LockName> {
         .strip_prefix(":{")?
         .strip_suffix('}')?;
     LockName::new(crate::name::decode(encoded)?).ok()
+}
+
+/// The lock name of a shared hash (`<prefix>:{ENC}:shared`); `None` for any other key.
+pub fn name_of_shared_key(prefix: &str, key: &str) -> Option<LockName> {
+    name_of_lock_key(prefix, key.strip_suffix(SHARED_SUFFIX)?)
 }
 
 #[cfg(test)]
@@ -96,6 +131,23 @@ mod tests {
     }
 
     #[test]
+    fn shared_hashes_are_found_by_their_own_pattern() {
+        let name = LockName::new("batch/1").unwrap();
+        let k = keys("fencelock", &name);
+        assert_eq!(
+            shared_scan_pattern("fencelock", "batch/"),
+            "fencelock:{batch%2F*}:shared"
+        );
+        assert_eq!(name_of_shared_key("fencelock", &k.shared), Some(name));
+        assert_eq!(name_of_shared_key("fencelock", &k.lock), None);
+        assert_eq!(name_of_lock_key("fencelock", &k.shared), None);
+        let gone = k.gone_of("00ff");
+        assert_eq!(name_of_shared_key("fencelock", &gone), None);
+        assert_eq!(name_of_lock_key("fencelock", &gone), None);
+        assert_eq!(gone, format!("{}:00ff", k.gone));
+    }
+
+    #[test]
     fn every_key_of_a_lock_shares_one_nonempty_hash_tag() {
         for name in ["job", "}x", "a{b}c", "{}", "é/.."] {
             let k = keys("fencelock", &LockName::new(name).unwrap());
@@ -108,6 +160,10 @@ mod tests {
             assert_eq!(tag(&k.lock), tag(&k.fence));
             assert_eq!(tag(&k.lock), tag(&k.gone));
             assert_eq!(tag(&k.lock), tag(&k.channel));
+            for shared in [&k.shared, &k.leases, &k.waiters, &k.writers] {
+                assert_eq!(tag(&k.lock), tag(shared));
+            }
+            assert_eq!(tag(&k.lock), tag(&k.gone_of("00ff")));
             assert_eq!(k.lock.matches('{').count(), 1, "{}", k.lock);
         }
         assert_eq!(

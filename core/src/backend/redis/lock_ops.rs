@@ -11,8 +11,9 @@ use redis::{FromRedisValue, ScriptInvocation, Value};
 use super::conn::Conn;
 use super::error::map_error;
 use super::keys::keys;
-use super::reply::{as_i64, parse_attempt};
+use super::reply::as_i64;
 use super::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, LAYOUT_VERSION, RELEASE, RENEW};
+use super::shared::parse_acquire_reply;
 use super::{RedisBackend, ms, owner_hex};
 use crate::backend::{AcquireRequest, Attempt, Renewal};
 use crate::error::{Error, Result};
@@ -37,7 +38,7 @@ pub(crate) fn duplicated_scripts() -> u64 {
 }
 
 /// Runs a lock script on the shared connection ([`SCRIPT_RUNS`] times: the last reply counts).
-async fn run_lock_script<T: FromRedisValue>(
+pub(super) async fn run_lock_script<T: FromRedisValue>(
     conn: &Conn,
     invocation: &ScriptInvocation<'_>,
     context: &str,
@@ -57,13 +58,13 @@ async fn run_lock_script<T: FromRedisValue>(
 
 /// How long `WAIT` may block: well under a third of the ttl, so a slow replica costs a
 /// renewal its retry, not the lease.
-fn wait_timeout(ttl: Duration) -> u64 {
+pub(super) fn wait_timeout(ttl: Duration) -> u64 {
     ms((ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1)))
 }
 
 impl RedisBackend {
     /// The connection to follow writes with `WAIT 1` on, while the master reports replicas.
-    async fn replica_ack(&self) -> Result<Option<ConnectionManager>> {
+    pub(super) async fn replica_ack(&self) -> Result<Option<ConnectionManager>> {
         match &self.ack {
             Some(ack) => ack.connection(&self.conn, &self.settings).await,
             None => Ok(None),
@@ -72,7 +73,7 @@ impl RedisBackend {
 
     /// Runs `script` followed by `WAIT 1 timeout` on the acknowledgement connection and
     /// returns the script's reply and the number of replicas that acknowledged.
-    async fn with_replica_ack(
+    pub(super) async fn with_replica_ack(
         &self,
         ack: &ConnectionManager,
         script: &redis::Script,
@@ -141,23 +142,24 @@ impl RedisBackend {
                     .key(&k.lock)
                     .key(&k.fence)
                     .key(&k.origin)
+                    .key(&k.shared)
                     .arg(&args[..]),
                 "redis acquire",
             )
             .await?;
-            return parse_attempt(&reply);
+            return parse_acquire_reply(&reply, req);
         };
         let timeout = wait_timeout(req.ttl);
         let (reply, acks) = self
             .with_replica_ack(
                 ack,
                 &ACQUIRE,
-                &[&k.lock, &k.fence, &k.origin],
+                &[&k.lock, &k.fence, &k.origin, &k.shared],
                 &args,
                 timeout,
             )
             .await?;
-        let attempt = parse_attempt(&reply)?;
+        let attempt = parse_acquire_reply(&reply, req)?;
         if matches!(attempt, Attempt::Acquired { .. }) && acks < 1 {
             // Not safe from a failover: give it back, then report.
             let _ = self.release_lock(req.name, req.owner).await;

@@ -23,9 +23,15 @@
 //! expires the key by its own clock, which may run that much ahead. Tokens are floored by the server's TIME, so a Redis restarted without
 //! persistence still hands out larger tokens, provided its clock did not step backwards.
 //!
-//! The operations live by concern: [`lock_ops`] (acquire, renew, release), [`inspect`]
-//! (inspect, list, force release), [`reply`] (reading replies, shared with Redlock) and
-//! [`checks`] (what is asked of the server at connect).
+//! - semaphores and read-write locks (one instance only: a Cluster answers `offers` no for
+//!   them until the next issue) keep their leases and registered waiters in one hash per name,
+//!   in the name's slot, and mint tokens from the mutex's counter; the mutex's acquire and
+//!   theirs refuse a name in use as another kind ([`shared_scripts`]).
+//!
+//! The operations live by concern: [`lock_ops`] (acquire, renew, release), [`shared`] (the
+//! same for semaphores and read-write locks), [`inspect`] (inspect, list, force release),
+//! [`reply`] (reading replies, shared with Redlock) and [`checks`] (what is asked of the
+//! server at connect).
 
 pub(super) mod checks;
 pub(crate) mod conn;
@@ -38,6 +44,8 @@ pub(crate) mod pubsub;
 pub(crate) mod replica;
 pub(super) mod reply;
 pub(crate) mod scripts;
+mod shared;
+pub(crate) mod shared_scripts;
 
 pub(crate) use self::lock_ops::duplicated_scripts;
 
@@ -55,11 +63,12 @@ use self::error::map_error;
 use self::keys::keys;
 use self::pubsub::WakeHub;
 use self::replica::ReplicaAck;
-use self::scripts::{ACQUIRE, GONE_TTL_MS, INSPECT, RELEASE, RENEW};
+use self::scripts::{ACQUIRE, GONE_TTL_MS, RELEASE, RENEW};
 use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::drift_margin;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
+use crate::mode::{LockKind, LockMode};
 use crate::name::LockName;
 use crate::options::LockerOptions;
 use crate::url::{BackendKind, HostPort, LockerUrl};
@@ -155,7 +164,8 @@ impl RedisBackend {
             _ => None,
         };
         if let Conn::Single(_) = conn {
-            for script in [&*ACQUIRE, &*RENEW, &*RELEASE, &*INSPECT] {
+            let mutex_scripts = [&*ACQUIRE, &*RENEW, &*RELEASE];
+            for script in mutex_scripts.into_iter().chain(shared_scripts::all()) {
                 script
                     .load_async(&mut conn)
                     .await
@@ -244,16 +254,46 @@ impl Backend for RedisBackend {
         self.settings.max_skew
     }
 
+    /// Semaphores and read-write locks on one instance; a Cluster offers the mutex only (its
+    /// keys already share a slot, so the next issue can add them).
+    fn offers(&self, kind: LockKind) -> bool {
+        kind == LockKind::Mutex || self.kind == BackendKind::Redis
+    }
+
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.acquire_lock(req).await
+        match req.mode {
+            LockMode::Exclusive => self.acquire_lock(req).await,
+            _ => self.acquire_shared(req).await,
+        }
     }
 
-    async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {
-        self.renew_lock(name, owner, ttl).await
+    async fn renew(
+        &self,
+        name: &LockName,
+        mode: LockMode,
+        owner: OwnerId,
+        ttl: Duration,
+    ) -> Result<Renewal> {
+        match mode {
+            LockMode::Exclusive => self.renew_lock(name, owner, ttl).await,
+            _ => self.renew_shared(name, owner, ttl).await,
+        }
     }
 
-    async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
-        self.release_lock(name, owner).await
+    async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool> {
+        match mode {
+            LockMode::Exclusive => self.release_lock(name, owner).await,
+            _ => self.release_shared(name, owner).await,
+        }
+    }
+
+    /// Removes the registration a `Held` answer left for a semaphore or read-write lock; a
+    /// mutex waiter left nothing behind.
+    async fn abandon(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<()> {
+        match mode {
+            LockMode::Exclusive => Ok(()),
+            _ => self.abandon_shared(name, owner).await,
+        }
     }
 
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {

@@ -13,6 +13,11 @@
 //!   first, space-separated; PX [`GONE_TTL_MS`] or the operation timeout if longer (a tombstone:
 //!   see below). Added without a layout change: a client that does not know it ignores it.
 //! - channel `<prefix>:{ENC}:released`: a message on every release
+//! - `<prefix>:{ENC}:shared` hash, with the `:leases`, `:waiters` and `:writers` sorted sets and
+//!   `:gone:<owner>` tombstones: a semaphore or read-write lock ([`super::shared_scripts`]); the
+//!   mutex's acquire refuses while the hash exists (one name, one kind). Added without a change
+//!   to the mutex's layout: an earlier client does not read it, so every client of a name is
+//!   upgraded before the name is used as another kind.
 //!
 //! Acquire, renew and release answer a second run with the same owner id as they answered the
 //! first: the Cluster client resends a request whose connection failed (`retries(2)` in
@@ -69,18 +74,21 @@ pub(crate) fn source(name: &str) -> Option<String> {
 /// (the time floor), keeping it bounds memory for names used once.
 pub const FENCE_COUNTER_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 
-/// KEYS: lock, fence counter, and optionally the origin mark. ARGV: owner, ttl ms, holder,
-/// layout version, counter ttl ms, a new origin mark (16 hex digits).
+/// KEYS: lock, fence counter, and optionally the origin mark and the shared hash of the
+/// other kinds. ARGV: owner, ttl ms, holder, layout version, counter ttl ms, a new origin mark
+/// (16 hex digits).
 /// Returns `{1, token, origin}` when taken (`{1, token}` without the third key), `{0, pttl}`
-/// when held (pttl -1: held with no
-/// expiry). The token is `max(counter + 1, the server's TIME in µs)`. A lock that is already
-/// this owner's (a replay) is taken with its stored token, and its ttl applied again: the
-/// caller's deadline counts from before this run, so the key outlives it.
+/// when held (pttl -1: held with no expiry), `{2, kind}` when the name is in use as a semaphore
+/// or read-write lock (the shared hash exists exactly while it has a live lease or waiter:
+/// [`super::shared_scripts`]; one HGET, which every ACL that ran earlier versions grants).
+/// The token is `max(counter + 1, the server's TIME in µs)`. A lock that is already this
+/// owner's (a replay) is taken with its stored token, and its ttl applied again: the caller's
+/// deadline counts from before this run, so the key outlives it.
 ///
 /// The origin mark is written when missing and kept as long as the counter: a server that lost
 /// its data (a restart without persistence) writes a new one, and so does another server behind
 /// the same address. Fences compare it (docs/design.md §3.7). Redlock's masters pass no third
-/// key: a Redlock lease has no origin.
+/// key (a Redlock lease has no origin) and no fourth (Redlock offers the mutex only).
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| with_gt(ACQUIRE_LUA));
 const ACQUIRE_LUA: &str = r#"
 local pttl = redis.call('PTTL', KEYS[1])
@@ -92,6 +100,10 @@ if pttl ~= -2 then
     return {1, token}
   end
   return {0, pttl}
+end
+if KEYS[4] then
+  local kind = redis.call('HGET', KEYS[4], 'kind')
+  if kind then return {2, kind} end
 end
 local now = redis.call('TIME')
 local floor = now[1] .. string.format('%06d', tonumber(now[2]))
@@ -165,22 +177,6 @@ if redis.call('DEL', KEYS[1]) == 1 then
 end
 return 0
 "#;
-
-/// KEYS: lock, fence counter. Returns `{pttl, token or false, holder or false, counter or false}`.
-pub static INSPECT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local pttl = redis.call('PTTL', KEYS[1])
-local token = false
-local holder = false
-if pttl ~= -2 then
-  token = redis.call('HGET', KEYS[1], 'token')
-  holder = redis.call('HGET', KEYS[1], 'holder')
-end
-return {pttl, token, holder, redis.call('GET', KEYS[2])}
-"#,
-    )
-});
 
 #[cfg(test)]
 mod tests {

@@ -78,6 +78,9 @@ impl RedlockBackend {
                 .min()
                 .map(|p| Duration::from_millis(p as u64)),
             waiters: Vec::new(),
+            kind: crate::mode::LockKind::Mutex,
+            permits: None,
+            leases: Vec::new(),
         })
     }
 

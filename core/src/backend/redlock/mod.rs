@@ -98,6 +98,7 @@ use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::drift_margin;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
+use crate::mode::LockMode;
 use crate::name::LockName;
 use crate::url::BackendKind;
 
@@ -297,11 +298,17 @@ impl Backend for RedlockBackend {
         self.acquire_lock(req).await
     }
 
-    async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {
+    async fn renew(
+        &self,
+        name: &LockName,
+        _mode: LockMode,
+        owner: OwnerId,
+        ttl: Duration,
+    ) -> Result<Renewal> {
         self.renew_lock(name, owner, ttl).await
     }
 
-    async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
+    async fn release(&self, name: &LockName, _mode: LockMode, owner: OwnerId) -> Result<bool> {
         self.release_lock(name, owner).await
     }
 

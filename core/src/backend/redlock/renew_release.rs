@@ -74,10 +74,13 @@ impl RedlockBackend {
         self.settle_removal(&answers, name, "release")
     }
 
-    /// Sent to every master: `Ok(true)` when at least one master had a key for the lock;
-    /// `Ok(false)` when a majority answered and none had one; UNAVAILABLE when fewer than a
-    /// majority answered and none had one. A master that was down keeps its key until its
-    /// ttl, but without a majority of keys nobody can renew.
+    /// Sent to every master, removing whatever key each has for the lock. `Ok(true)` when the
+    /// lock may have been held: a holder has keys on a majority, so the removed keys and the
+    /// masters that did not answer reach one. `Ok(false)` when a majority answered and fewer
+    /// than a majority had a key: nobody held it, and the keys removed were stragglers (a
+    /// release returns once a majority released; a failed acquire's grants on a minority).
+    /// Otherwise UNAVAILABLE. A master that was down keeps its key until its ttl, but without
+    /// a majority of keys nobody can renew.
     pub(super) async fn force_release_lock(&self, name: &LockName) -> Result<bool> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
@@ -87,7 +90,20 @@ impl RedlockBackend {
             .map(|i| i.force_release(self.settings.instance_timeout, &k.lock, &k.channel))
             .collect();
         let answers = self.ask_every_master(requests).await;
-        self.settle_removal(&answers, name, "force release")
+        let removed = ok_count(&answers, |_, removed| *removed);
+        let unanswered = self.instances.len() - ok_count(&answers, |_, _| true);
+        if removed > 0 && removed + unanswered >= self.quorum {
+            return Ok(true);
+        }
+        if removed > 0 {
+            flog!(
+                info,
+                lock = name,
+                "force release removed {removed} straggling key(s); no majority held the lock"
+            );
+        }
+        self.settle_removal(&answers[..], name, "force release")
+            .map(|_| false)
     }
 
     /// The outcome of removing a lock's keys (release, force release) from the masters' answers:

@@ -14,6 +14,8 @@
 //! | writes | in `BEGIN IMMEDIATE` | single statements | single statements |
 //! | release | `UPDATE` | `UPDATE` + `pg_notify` in one statement | `UPDATE` |
 //! | concurrent table creation | `BEGIN IMMEDIATE` | `pg_advisory_xact_lock` | `GET_LOCK` |
+//! | semaphores, read-write locks | `BEGIN IMMEDIATE` transaction | transaction, name's row `FOR UPDATE` first | the same, sessions in READ COMMITTED |
+//! | their token | `UPDATE … RETURNING` | `UPDATE … RETURNING` | `UPDATE`, then `SELECT` |
 //!
 //! Statements are written with named parameters (`:name`, `:ttl`, …) and compiled per
 //! database into its placeholders (`?1`, `$1`, `?`) and the order to bind them in.
@@ -64,9 +66,18 @@ pub(crate) enum P {
     Origins,
     /// The exclusive upper bound of a range of names (`list`).
     Upper,
+    /// The mark a name's row carries in `owner` while it is a semaphore or read-write lock in
+    /// use (`shared_sql::SHARED_OWNER`).
+    Shared,
+    /// What a name is used as (`LockKind::as_str`).
+    Kind,
+    /// A semaphore's N, NULL for the other kinds.
+    Permits,
+    /// How a shared lease holds its name (`LockMode::as_str`).
+    Mode,
 }
 
-const P_COUNT: usize = 17;
+const P_COUNT: usize = 21;
 
 impl P {
     fn from_name(name: &str) -> Option<P> {
@@ -88,6 +99,10 @@ impl P {
             "lock_key" => P::LockKey,
             "origins" => P::Origins,
             "upper" => P::Upper,
+            "shared" => P::Shared,
+            "kind" => P::Kind,
+            "permits" => P::Permits,
+            "mode" => P::Mode,
             _ => return None,
         })
     }
@@ -339,7 +354,7 @@ pub(super) fn schema(
                 &[Col::Int],
             )?),
             Some(compile(flavor, "SELECT RELEASE_LOCK(:guard)", &[Col::Int])?),
-            SqlValue::Text(format!("fencelock:{first}")),
+            SqlValue::Text(mysql_lock_name(&first)),
         ),
     };
     Ok(SchemaSql {
@@ -354,11 +369,23 @@ pub(super) fn schema(
     })
 }
 
+/// The `GET_LOCK` name that serializes the creators of `table`: MySQL refuses names longer
+/// than 64 characters, which `<table>_leases` of a 48-character table name would make, so a
+/// long one is hashed.
+fn mysql_lock_name(table: &str) -> String {
+    let name = format!("fencelock:{table}");
+    if name.len() <= 64 {
+        return name;
+    }
+    format!("fencelock:{:016x}", fnv1a64(&[table.as_bytes()]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::sql::fence_sql::FenceSql;
-    use crate::backend::sql::lock_sql::LockSql;
+    use crate::backend::sql::lock_sql::{AcquireSql, LockSql};
+    use crate::backend::sql::shared_sql::SharedSql;
 
     #[test]
     fn named_parameters_compile_to_each_databases_placeholders() {
@@ -384,6 +411,20 @@ mod tests {
     }
 
     #[test]
+    fn creation_lock_names_fit_mysqls_limit() {
+        assert_eq!(
+            mysql_lock_name("fencelock_locks"),
+            "fencelock:fencelock_locks"
+        );
+        let longest = format!("{}_leases", "t".repeat(48));
+        assert!(mysql_lock_name(&longest).len() <= 64);
+        assert_ne!(
+            mysql_lock_name(&longest),
+            mysql_lock_name(&format!("{}_leases", "u".repeat(48)))
+        );
+    }
+
+    #[test]
     fn every_statement_gets_all_its_parameters() {
         let all = Args::new()
             .with(P::Name, SqlValue::Bytes(b"n".to_vec()))
@@ -402,9 +443,17 @@ mod tests {
             .with(P::Token, SqlValue::Int(1))
             .with(P::LockKey, SqlValue::Text("k".into()))
             .with(P::Origins, SqlValue::Text("o".into()))
-            .with(P::Upper, SqlValue::Bytes(b"o".to_vec()));
-        for flavor in [Flavor::Sqlite, Flavor::Postgres, Flavor::MySql] {
-            let lock = LockSql::new(flavor, "t", Duration::from_secs(10)).unwrap();
+            .with(P::Upper, SqlValue::Bytes(b"o".to_vec()))
+            .with(P::Shared, SqlValue::Bytes(b"shared".to_vec()))
+            .with(P::Kind, SqlValue::Text("semaphore".into()))
+            .with(P::Permits, SqlValue::Int(2))
+            .with(P::Mode, SqlValue::Text("permit".into()));
+        for (flavor, kind_columns) in [Flavor::Sqlite, Flavor::Postgres, Flavor::MySql]
+            .into_iter()
+            .flat_map(|f| [(f, true), (f, false)])
+        {
+            let lock = LockSql::new(flavor, "t", Duration::from_secs(10), kind_columns).unwrap();
+            let shared = SharedSql::new(flavor, "t", Duration::from_secs(10)).unwrap();
             let fence = FenceSql::new(flavor, "f", Duration::from_secs(10), true).unwrap();
             let placeholders = |s: &Stmt| match flavor {
                 Flavor::MySql => s.sql.matches('?').count(),
@@ -421,6 +470,18 @@ mod tests {
                 &lock.schema.exists,
             ];
             stmts.extend(lock.schema.create.iter());
+            match &lock.acquire {
+                AcquireSql::Upsert { upsert, left } => {
+                    stmts.extend([upsert].into_iter().chain(left))
+                }
+                AcquireSql::LockRow {
+                    seed,
+                    lock,
+                    take,
+                    token,
+                } => stmts.extend([seed, lock, take, token]),
+            }
+            stmts.extend(shared.all());
             stmts.extend([
                 &fence.lock,
                 &fence.read,

@@ -78,6 +78,18 @@ pub(crate) fn is_missing_table(err: &sqlx::Error) -> bool {
     }
 }
 
+/// The statement names a column the table does not have (made before the column existed).
+pub(crate) fn is_missing_column(err: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = err else {
+        return false;
+    };
+    match db_code(db.as_ref()) {
+        DbCode::Postgres(c) => c == "42703",
+        DbCode::MySql(n) => n == 1054,
+        _ => db.message().contains("no such column"),
+    }
+}
+
 /// Converts a driver error into fencelock's, deciding retryability and stripping secrets.
 /// The one place SQLite result codes, PostgreSQL SQLSTATEs and MySQL error numbers are read.
 pub fn map_sqlx_error(context: &str, err: sqlx::Error) -> Error {

@@ -2,6 +2,13 @@
 //! placeholders of `dialect.rs`, whose table says why they differ (MySQL/MariaDB's acquire is
 //! explained there). Apart from the fence table's (`fence_sql.rs`): the two tables share only
 //! how they are created.
+//!
+//! These are the mutex's. A name in use as a semaphore or read-write lock (`shared.rs`) has
+//! the mark `:shared` in `owner` and its latest lease's expiry in `expires_at`, so the mutex's
+//! acquire never takes it; where it takes nothing, it also reads the name's `kind` to answer
+//! INVALID_ARGUMENT rather than `Held`. A table made before the `kind` column existed, which
+//! fencelock could not alter, is read without it (a name in use as another kind is then
+//! `Held`, as earlier versions see it).
 
 use std::time::Duration;
 
@@ -14,10 +21,12 @@ use crate::error::Result;
 #[derive(Debug)]
 pub(crate) enum AcquireSql {
     /// One upsert that takes a free or expired row and returns its new token; when it takes
-    /// nothing, the time left comes from its second column (PostgreSQL) or from `left`.
+    /// nothing, the time left and the kind of a name in shared use come from its second and
+    /// third columns (PostgreSQL) or from `left`.
     Upsert { upsert: Stmt, left: Option<Stmt> },
     /// A transaction: `seed` (autocommit) makes sure the row exists, `lock` locks it and says
-    /// whether it is held and for how long, `take` mints the token, `token` reads it back.
+    /// whether it is held, for how long and, when in shared use, as what kind; `take` mints
+    /// the token, `token` reads it back.
     LockRow {
         seed: Stmt,
         lock: Stmt,
@@ -25,6 +34,27 @@ pub(crate) enum AcquireSql {
         token: Stmt,
     },
 }
+
+/// `inspect`: held, token, holder, µs left, marked as shared, kind, permits.
+const INSPECT_COLS: [Col; 7] = [
+    Col::Int,
+    Col::Int,
+    Col::Text,
+    Col::Int,
+    Col::Int,
+    Col::Text,
+    Col::Int,
+];
+/// `list`: name, token, holder, µs left, marked as shared, kind, permits.
+const LIST_COLS: [Col; 7] = [
+    Col::Text,
+    Col::Int,
+    Col::Text,
+    Col::Int,
+    Col::Int,
+    Col::Text,
+    Col::Int,
+];
 
 /// The lease table's statements for one database and table name.
 #[derive(Debug)]
@@ -49,11 +79,22 @@ pub(crate) struct LockSql {
 }
 
 impl LockSql {
-    pub fn new(flavor: Flavor, t: &str, timeout: Duration) -> Result<Self> {
+    /// The statements of lease table `t`; `kind_columns` says whether it has the `kind` and
+    /// `permits` columns (see the module header).
+    pub fn new(flavor: Flavor, t: &str, timeout: Duration, kind_columns: bool) -> Result<Self> {
         let w = words(flavor);
         let c = |sql: &str, cols: &[Col]| compile(flavor, sql, cols);
         let (now, now_us, expiry, left_us) = (w.now, w.now_us, w.expiry, w.left_us);
         let held = format!("CASE WHEN owner IS NOT NULL AND expires_at >= {now} THEN 1 ELSE 0 END");
+        let (kind, permits) = if kind_columns {
+            ("kind", "permits")
+        } else {
+            ("NULL", "NULL")
+        };
+        // The kind a name is in use as, while it is a semaphore or read-write lock in use.
+        let shared_kind =
+            format!("CASE WHEN owner = :shared AND expires_at >= {now} THEN {kind} END");
+        let shared = "CASE WHEN owner = :shared THEN 1 ELSE 0 END";
         let acquire = match flavor {
             Flavor::Sqlite => AcquireSql::Upsert {
                 upsert: c(
@@ -69,8 +110,8 @@ impl LockSql {
                     &[Col::Int],
                 )?,
                 left: Some(c(
-                    &format!("SELECT {left_us} FROM {t} WHERE name = :name"),
-                    &[Col::Int],
+                    &format!("SELECT {left_us}, {shared_kind} FROM {t} WHERE name = :name"),
+                    &[Col::Int, Col::Text],
                 )?),
             },
             Flavor::Postgres => AcquireSql::Upsert {
@@ -87,9 +128,10 @@ impl LockSql {
                              holder = excluded.holder \
                            WHERE l.owner IS NULL OR l.expires_at < {now} \
                            RETURNING l.token) \
-                         SELECT (SELECT token FROM taken), (SELECT {left_us} FROM {t} WHERE name = :name)"
+                         SELECT (SELECT token FROM taken), (SELECT {left_us} FROM {t} WHERE name = :name), \
+                           (SELECT {shared_kind} FROM {t} WHERE name = :name)"
                     ),
-                    &[Col::Int, Col::Int],
+                    &[Col::Int, Col::Int, Col::Text],
                 )?,
                 left: None,
             },
@@ -102,8 +144,10 @@ impl LockSql {
                     &[],
                 )?,
                 lock: c(
-                    &format!("SELECT {held}, {left_us} FROM {t} WHERE name = :name FOR UPDATE"),
-                    &[Col::Int, Col::Int],
+                    &format!(
+                        "SELECT {held}, {left_us}, {shared_kind} FROM {t} WHERE name = :name FOR UPDATE"
+                    ),
+                    &[Col::Int, Col::Int, Col::Text],
                 )?,
                 take: c(
                     &format!(
@@ -128,10 +172,11 @@ impl LockSql {
             ),
             _ => free_row,
         };
-        // The token column is left alone: the next holder's token still exceeds it.
+        // The token column is left alone: the next holder's token still exceeds it. A name in
+        // shared use is freed by `shared.rs`, with its leases.
         let force_row = format!(
             "UPDATE {t} SET owner = NULL, expires_at = NULL, holder = NULL \
-             WHERE name = :name AND owner IS NOT NULL AND expires_at >= {now}"
+             WHERE name = :name AND owner IS NOT NULL AND owner <> :shared AND expires_at >= {now}"
         );
         let force_release = match flavor {
             Flavor::Postgres => format!(
@@ -145,8 +190,15 @@ impl LockSql {
             c(
                 &format!(
                     "CREATE TABLE IF NOT EXISTS {t} (name {} NOT NULL PRIMARY KEY, owner {}, \
-                     token {} NOT NULL, expires_at {}, holder {}){}",
-                    w.bin_name, w.bin_owner, w.int, w.time, w.text, w.table_options
+                     token {} NOT NULL, expires_at {}, holder {}, kind {}, permits {}){}",
+                    w.bin_name,
+                    w.bin_owner,
+                    w.int,
+                    w.time,
+                    w.text,
+                    w.short_text,
+                    w.int,
+                    w.table_options
                 ),
                 &[],
             )?,
@@ -188,17 +240,20 @@ impl LockSql {
             )?,
             release: c(&release, &[])?,
             inspect: c(
-                &format!("SELECT {held}, token, holder, {left_us} FROM {t} WHERE name = :name"),
-                &[Col::Int, Col::Int, Col::Text, Col::Int],
+                &format!(
+                    "SELECT {held}, token, holder, {left_us}, {shared}, {kind}, {permits} \
+                     FROM {t} WHERE name = :name"
+                ),
+                &INSPECT_COLS,
             )?,
             list: c(
                 &format!(
-                    "SELECT name, token, holder, {left_us} FROM {t} \
+                    "SELECT name, token, holder, {left_us}, {shared}, {kind}, {permits} FROM {t} \
                      WHERE name >= :name AND name < :upper AND owner IS NOT NULL AND expires_at >= {now} \
                      ORDER BY name LIMIT {}",
                     crate::backend::LIST_LIMIT + 1
                 ),
-                &[Col::Text, Col::Int, Col::Text, Col::Int],
+                &LIST_COLS,
             )?,
             force_release: c(&force_release, &[])?,
             writes_in_tx: flavor == Flavor::Sqlite,
@@ -232,7 +287,13 @@ mod tests {
 
     #[test]
     fn sqlite_keeps_its_original_acquire_statement() {
-        let sql = LockSql::new(Flavor::Sqlite, "fencelock_locks", Duration::from_secs(10)).unwrap();
+        let sql = LockSql::new(
+            Flavor::Sqlite,
+            "fencelock_locks",
+            Duration::from_secs(10),
+            true,
+        )
+        .unwrap();
         let AcquireSql::Upsert { upsert, .. } = &sql.acquire else {
             panic!("sqlite upserts")
         };
@@ -249,17 +310,17 @@ mod tests {
 
     #[test]
     fn postgres_release_channels_are_short_and_ignore_table_case() {
-        let pg = LockSql::new(Flavor::Postgres, "Locks", Duration::from_secs(10)).unwrap();
+        let pg = LockSql::new(Flavor::Postgres, "Locks", Duration::from_secs(10), true).unwrap();
         let channel = pg.channel("job").unwrap();
         assert!(channel.len() <= 63 && channel.starts_with("fencelock_"));
         assert_eq!(
-            LockSql::new(Flavor::Postgres, "locks", Duration::from_secs(1))
+            LockSql::new(Flavor::Postgres, "locks", Duration::from_secs(1), true)
                 .unwrap()
                 .channel("job"),
             Some(channel)
         );
         assert_eq!(
-            LockSql::new(Flavor::MySql, "t", Duration::from_secs(1))
+            LockSql::new(Flavor::MySql, "t", Duration::from_secs(1), true)
                 .unwrap()
                 .channel("job"),
             None

@@ -14,7 +14,14 @@
 //! | `expires_at` | when the holder's lease ends, on the database's clock (microseconds) |
 //! | `holder` | the holder's description (JSON), NULL when free |
 //!
-//! and a `<table>_meta` table holding `schema_version` and `deployment_id` rows.
+//! | `kind` | while in use as a semaphore or read-write lock, which (`LockKind::as_str`) |
+//! | `permits` | a semaphore's N |
+//!
+//! and a `<table>_meta` table holding `schema_version` and `deployment_id` rows. Semaphores
+//! and read-write locks keep their leases and registered waiters in `<table>_leases`
+//! ([`shared`] explains the design; [`shared_sql`] has its statements, [`shared_schema`]
+//! makes the table and adds the two columns to older tables); [`admin`] inspects, lists and
+//! force-releases names of every kind.
 //!
 //! Modules: [`session`] is the small interface over the three sqlx drivers (pools,
 //! connections, transactions, binding and decoding); [`sqlite`], [`postgres`] and [`mysql`]
@@ -25,6 +32,7 @@
 //! the rest of what they share: names, versions, which database a URL names and the settings
 //! every SQL URL takes.
 
+mod admin;
 pub(crate) mod dialect;
 pub(crate) mod error;
 pub(crate) mod fence_sql;
@@ -37,6 +45,9 @@ pub(crate) mod postgres;
 pub(crate) mod retry;
 pub(crate) mod schema;
 pub(crate) mod session;
+mod shared;
+mod shared_schema;
+pub(crate) mod shared_sql;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 pub(crate) mod table;
@@ -96,6 +107,11 @@ pub(crate) struct SqlSettings {
     pub table: String,
     pub create_table: bool,
     pub pool_size: u32,
+    /// MySQL/MariaDB: the pool's sessions run in READ COMMITTED. The lease table's do (its
+    /// transactions lock a name's row first and then need no gap locks, which in REPEATABLE
+    /// READ would make transactions of neighbouring names wait for, and deadlock with, each
+    /// other); a fence's keep the server's isolation, which the caller's statements run in.
+    pub read_committed: bool,
 }
 
 impl SqlSettings {
@@ -123,6 +139,7 @@ impl SqlSettings {
             table,
             create_table: url.bool_option("create_table", true)?,
             pool_size,
+            read_committed: false,
         })
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! Every session runs with `time_zone = '+00:00'` (the expiry column is a UTC `DATETIME(6)`,
 //! written with `UTC_TIMESTAMP(6)`), and waits for a row lock no longer than an operation may
-//! take (`innodb_lock_wait_timeout`). MariaDB 10.11 is what the tests run; MySQL 8 speaks the
+//! take (`innodb_lock_wait_timeout`); the lease table's sessions run in READ COMMITTED
+//! (`SqlSettings::read_committed` says why). MariaDB 10.11 is what the tests run; MySQL 8 speaks the
 //! same SQL but is not tested.
 
 use std::time::Duration;
@@ -114,6 +115,7 @@ pub(crate) fn open_pool(
 ) -> Result<Pooled<sqlx::MySql>> {
     let connect = connect_options(url)?;
     let lock_wait = options.operation_timeout.as_secs().max(1);
+    let read_committed = settings.read_committed;
     let pool = MySqlPoolOptions::new()
         .max_connections(settings.pool_size)
         .min_connections(0)
@@ -126,6 +128,11 @@ pub(crate) fn open_pool(
                 )))
                 .execute(&mut *conn)
                 .await?;
+                if read_committed {
+                    sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .execute(&mut *conn)
+                        .await?;
+                }
                 Ok(())
             })
         })

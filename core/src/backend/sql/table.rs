@@ -10,6 +10,10 @@
 //! - waiting is woken by PostgreSQL's NOTIFY (one listening connection per Locker) and
 //!   polls elsewhere.
 //!
+//! That is the mutex; semaphores and read-write locks are in [`super::shared`], on the same
+//! rows, and this file sends each operation to one or the other by its mode. Inspect, list
+//! and force release, which see every kind, are in [`super::admin`].
+//!
 //! A deadlock or serialization failure rolls the whole transaction back, so those are run
 //! again at once (a few times) before anything is reported ([`super::retry`]).
 
@@ -25,10 +29,14 @@ use super::in_flight::InFlight;
 use super::lock_sql::{AcquireSql, LockSql};
 use super::schema::read_meta;
 use super::session::{SqlPool, int, text};
+use super::shared;
+use super::shared_schema::{SharedSchema, prepare};
+use super::shared_sql::{SHARED_OWNER, SharedSql};
 use crate::backend::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::unix_micros;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
+use crate::mode::{LockKind, LockMode, kind_conflict};
 use crate::name::LockName;
 use crate::options::LockerOptions;
 use crate::sql_value::SqlValue;
@@ -42,7 +50,7 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
-fn duration_from_micros(us: i64) -> Duration {
+pub(super) fn duration_from_micros(us: i64) -> Duration {
     Duration::from_micros(us.max(0) as u64)
 }
 
@@ -55,11 +63,26 @@ fn minted(token: Option<i64>) -> std::result::Result<u64, OpError> {
     }
 }
 
+/// What every operation runs on: the statement pool and the statements of every kind.
+pub(super) struct Store {
+    pub pool: Arc<dyn SqlPool>,
+    pub sql: LockSql,
+    pub shared: SharedSql,
+    pub shared_schema: SharedSchema,
+}
+
+impl Store {
+    /// The statements of semaphores and read-write locks, if this table can hold them.
+    pub fn shared(&self) -> Result<&SharedSql> {
+        self.shared_schema.check()?;
+        Ok(&self.shared)
+    }
+}
+
 /// The SQL lease table on any of the three databases.
 pub struct SqlBackend {
     kind: BackendKind,
-    pool: Arc<dyn SqlPool>,
-    sql: Arc<LockSql>,
+    pub(super) store: Arc<Store>,
     /// Acquire attempts running, by owner id (see [`InFlight`]).
     attempts: Arc<InFlight>,
     deployment_id: String,
@@ -75,8 +98,11 @@ pub struct SqlBackend {
 impl SqlBackend {
     pub(crate) async fn connect(url: &LockerUrl, options: &LockerOptions) -> Result<Self> {
         let (flavor, known) = flavor_of(url)?;
-        let settings = SqlSettings::from_url(url, super::DEFAULT_TABLE, known)?;
-        let sql = LockSql::new(flavor, &settings.table, options.operation_timeout)?;
+        let mut settings = SqlSettings::from_url(url, super::DEFAULT_TABLE, known)?;
+        settings.read_committed = true;
+        let timeout = options.operation_timeout;
+        let sql = LockSql::new(flavor, &settings.table, timeout, true)?;
+        let shared = SharedSql::new(flavor, &settings.table, timeout)?;
         let pool = super::open_pool(url, options, &settings).await?;
         let prepared = async {
             let seed = Args::new()
@@ -96,14 +122,28 @@ impl SqlBackend {
                 "lease table",
             )
             .await?;
-            read_meta(pool.as_ref(), &sql, settings.create_table.then_some(&seed)).await
+            let deployment_id =
+                read_meta(pool.as_ref(), &sql, settings.create_table.then_some(&seed)).await?;
+            let shared_schema = prepare(
+                pool.as_ref(),
+                &shared,
+                &settings.table,
+                settings.create_table,
+            )
+            .await?;
+            Ok::<_, Error>((deployment_id, shared_schema))
         };
-        let deployment_id = match prepared.await {
-            Ok(id) => id,
+        let (deployment_id, shared_schema) = match prepared.await {
+            Ok(prepared) => prepared,
             Err(e) => {
                 pool.close().await;
                 return Err(e);
             }
+        };
+        let sql = if shared_schema.columns {
+            sql
+        } else {
+            LockSql::new(flavor, &settings.table, timeout, false)?
         };
         #[cfg(feature = "postgres")]
         let notifier = match flavor {
@@ -117,8 +157,12 @@ impl SqlBackend {
         };
         Ok(SqlBackend {
             kind: url.kind,
-            pool,
-            sql: Arc::new(sql),
+            store: Arc::new(Store {
+                pool,
+                sql,
+                shared,
+                shared_schema,
+            }),
             attempts: Arc::default(),
             deployment_id,
             #[cfg(feature = "postgres")]
@@ -135,32 +179,39 @@ impl SqlBackend {
         Ok(())
     }
 
-    fn context(&self, what: &str) -> String {
+    pub(super) fn context(&self, what: &str) -> String {
         format!("{} {what}", self.kind.as_str())
     }
 
-    fn lock_args(name: &LockName, owner: OwnerId) -> Args {
+    pub(super) fn lock_args(name: &LockName, owner: OwnerId) -> Args {
         Args::new()
             .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
             .with(P::Owner, SqlValue::Bytes(owner.as_bytes().to_vec()))
+            .with(P::Shared, SqlValue::Bytes(SHARED_OWNER.to_vec()))
     }
 
     async fn renew_once(
         &self,
         name: &LockName,
+        mode: LockMode,
         owner: OwnerId,
         ttl: Duration,
     ) -> std::result::Result<Renewal, OpError> {
-        let mut s = if self.sql.writes_in_tx {
-            self.pool.begin().await?
+        let store = self.store.as_ref();
+        if mode != LockMode::Exclusive {
+            return shared::renew(store.pool.as_ref(), store.shared()?, name, mode, owner, ttl)
+                .await;
+        }
+        let mut s = if store.sql.writes_in_tx {
+            store.pool.begin().await?
         } else {
-            self.pool.connection().await?
+            store.pool.connection().await?
         };
         let args = Self::lock_args(name, owner)
             .with(P::Ttl, SqlValue::Int(micros(ttl)))
             .with(P::Now, SqlValue::Int(unix_micros()));
         let n = s
-            .execute(&self.sql.renew.sql, self.sql.renew.bind(&args)?)
+            .execute(&store.sql.renew.sql, store.sql.renew.bind(&args)?)
             .await?;
         s.commit().await?;
         Ok(if n == 1 {
@@ -169,104 +220,28 @@ impl SqlBackend {
             Renewal::NotOurs
         })
     }
-
-    async fn inspect_once(&self, name: &LockName) -> std::result::Result<LockInfo, OpError> {
-        let mut conn = self.pool.connection().await?;
-        let args = Args::new()
-            .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
-            .with(P::Now, SqlValue::Int(unix_micros()));
-        let stmt = &self.sql.inspect;
-        let row = conn
-            .fetch_optional(&stmt.sql, stmt.bind(&args)?, &stmt.cols)
-            .await?;
-        let Some(row) = row else {
-            return Ok(LockInfo::free(name, None));
-        };
-        let held = int(&row, 0) == Some(1);
-        Ok(LockInfo {
-            name: name.to_string(),
-            held,
-            token: int(&row, 1).filter(|t| *t > 0).map(|t| t as u64),
-            holder: if held { text(&row, 2) } else { None },
-            time_left: if held {
-                int(&row, 3).map(duration_from_micros)
-            } else {
-                None
-            },
-            waiters: Vec::new(),
-        })
-    }
-
-    /// A range of the primary key: every name starting with `prefix` lies in
-    /// `[prefix, prefix + 0xFF)`, since no byte of UTF-8 is 0xFF; no other name does.
-    async fn list_once(
-        &self,
-        prefix: &str,
-        limit: usize,
-    ) -> std::result::Result<Vec<LockInfo>, OpError> {
-        let mut conn = self.pool.connection().await?;
-        let mut upper = prefix.as_bytes().to_vec();
-        upper.push(0xFF);
-        let args = Args::new()
-            .with(P::Name, SqlValue::Bytes(prefix.as_bytes().to_vec()))
-            .with(P::Upper, SqlValue::Bytes(upper))
-            .with(P::Now, SqlValue::Int(unix_micros()));
-        let stmt = &self.sql.list;
-        let rows = conn
-            .fetch_all(&stmt.sql, stmt.bind(&args)?, &stmt.cols)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .take(limit)
-            .filter_map(|row| {
-                Some(LockInfo {
-                    name: text(&row, 0)?,
-                    held: true,
-                    token: int(&row, 1).filter(|t| *t > 0).map(|t| t as u64),
-                    holder: text(&row, 2),
-                    time_left: int(&row, 3).map(duration_from_micros),
-                    waiters: Vec::new(),
-                })
-            })
-            .collect())
-    }
-
-    async fn force_release_once(&self, name: &LockName) -> std::result::Result<bool, OpError> {
-        let mut s = if self.sql.writes_in_tx {
-            self.pool.begin().await?
-        } else {
-            self.pool.connection().await?
-        };
-        let mut args = Args::new()
-            .with(P::Name, SqlValue::Bytes(name.as_str().as_bytes().to_vec()))
-            .with(P::Now, SqlValue::Int(unix_micros()));
-        if let Some(channel) = self.sql.channel(name.as_str()) {
-            args.set(P::Channel, SqlValue::Text(channel));
-        }
-        let n = s
-            .execute(
-                &self.sql.force_release.sql,
-                self.sql.force_release.bind(&args)?,
-            )
-            .await?;
-        s.commit().await?;
-        Ok(n == 1)
-    }
 }
 
+/// Releases `owner`'s lease of `name` in `mode`: the mutex's row, or a shared lease (or, for
+/// an owner that holds none, its registration as a waiter).
 async fn release_once(
-    pool: &dyn SqlPool,
-    sql: &LockSql,
+    store: &Store,
     name: &LockName,
+    mode: LockMode,
     owner: OwnerId,
 ) -> std::result::Result<bool, OpError> {
+    let (pool, sql) = (store.pool.as_ref(), &store.sql);
+    let channel = sql.channel(name.as_str());
+    if mode != LockMode::Exclusive {
+        return shared::release(pool, store.shared()?, name, mode, owner, channel).await;
+    }
     let mut s = if sql.writes_in_tx {
         pool.begin().await?
     } else {
         pool.connection().await?
     };
     let mut args = SqlBackend::lock_args(name, owner);
-    if let Some(channel) = sql.channel(name.as_str()) {
+    if let Some(channel) = channel {
         args.set(P::Channel, SqlValue::Text(channel));
     }
     let n = s
@@ -279,16 +254,17 @@ async fn release_once(
 /// The release an abandoned attempt runs once it has ended: tried again once after a failure
 /// or after `timeout`, so a ghost lasts at most 2 x `timeout` while the server answers.
 async fn release_abandoned(
-    pool: &dyn SqlPool,
-    sql: &LockSql,
+    store: &Store,
     context: &str,
     name: &LockName,
+    mode: LockMode,
     owner: OwnerId,
     timeout: Duration,
 ) {
     for round in 1..=2 {
-        let released =
-            with_conflict_retries(context, &sql.table, || release_once(pool, sql, name, owner));
+        let released = with_conflict_retries(context, &store.sql.table, || {
+            release_once(store, name, mode, owner)
+        });
         match tokio::time::timeout(timeout, released).await {
             Ok(Ok(freed)) => {
                 if freed {
@@ -314,11 +290,27 @@ async fn release_abandoned(
     }
 }
 
+/// The kind a name the mutex could not take is in use as, when it is not a mutex: read from
+/// the column the mutex's acquire statements add for it.
+fn in_use_as(name: &LockName, spelling: Option<String>) -> std::result::Result<(), OpError> {
+    match spelling.as_deref().and_then(LockKind::parse) {
+        Some(found) if found != LockKind::Mutex => Err(OpError::Fail(kind_conflict(
+            name.as_str(),
+            LockKind::Mutex,
+            found,
+        ))),
+        _ => Ok(()),
+    }
+}
+
 async fn acquire_once(
-    pool: &dyn SqlPool,
-    sql: &LockSql,
+    store: &Store,
     req: &AcquireRequest<'_>,
 ) -> std::result::Result<Attempt, OpError> {
+    let (pool, sql) = (store.pool.as_ref(), &store.sql);
+    if req.mode != LockMode::Exclusive {
+        return shared::acquire(pool, store.shared()?, req).await;
+    }
     let mut args = SqlBackend::lock_args(req.name, req.owner)
         .with(P::Ttl, SqlValue::Int(micros(req.ttl)))
         .with(P::Holder, SqlValue::Text(req.holder.to_string()));
@@ -335,25 +327,33 @@ async fn acquire_once(
                 .fetch_optional(&upsert.sql, upsert.bind(&args)?, &upsert.cols)
                 .await?;
             let attempt = match row.as_ref().and_then(|r| int(r, 0)) {
-                Some(token) => Attempt::Acquired {
+                Some(token) => Ok(Attempt::Acquired {
                     token: minted(Some(token))?,
                     origin: None,
-                },
+                }),
                 None => {
-                    let left_us = match left {
-                        None => row.as_ref().and_then(|r| int(r, 1)),
-                        Some(left) => s
-                            .fetch_optional(&left.sql, left.bind(&args)?, &left.cols)
-                            .await?
-                            .and_then(|r| int(&r, 0)),
+                    let (left_us, found) = match left {
+                        None => (
+                            row.as_ref().and_then(|r| int(r, 1)),
+                            row.as_ref().and_then(|r| text(r, 2)),
+                        ),
+                        Some(left) => {
+                            let row = s
+                                .fetch_optional(&left.sql, left.bind(&args)?, &left.cols)
+                                .await?;
+                            (
+                                row.as_ref().and_then(|r| int(r, 0)),
+                                row.as_ref().and_then(|r| text(r, 1)),
+                            )
+                        }
                     };
-                    Attempt::Held {
+                    in_use_as(req.name, found).map(|()| Attempt::Held {
                         expires_in: left_us.map(duration_from_micros),
-                    }
+                    })
                 }
             };
             s.commit().await?;
-            Ok(attempt)
+            attempt
         }
         AcquireSql::LockRow {
             seed,
@@ -377,6 +377,7 @@ async fn acquire_once(
                 };
                 if int(&row, 0) == Some(1) {
                     tx.rollback().await?;
+                    in_use_as(req.name, text(&row, 2))?;
                     return Ok(Attempt::Held {
                         expires_in: int(&row, 1).map(duration_from_micros),
                     });
@@ -410,29 +411,40 @@ impl Backend for SqlBackend {
         &self.deployment_id
     }
 
+    /// Every kind: on a table that cannot hold semaphores and read-write locks (made before
+    /// them, and not to be changed by fencelock), their operations fail saying why.
+    fn offers(&self, _kind: LockKind) -> bool {
+        true
+    }
+
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.ensure_open()?;
-        let (pool, sql, context) = (self.pool.clone(), self.sql.clone(), self.context("acquire"));
-        let (name, owner, ttl, holder) =
-            (req.name.clone(), req.owner, req.ttl, req.holder.to_string());
+        let (store, context) = (self.store.clone(), self.context("acquire"));
+        let (name, mode, owner, ttl, holder) = (
+            req.name.clone(),
+            req.mode,
+            req.owner,
+            req.ttl,
+            req.holder.to_string(),
+        );
         let (timeout, releasing) = (self.operation_timeout, self.context("release"));
         let running = self.attempts.start(owner);
         let attempt = tokio::spawn(async move {
             let req = AcquireRequest {
                 name: &name,
+                mode,
                 owner,
                 ttl,
                 holder: &holder,
             };
-            let result = with_conflict_retries(&context, &sql.table, || {
-                acquire_once(pool.as_ref(), &sql, &req)
-            })
-            .await;
+            let result =
+                with_conflict_retries(&context, &store.sql.table, || acquire_once(&store, &req))
+                    .await;
             // Given up on while it ran: the lock may be ours (or, after an error, may be) for
             // an owner id nobody holds a lease for. Undo it before the release waiting for
             // this attempt goes on (it may have timed out meanwhile).
             if running.settle() && !matches!(result, Ok(Attempt::Held { .. })) {
-                release_abandoned(pool.as_ref(), &sql, &releasing, &name, owner, timeout).await;
+                release_abandoned(&store, &releasing, &name, mode, owner, timeout).await;
             }
             drop(running);
             result
@@ -442,26 +454,32 @@ impl Backend for SqlBackend {
             .map_err(|e| Error::internal(format!("the acquire attempt's task failed: {e}")))?
     }
 
-    async fn renew(&self, name: &LockName, owner: OwnerId, ttl: Duration) -> Result<Renewal> {
+    async fn renew(
+        &self,
+        name: &LockName,
+        mode: LockMode,
+        owner: OwnerId,
+        ttl: Duration,
+    ) -> Result<Renewal> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("renew"), &self.sql.table, || {
-            self.renew_once(name, owner, ttl)
+        with_conflict_retries(&self.context("renew"), &self.store.sql.table, || {
+            self.renew_once(name, mode, owner, ttl)
         })
         .await
     }
 
-    async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
+    async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
         self.attempts.abandon(owner).await;
-        with_conflict_retries(&self.context("release"), &self.sql.table, || {
-            release_once(self.pool.as_ref(), &self.sql, name, owner)
+        with_conflict_retries(&self.context("release"), &self.store.sql.table, || {
+            release_once(&self.store, name, mode, owner)
         })
         .await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("inspect"), &self.sql.table, || {
+        with_conflict_retries(&self.context("inspect"), &self.store.sql.table, || {
             self.inspect_once(name)
         })
         .await
@@ -469,7 +487,7 @@ impl Backend for SqlBackend {
 
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("list"), &self.sql.table, || {
+        with_conflict_retries(&self.context("list"), &self.store.sql.table, || {
             self.list_once(prefix, limit)
         })
         .await
@@ -477,19 +495,49 @@ impl Backend for SqlBackend {
 
     async fn force_release(&self, name: &LockName) -> Result<bool> {
         self.ensure_open()?;
-        with_conflict_retries(&self.context("force release"), &self.sql.table, || {
-            self.force_release_once(name)
-        })
+        with_conflict_retries(
+            &self.context("force release"),
+            &self.store.sql.table,
+            || self.force_release_once(name),
+        )
         .await
     }
 
     async fn watch(&self, name: &LockName) -> Result<Box<dyn ReleaseWatch>> {
         self.ensure_open()?;
         #[cfg(feature = "postgres")]
-        if let (Some(notifier), Some(channel)) = (&self.notifier, self.sql.channel(name.as_str())) {
+        if let (Some(notifier), Some(channel)) =
+            (&self.notifier, self.store.sql.channel(name.as_str()))
+        {
             return Ok(notifier.watch(channel).await);
         }
         Ok(Box::new(crate::backend::PollOnly))
+    }
+
+    /// A semaphore's or read-write lock's waiter gives up: its registration goes (an attempt
+    /// still running under `owner` ends first, and undoes what it took). The mutex registers
+    /// nothing.
+    async fn abandon(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<()> {
+        if mode == LockMode::Exclusive {
+            return Ok(());
+        }
+        self.ensure_open()?;
+        self.attempts.abandon(owner).await;
+        let store = self.store.as_ref();
+        let channel = store.sql.channel(name.as_str());
+        with_conflict_retries(&self.context("abandon"), &store.sql.table, || async {
+            let shared = store.shared()?;
+            shared::abandon(
+                store.pool.as_ref(),
+                shared,
+                name,
+                mode,
+                owner,
+                channel.clone(),
+            )
+            .await
+        })
+        .await
     }
 
     async fn close(&self) {
@@ -503,7 +551,7 @@ impl Backend for SqlBackend {
         // sqlx's close waits, without a limit, for every connection in use to come back, and a
         // connection comes back only once a ping answers on it (after a cancelled query, say):
         // close never hangs on one. A connection still out is closed when it comes back.
-        if tokio::time::timeout(self.operation_timeout, self.pool.close())
+        if tokio::time::timeout(self.operation_timeout, self.store.pool.close())
             .await
             .is_err()
         {

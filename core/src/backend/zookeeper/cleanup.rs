@@ -27,12 +27,13 @@ pub(super) enum Cleanup {
 /// block every later waiter for as long as the session lives.
 pub(super) struct DeleteOnDrop<'a> {
     pub(super) inner: &'a Inner,
-    pub(super) node: Option<(u64, String)>,
+    /// `(generation, path)` of each node still to delete.
+    pub(super) nodes: Vec<(u64, String)>,
 }
 
 impl Drop for DeleteOnDrop<'_> {
     fn drop(&mut self) {
-        if let Some((generation, path)) = self.node.take() {
+        for (generation, path) in self.nodes.drain(..) {
             self.inner.schedule_delete(generation, &path);
         }
     }
@@ -66,7 +67,7 @@ pub(super) async fn cleanup_task(weak: Weak<Inner>, mut rx: mpsc::UnboundedRecei
             Cleanup::Lost(owner) => {
                 let mut nodes = unpoisoned(&inner.nodes);
                 if let Some(node) = nodes.get(&owner).filter(|n| n.held) {
-                    pending.push((node.generation, node.path.clone()));
+                    pending.extend(node.paths());
                     nodes.remove(&owner);
                 }
             }
@@ -81,7 +82,7 @@ pub(super) async fn cleanup_task(weak: Weak<Inner>, mut rx: mpsc::UnboundedRecei
                     .collect();
                 for owner in gone {
                     if let Some(node) = nodes.remove(&owner) {
-                        pending.push((node.generation, node.path));
+                        pending.extend(node.paths());
                     }
                 }
             }

@@ -1,5 +1,7 @@
 //! Where locks live in the tree, and what their nodes hold: Apache Curator's protected
-//! `InterProcessMutex` layout, so Curator clients queue with fencelock's.
+//! `InterProcessMutex` layout, so Curator clients queue with fencelock's. The read-write lock's
+//! and the semaphore's nodes live in the same folder of the name ([`rwlock`](super::rwlock),
+//! [`semaphore`](super::semaphore)), named and filled the same way.
 //!
 //! ```text
 //! [/chroot]/fencelock/<encoded name>/_c_<owner id as a UUID>-lock-<10-digit sequence>
@@ -17,7 +19,7 @@ use crate::name::LockName;
 /// The version written into node data.
 pub const LAYOUT_VERSION: u64 = 1;
 /// Curator's lock name for `InterProcessMutex` (`LockInternals` with `"lock-"`).
-const LOCK_NAME: &str = "lock-";
+pub const LOCK_LABEL: &str = "lock-";
 /// Curator's protected-mode prefix.
 const PROTECTED: &str = "_c_";
 
@@ -26,21 +28,29 @@ pub fn lock_folder(root: &str, name: &LockName) -> String {
     format!("{root}/{}", name.encoded())
 }
 
-/// The path to create (the server appends the sequence) for `owner`'s node.
-pub fn node_prefix(folder: &str, owner: OwnerId) -> String {
-    format!("{folder}/{}", node_name_prefix(owner))
+/// The path to create (the server appends the sequence) for `owner`'s node labelled `label`
+/// (`lock-` for the mutex, [`LOCK_LABEL`]).
+pub fn node_prefix(folder: &str, owner: OwnerId, label: &str) -> String {
+    format!("{folder}/{}{label}", owner_prefix(owner))
 }
 
-/// `_c_<uuid>-lock-`: how a child of the folder is recognized as `owner`'s.
-pub fn node_name_prefix(owner: OwnerId) -> String {
-    format!("{PROTECTED}{}-{LOCK_NAME}", owner.to_uuid_string())
+/// `_c_<uuid>-`: how every node of `owner` starts, whatever the recipe (Curator's protected
+/// mode); the owner id is new for each acquisition, so it names one node per folder.
+pub fn owner_prefix(owner: OwnerId) -> String {
+    format!("{PROTECTED}{}-", owner.to_uuid_string())
 }
 
 /// The sequence of a lock node's name, read the way Curator does (what follows the last
 /// `lock-`); `None` for children that are not lock nodes.
 pub fn sequence(child: &str) -> Option<i64> {
-    let at = child.rfind(LOCK_NAME)?;
-    let digits = &child[at + LOCK_NAME.len()..];
+    sequence_after(child, LOCK_LABEL)
+}
+
+/// What follows the last `label` in `child`, as a sequence: digits only, and not past 2^31
+/// (ZooKeeper's per-folder counter is a signed int, spelled with a `-` once it wraps).
+pub fn sequence_after(child: &str, label: &str) -> Option<i64> {
+    let at = child.rfind(label)?;
+    let digits = &child[at + label.len()..];
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -98,7 +108,7 @@ mod tests {
         let folder = lock_folder("/fencelock", &name);
         assert_eq!(folder, "/fencelock/batch%2F2024%2Enightly");
         assert_eq!(
-            node_prefix(&folder, owner),
+            node_prefix(&folder, owner, LOCK_LABEL),
             "/fencelock/batch%2F2024%2Enightly/_c_abababab-abab-abab-abab-abababababab-lock-"
         );
         assert_eq!(

@@ -1,5 +1,9 @@
-//! The ZooKeeper backend (docs/design.md §3.4), in Apache Curator's protected `InterProcessMutex`
-//! layout (see [`layout`]), so services migrating from Curator share locks with fencelock.
+//! The ZooKeeper backend (docs/design.md §3.4), in the layouts of Apache Curator's recipes, so
+//! services migrating from Curator share locks with fencelock: the mutex is Curator's protected
+//! `InterProcessMutex` (see [`layout`]), the read-write lock its `InterProcessReadWriteLock`
+//! ([`rwlock`]), the semaphore its `InterProcessSemaphoreV2` ([`semaphore`]), all three in the
+//! one folder of a name, which is one kind at a time ([`kinds`]). What follows is the mutex's;
+//! the others differ where their files say.
 //!
 //! - acquire: create `…/_c_<owner uuid>-lock-` EPHEMERAL_SEQUENTIAL (the folder, a CONTAINER,
 //!   is made again if the server removed it) and list the children, both sent at once (one
@@ -29,7 +33,9 @@
 //! [`error::map_error`].
 //!
 //! The parts: [`session`] (the session's lifecycle and heartbeats), [`queue`] (the lock
-//! queue's operations), [`watches`] (on a held node, on a waiter's predecessor), [`cleanup`]
+//! queue's operations, for the mutex and the read-write lock), [`rwlock`] (the read-write
+//! lock's order and predicates), [`semaphore`] and [`semaphore_join`], [`kinds`] (what a name is
+//! in use as), [`watches`] (on a held node, on what a waiter waits for), [`cleanup`]
 //! (deleting nodes in the background), [`error`] (mapping errors, retrying after a dropped
 //! connection), [`heartbeat`] (the proof that the leader keeps the session), [`layout`] and
 //! [`settings`]; the [`Backend`] implementation is here.
@@ -37,8 +43,12 @@
 mod cleanup;
 mod error;
 mod heartbeat;
+mod kinds;
 mod layout;
 mod queue;
+mod rwlock;
+mod semaphore;
+mod semaphore_join;
 mod session;
 mod settings;
 mod watches;
@@ -53,7 +63,6 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
 use self::cleanup::{Cleanup, cleanup_task};
-use self::error::{QUEUE_KEPT_CHANGING, Retry, ZkError, retry};
 use self::heartbeat::Heartbeat;
 use self::session::Session;
 use self::settings::ZkSettings;
@@ -62,6 +71,7 @@ use super::{AcquireRequest, Attempt, Backend, LeaseEvents, LockInfo, ReleaseWatc
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
+use crate::mode::{LockKind, LockMode};
 use crate::name::LockName;
 use crate::options::{LockerOptions, TestHook};
 use crate::signal::LossReason;
@@ -92,16 +102,41 @@ struct Inner {
 /// One of this Locker's lock nodes, waiting or held.
 #[derive(Clone)]
 struct Node {
+    /// The node the lease holds by: a mutex's or read-write lock's node, a semaphore's lease
+    /// node; a semaphore waiter's `locks` node until it makes its lease node.
     path: String,
     czxid: i64,
     /// The session that created it.
     generation: u64,
     held: bool,
-    /// The node just ahead in the queue, as the last attempt saw it (waiters only).
-    predecessor: Option<String>,
+    /// What a waiter watches, as its last attempt saw it.
+    watch: Option<WatchTarget>,
+    /// A semaphore waiter's `locks` node (its place on Curator's internal mutex) while `path`
+    /// is its lease node waiting for a permit.
+    queue: Option<String>,
     events: Option<LeaseEvents>,
     /// Its session's heartbeat, which proves until when the node lives.
     heartbeat: Arc<Heartbeat>,
+}
+
+impl Node {
+    /// Every node it has, generation with each: what to delete when it ends.
+    fn paths(&self) -> Vec<(u64, String)> {
+        std::iter::once(&self.path)
+            .chain(&self.queue)
+            .map(|p| (self.generation, p.clone()))
+            .collect()
+    }
+}
+
+/// What a waiter watches to learn that its turn may have come.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum WatchTarget {
+    /// The node ahead of it (its deletion): the mutex's, the read-write lock's, a semaphore's
+    /// internal mutex.
+    Node(String),
+    /// The children of a semaphore's `leases` folder, of which the last attempt saw `seen`.
+    Children { path: String, seen: usize },
 }
 
 impl ZkBackend {
@@ -172,7 +207,12 @@ impl Backend for ZkBackend {
         false
     }
 
-    fn track(&self, _name: &LockName, owner: OwnerId, events: LeaseEvents) {
+    /// Every kind, in the layouts of Curator's recipes.
+    fn offers(&self, _kind: LockKind) -> bool {
+        true
+    }
+
+    fn track(&self, _name: &LockName, _mode: LockMode, owner: OwnerId, events: LeaseEvents) {
         let inner = &self.inner;
         let node = {
             let mut nodes = unpoisoned(&inner.nodes);
@@ -207,10 +247,21 @@ impl Backend for ZkBackend {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.inner.try_acquire(req).await
+        match req.mode {
+            LockMode::Permit { permits } => self.inner.try_acquire_permit(req, permits).await,
+            LockMode::Exclusive | LockMode::Read | LockMode::Write => {
+                self.inner.try_acquire(req).await
+            }
+        }
     }
 
-    async fn renew(&self, _name: &LockName, owner: OwnerId, _ttl: Duration) -> Result<Renewal> {
+    async fn renew(
+        &self,
+        _name: &LockName,
+        _mode: LockMode,
+        owner: OwnerId,
+        _ttl: Duration,
+    ) -> Result<Renewal> {
         let inner = &self.inner;
         inner.ensure_open()?;
         let Some(node) = unpoisoned(&inner.nodes)
@@ -247,12 +298,17 @@ impl Backend for ZkBackend {
         ))
     }
 
-    async fn release(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
-        self.inner.delete_by_owner(name, owner).await
+    async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool> {
+        self.inner.delete_by_owner(name, mode, owner).await
     }
 
-    async fn abandon(&self, name: &LockName, owner: OwnerId) -> Result<()> {
-        self.inner.delete_by_owner(name, owner).await.map(|_| ())
+    /// Deletes the waiter's node (both, for a semaphore waiter holding Curator's internal
+    /// mutex with a lease node).
+    async fn abandon(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<()> {
+        self.inner
+            .delete_by_owner(name, mode, owner)
+            .await
+            .map(|_| ())
     }
 
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
@@ -293,39 +349,20 @@ impl Backend for ZkBackend {
         Ok(locks)
     }
 
-    /// Deletes the first node of the queue (the holder's, whoever's it is): its session's
-    /// watch on it fires and the holder is told at once; the next waiter's watch on its
-    /// predecessor fires too, so it takes the lock.
+    /// Deletes every holder's node, whatever the kind (see [`kinds`]): their own-node watches
+    /// tell them at once, and the next waiters' watches wake them.
     async fn force_release(&self, name: &LockName) -> Result<bool> {
         let inner = &self.inner;
-        let session = &inner.session().await?;
-        let folder = &layout::lock_folder(&inner.settings.root, name);
-        retry("force release", QUEUE_KEPT_CHANGING, |_| async move {
-            let Some(children) = inner
-                .list(session, folder, "listing the lock queue")
-                .await?
-            else {
-                return Ok(false);
-            };
-            let Some((_, first)) = layout::queue(children).into_iter().next() else {
-                return Ok(false);
-            };
-            match session
-                .client
-                .delete(&format!("{folder}/{first}"), None)
-                .await
-            {
-                Ok(()) => Ok(true),
-                // Released meanwhile (then the next one holds: look again), or the outcome
-                // of a delete is unknown (look again: a first node gone is what we wanted).
-                Err(ZkError::NoNode) => Err(Retry::Again),
-                Err(e) => Err(Retry::zk("deleting the holder's lock node", e)),
-            }
-        })
-        .await
+        let session = inner.session().await?;
+        inner.force_release_in(&session, name).await
     }
 
-    async fn watch_for(&self, _name: &LockName, owner: OwnerId) -> Result<Box<dyn ReleaseWatch>> {
+    async fn watch_for(
+        &self,
+        _name: &LockName,
+        _mode: LockMode,
+        owner: OwnerId,
+    ) -> Result<Box<dyn ReleaseWatch>> {
         self.inner.ensure_open()?;
         let mut watch = PredecessorWatch::new(Arc::downgrade(&self.inner), owner);
         watch.arm().await;

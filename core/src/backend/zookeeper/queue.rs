@@ -1,5 +1,6 @@
-//! The lock queue: taking a place in it (making the folder and our node), finding our node
-//! again, reading where it stands and what the queue holds, and leaving it (deleting our node).
+//! The lock queue of the mutex and of the read-write lock (the nodes in the name's folder):
+//! taking a place in it (making the folder and our node), finding our node again, reading where
+//! it stands and what the queue holds, and leaving it (deleting our nodes, also a semaphore's).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,23 +13,27 @@ use super::error::{
     is_session_gone, retry,
 };
 use super::session::Session;
-use super::{Inner, Node, layout};
+use super::{Inner, Node, WatchTarget, layout, rwlock, semaphore};
 use crate::backend::{AcquireRequest, Attempt, LockInfo};
 use crate::clock::{BootInstant, drift_margin};
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
+use crate::mode::LockMode;
 use crate::name::LockName;
 use crate::sync::unpoisoned;
 
-enum Position {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Position {
+    /// It holds.
     First,
+    /// It waits; the path is the node it watches.
     Behind(String),
     /// Our node is not in the queue (deleted by somebody while we waited).
     Missing,
 }
 
-/// Where `path` stands in the queue that `children` (its folder's listing) make.
-fn position_in(children: Vec<String>, folder: &str, path: &str) -> Position {
+/// Where `path` stands in the mutex queue that `children` (its folder's listing) make.
+pub(super) fn position_in(children: Vec<String>, folder: &str, path: &str) -> Position {
     let queue = layout::queue(children);
     let me = path.rsplit('/').next().unwrap_or(path);
     match queue.iter().position(|(_, name)| name == me) {
@@ -38,36 +43,62 @@ fn position_in(children: Vec<String>, folder: &str, path: &str) -> Position {
     }
 }
 
+/// The label of a node of `mode` in the name's folder (before the sequence).
+fn label_of(mode: LockMode) -> &'static str {
+    rwlock::mark_of(mode).unwrap_or(layout::LOCK_LABEL)
+}
+
+/// Where `path` stands among its folder's nodes of `mode`'s kind.
+fn position_of(mode: LockMode, children: Vec<String>, folder: &str, path: &str) -> Position {
+    match mode {
+        LockMode::Read | LockMode::Write => rwlock::position_in(&children, folder, path),
+        LockMode::Exclusive | LockMode::Permit { .. } => position_in(children, folder, path),
+    }
+}
+
+/// The lease's client deadline counts from the heartbeat's proof: waits until that leaves it
+/// at least a heartbeat gap (a session idle for long, or new).
+pub(super) async fn wait_for_fresh_proof(session: &Session) {
+    let proof_needed =
+        BootInstant::now().saturating_sub(session.timeout.saturating_sub(
+            drift_margin(session.timeout, Duration::ZERO) + session.heartbeat.gap(),
+        ));
+    session.heartbeat.proven_since(proof_needed).await;
+}
+
 impl Inner {
-    /// One attempt to take the lock: joins the queue (or keeps our place in it) and holds if
-    /// our node is first; else remembers the node just ahead, for the waiter's watch.
+    /// One attempt to take a mutex, or a read-write lock's read or write side: joins the queue
+    /// (or keeps our place in it) and holds if our node's position allows (the mutex: first; see
+    /// [`rwlock`] for the other two); else remembers the node to watch. A new node first checks
+    /// that the name is not in use as another kind ([`kinds`](super::kinds)).
     pub(super) async fn try_acquire(self: &Arc<Self>, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let session = self.session().await?;
         let folder = layout::lock_folder(&self.settings.root, req.name);
         for _ in 0..3 {
-            let known = {
-                let mut nodes = unpoisoned(&self.nodes);
-                match nodes.get(&req.owner) {
-                    Some(node) if node.generation == session.generation => Some(node.path.clone()),
-                    Some(_) => {
-                        // Made on a session that ended: it is gone, queue again.
-                        nodes.remove(&req.owner);
-                        None
-                    }
-                    None => None,
+            let (path, children) = match self.known_node(&session, req) {
+                Some(node) => {
+                    let children = self
+                        .list(&session, &folder, "listing the lock queue")
+                        .await?;
+                    (node.path, children)
                 }
-            };
-            let (path, listed) = match known {
-                Some(path) => (path, None),
                 None => {
-                    let (path, czxid, listed) = self.create_node(&session, &folder, req).await?;
+                    let (path, czxid, listed) = self
+                        .create_node(&session, &folder, label_of(req.mode), req)
+                        .await?;
                     if czxid <= 0 {
                         let _ = self.delete_own(&session, &path).await;
                         return Err(Error::internal(
                             "the ZooKeeper server answered a create without its stat",
                         ));
                     }
-                    if layout::sequence(&path).is_none() {
+                    let sequence = match req.mode {
+                        LockMode::Read | LockMode::Write => {
+                            rwlock::parse(&path).map(|n| n.sequence)
+                        }
+                        _ => layout::sequence(&path),
+                    };
+                    if sequence.is_none() {
                         // ZooKeeper's sequence is a signed 32-bit counter per folder: past 2^31
                         // creates it goes negative, and the queue order with it. Such a node
                         // never holds (nobody counts it); say so instead of queueing forever.
@@ -80,23 +111,31 @@ impl Inner {
                             req.name.as_str()
                         )));
                     }
-                    let node = Node {
-                        path: path.clone(),
-                        czxid,
-                        generation: session.generation,
-                        held: false,
-                        predecessor: None,
-                        events: None,
-                        heartbeat: session.heartbeat.clone(),
+                    let children = match listed {
+                        Some(children) => Some(children),
+                        None => {
+                            self.list(&session, &folder, "listing the lock queue")
+                                .await?
+                        }
                     };
-                    unpoisoned(&self.nodes).insert(req.owner, node);
-                    session.heartbeat.wake.notify_one();
-                    (path, listed)
+                    if let Some(children) = &children {
+                        self.refuse_other_kind(
+                            &session,
+                            req.name,
+                            &folder,
+                            children,
+                            req.mode.kind(),
+                            &[&path],
+                        )
+                        .await?;
+                    }
+                    self.remember(&session, req, &path, czxid);
+                    (path, children)
                 }
             };
-            let position = match listed {
-                Some(children) => position_in(children, &folder, &path),
-                None => self.position(&session, &folder, &path).await?,
+            let position = match children {
+                Some(children) => position_of(req.mode, children, &folder, &path),
+                None => Position::Missing,
             };
             let acquired = {
                 let mut nodes = unpoisoned(&self.nodes);
@@ -104,15 +143,15 @@ impl Inner {
                     Position::First => match nodes.get_mut(&req.owner) {
                         Some(node) => {
                             node.held = true;
-                            node.predecessor = None;
+                            node.watch = None;
                             Some(node.czxid as u64)
                         }
                         // Removed meanwhile (the session ended): queue again.
                         None => None,
                     },
-                    Position::Behind(predecessor) => {
+                    Position::Behind(watched) => {
                         if let Some(node) = nodes.get_mut(&req.owner) {
-                            node.predecessor = Some(predecessor);
+                            node.watch = Some(WatchTarget::Node(watched));
                         }
                         return Ok(Attempt::Held { expires_in: None });
                     }
@@ -124,13 +163,7 @@ impl Inner {
                 }
             };
             if let Some(token) = acquired {
-                // The lease's client deadline counts from the heartbeat's proof: wait until
-                // that leaves it at least a heartbeat gap (a session idle for long, or new).
-                let proof_needed =
-                    BootInstant::now().saturating_sub(session.timeout.saturating_sub(
-                        drift_margin(session.timeout, Duration::ZERO) + session.heartbeat.gap(),
-                    ));
-                session.heartbeat.proven_since(proof_needed).await;
+                wait_for_fresh_proof(&session).await;
                 return Ok(Attempt::Acquired {
                     token,
                     origin: None,
@@ -143,8 +176,45 @@ impl Inner {
         )))
     }
 
-    /// Creates the lock's folder and any missing ancestor as CONTAINER nodes.
-    async fn make_folder(&self, session: &Session, folder: &str) -> Result<()> {
+    /// `req.owner`'s node made on the live session, if any; one made on a session that ended
+    /// is gone with it, and forgotten here.
+    pub(super) fn known_node(&self, session: &Session, req: &AcquireRequest<'_>) -> Option<Node> {
+        let mut nodes = unpoisoned(&self.nodes);
+        match nodes.get(&req.owner) {
+            Some(node) if node.generation == session.generation => Some(node.clone()),
+            Some(_) => {
+                nodes.remove(&req.owner);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Records `req.owner`'s new node (waiting).
+    pub(super) fn remember(
+        &self,
+        session: &Session,
+        req: &AcquireRequest<'_>,
+        path: &str,
+        czxid: i64,
+    ) {
+        let node = Node {
+            path: path.to_string(),
+            czxid,
+            generation: session.generation,
+            held: false,
+            watch: None,
+            queue: None,
+            events: None,
+            heartbeat: session.heartbeat.clone(),
+        };
+        unpoisoned(&self.nodes).insert(req.owner, node);
+        session.heartbeat.wake.notify_one();
+    }
+
+    /// Creates the lock's folder (or a semaphore's) and any missing ancestor as CONTAINER
+    /// nodes.
+    pub(super) async fn make_folder(&self, session: &Session, folder: &str) -> Result<()> {
         let acls = self.settings.folder_acls();
         let options = &CreateMode::Container.with_acls(Acls::new(&acls));
         retry(
@@ -171,13 +241,14 @@ impl Inner {
     /// the create first). The listing is `None` when that first create failed (a retried create
     /// is sent alone) or the listing itself failed: the caller lists again. A create whose reply
     /// was lost is found by the owner id in the name instead of being made twice.
-    async fn create_node(
+    pub(super) async fn create_node(
         &self,
         session: &Session,
         folder: &str,
+        label: &str,
         req: &AcquireRequest<'_>,
     ) -> Result<(String, i64, Option<Vec<String>>)> {
-        let prefix = &layout::node_prefix(folder, req.owner);
+        let prefix = &layout::node_prefix(folder, req.owner, label);
         let data = &layout::node_data(req.holder);
         let acls = self.settings.node_acls();
         let options = &CreateMode::EphemeralSequential.with_acls(Acls::new(&acls));
@@ -218,14 +289,14 @@ impl Inner {
 
     /// Finds `owner`'s node in `folder` after a `sync`, so a server that lags behind the
     /// leader cannot hide a create that was applied.
-    async fn find_own(
+    pub(super) async fn find_own(
         &self,
         session: &Session,
         folder: &str,
         owner: OwnerId,
     ) -> Result<Option<(String, i64)>> {
         const CONTEXT: &str = "looking for our lock node";
-        let mine = &layout::node_name_prefix(owner);
+        let mine = &layout::owner_prefix(owner);
         retry(CONTEXT, CONNECTION_KEPT_DROPPING, |_| async move {
             let listed = async {
                 session.client.sync(folder).await?;
@@ -250,8 +321,12 @@ impl Inner {
         .await
     }
 
-    /// The first node of the queue is the holder; the rest are waiters, in order.
-    pub(super) async fn inspect_in(&self, session: &Session, name: &LockName) -> Result<LockInfo> {
+    /// A mutex: the first node of the queue is the holder; the rest are waiters, in order.
+    pub(super) async fn inspect_mutex(
+        &self,
+        session: &Session,
+        name: &LockName,
+    ) -> Result<LockInfo> {
         let folder = &layout::lock_folder(&self.settings.root, name);
         retry("inspect", QUEUE_KEPT_CHANGING, |_| async move {
             let Some(children) = self.list(session, folder, "listing the lock queue").await? else {
@@ -287,6 +362,9 @@ impl Inner {
                 holder: layout::holder_from_data(&data),
                 time_left: None,
                 waiters,
+                kind: crate::mode::LockKind::Mutex,
+                permits: None,
+                leases: Vec::new(),
             })
         })
         .await
@@ -308,17 +386,38 @@ impl Inner {
         .await
     }
 
-    /// Where `path` stands in its folder's queue.
-    async fn position(&self, session: &Session, folder: &str, path: &str) -> Result<Position> {
-        let Some(children) = self.list(session, folder, "listing the lock queue").await? else {
-            return Ok(Position::Missing);
-        };
-        Ok(position_in(children, folder, path))
+    /// A mutex's forced release: deletes the first node of the queue (the holder's, whoever's
+    /// it is).
+    pub(super) async fn force_release_mutex(
+        &self,
+        session: &Session,
+        folder: &str,
+    ) -> Result<bool> {
+        retry("force release", QUEUE_KEPT_CHANGING, |_| async move {
+            let Some(children) = self.list(session, folder, "listing the lock queue").await? else {
+                return Ok(false);
+            };
+            let Some((_, first)) = layout::queue(children).into_iter().next() else {
+                return Ok(false);
+            };
+            match session
+                .client
+                .delete(&format!("{folder}/{first}"), None)
+                .await
+            {
+                Ok(()) => Ok(true),
+                // Released meanwhile (then the next one holds: look again), or the outcome
+                // of a delete is unknown (look again: a first node gone is what we wanted).
+                Err(ZkError::NoNode) => Err(Retry::Again),
+                Err(e) => Err(Retry::zk("deleting the holder's lock node", e)),
+            }
+        })
+        .await
     }
 
     /// Deletes our node; `Ok(false)` when it was already gone (not ours any more). A delete
     /// whose reply was lost is retried: gone then means deleted by us.
-    async fn delete_own(&self, session: &Session, path: &str) -> Result<bool> {
+    pub(super) async fn delete_own(&self, session: &Session, path: &str) -> Result<bool> {
         let deleted = retry(
             "deleting the lock node",
             "the connection kept dropping; it is retried in the background",
@@ -339,32 +438,55 @@ impl Inner {
         deleted
     }
 
-    /// Deletes `owner`'s node (waiting or held): by the path we know, else by searching the
-    /// folder for the owner id (an attempt whose outcome is unknown).
+    /// Deletes `owner`'s nodes (waiting or held; a semaphore waiter may have two): by the paths
+    /// we know, else by searching the folders of `mode` for the owner id (an attempt whose
+    /// outcome is unknown). `Ok(false)` when the node the lease held by was gone already.
     pub(super) async fn delete_by_owner(
         self: &Arc<Self>,
         name: &LockName,
+        mode: LockMode,
         owner: OwnerId,
     ) -> Result<bool> {
         let node = unpoisoned(&self.nodes).remove(&owner);
         let mut unfinished = DeleteOnDrop {
             inner: self,
-            node: node.as_ref().map(|n| (n.generation, n.path.clone())),
+            nodes: node.iter().flat_map(|n| n.paths()).collect(),
         };
         let session = self.session().await?;
         let deleted = match node {
             Some(node) if node.generation != session.generation => Ok(false),
-            Some(node) => self.delete_own(&session, &node.path).await,
+            Some(node) => {
+                // The lease node first, so that the next holder of a semaphore's internal
+                // mutex does not count it.
+                let deleted = self.delete_own(&session, &node.path).await;
+                if let Some(queue) = &node.queue {
+                    let _ = self.delete_own(&session, queue).await;
+                }
+                deleted
+            }
             None => {
                 let folder = layout::lock_folder(&self.settings.root, name);
-                match self.find_own(&session, &folder, owner).await? {
-                    Some((path, _)) => self.delete_own(&session, &path).await,
-                    None => Ok(false),
+                let folders = match mode {
+                    LockMode::Permit { .. } => vec![
+                        semaphore::leases_folder(&folder),
+                        semaphore::locks_folder(&folder),
+                    ],
+                    LockMode::Exclusive | LockMode::Read | LockMode::Write => vec![folder],
+                };
+                let mut deleted = Ok(false);
+                for (i, folder) in folders.iter().enumerate() {
+                    if let Some((path, _)) = self.find_own(&session, folder, owner).await? {
+                        let outcome = self.delete_own(&session, &path).await;
+                        if i == 0 {
+                            deleted = outcome;
+                        }
+                    }
                 }
+                deleted
             }
         };
         // Deleted, or handed to the cleanup task by delete_own when it could not be.
-        unfinished.node = None;
+        unfinished.nodes.clear();
         deleted
     }
 }

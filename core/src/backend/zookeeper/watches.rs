@@ -1,5 +1,6 @@
 //! The watches: a held lease's watch on its own node (a forced release, the session's end), and
-//! a waiter's watch on its immediate predecessor in the queue (its turn may have come).
+//! a waiter's watch on what its turn depends on: the node ahead of it in the queue, or for a
+//! semaphore waiter with a lease node, the children of `leases` (a lease may have gone).
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -9,8 +10,8 @@ use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use zookeeper_client::{EventType, OneshotWatcher, WatchedEvent};
 
-use super::Inner;
 use super::error::{is_connection_loss, is_session_gone, map_error};
+use super::{Inner, WatchTarget};
 use crate::backend::{LeaseEvents, ReleaseWatch};
 use crate::ids::OwnerId;
 use crate::signal::LossReason;
@@ -94,12 +95,12 @@ pub(super) async fn watch_own_node(
     }
 }
 
-/// A waiter's watch on its immediate predecessor in the queue.
+/// A waiter's watch on what its last attempt saw it wait for ([`WatchTarget`]).
 pub(super) struct PredecessorWatch {
     inner: Weak<Inner>,
     owner: OwnerId,
-    /// The predecessor watched, and the task waiting for its event.
-    armed: Option<(String, JoinHandle<WatchedEvent>)>,
+    /// What is watched, and the task waiting for its event.
+    armed: Option<(WatchTarget, JoinHandle<WatchedEvent>)>,
     /// The predecessor was already gone (or unknown) when arming: the next wait returns at once.
     fired: bool,
 }
@@ -115,21 +116,20 @@ impl PredecessorWatch {
         }
     }
 
-    /// Watches the predecessor the last attempt saw, unless it is watched already.
+    /// Watches what the last attempt saw the waiter wait for, unless it is watched already.
     pub(super) async fn arm(&mut self) {
         let Some(inner) = self.inner.upgrade() else {
             self.fired = true;
             return;
         };
         let node = unpoisoned(&inner.nodes).get(&self.owner).cloned();
-        let Some((predecessor, generation)) =
-            node.and_then(|n| n.predecessor.map(|p| (p, n.generation)))
+        let Some((target, generation)) = node.and_then(|n| n.watch.map(|w| (w, n.generation)))
         else {
             self.fired = true;
             return;
         };
         if let Some((watched, task)) = &self.armed
-            && *watched == predecessor
+            && *watched == target
             && !task.is_finished()
         {
             return;
@@ -141,13 +141,25 @@ impl PredecessorWatch {
             self.fired = true;
             return;
         };
-        match session.client.check_and_watch_stat(&predecessor).await {
-            Ok((Some(_), watcher)) => {
-                self.armed = Some((predecessor, spawn_watch(&inner.runtime, watcher)))
+        let watcher = match &target {
+            WatchTarget::Node(path) => match session.client.check_and_watch_stat(path).await {
+                Ok((Some(_), watcher)) => Some(watcher),
+                // Gone already (the watch for its creation is dropped), or the connection
+                // failed: the waiter looks again at once.
+                Ok((None, _)) | Err(_) => None,
+            },
+            WatchTarget::Children { path, seen } => {
+                match session.client.list_and_watch_children(path).await {
+                    // A lease went between the attempt and now: look again at once.
+                    Ok((children, _)) if children.len() < *seen => None,
+                    Ok((_, watcher)) => Some(watcher),
+                    Err(_) => None,
+                }
             }
-            // Gone already (the watch for its creation is dropped), or the connection failed:
-            // the waiter looks at the queue again at once.
-            Ok((None, _)) | Err(_) => self.fired = true,
+        };
+        match watcher {
+            Some(watcher) => self.armed = Some((target, spawn_watch(&inner.runtime, watcher))),
+            None => self.fired = true,
         }
     }
 }

@@ -1,13 +1,16 @@
 //! The Rust worker of the fault-injection suite: reads commands as JSON lines on stdin, answers
 //! and records its critical sections as JSON lines on stdout. The protocol is in
-//! tests/faults/README.md; the Python and Node workers speak the same one.
+//! tests/faults/README.md; the Python and Node workers speak the same one. Only this worker
+//! takes semaphore permits and read or write leases (`acquire` with a `mode`), whose critical
+//! sections it records as `section_start`/`section_end` (permits and reads cannot fence).
 
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fencelock::{
-    BootInstant, Error, Fence, Lease, LockOptions, Locker, LockerOptions, SqlValue, Statement,
+    BootInstant, Error, Fence, Lease, LockKind, LockMode, LockOptions, Locker, LockerOptions,
+    SqlValue, Statement,
 };
 use serde_json::{Value, json};
 
@@ -48,6 +51,40 @@ fn emit(line: Value) {
     let _ = out.flush();
 }
 
+/// The mode a command asks for: `mode` (exclusive, permit, read, write; exclusive when absent)
+/// and, for a permit, `permits`.
+fn requested_mode(mode: Option<&str>, cmd: &Value) -> Result<LockMode, Error> {
+    match mode.unwrap_or("exclusive") {
+        "exclusive" => Ok(LockMode::Exclusive),
+        "permit" => {
+            let permits = cmd
+                .get("permits")
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| Error::invalid("a permit needs permits: a number"))?;
+            LockMode::permit(permits)
+        }
+        "read" => Ok(LockMode::Read),
+        "write" => Ok(LockMode::Write),
+        other => Err(Error::invalid(format!("unknown mode {other:?}"))),
+    }
+}
+
+fn permits_of(mode: LockMode) -> Value {
+    match mode {
+        LockMode::Permit { permits } => json!(permits),
+        _ => Value::Null,
+    }
+}
+
+/// The lease's client deadline and its server expiry estimate, read now.
+fn bounds(lease: &Lease) -> (Value, Value) {
+    (
+        json!(boot_to_wall_us(lease.deadline())),
+        expires_at_us(lease),
+    )
+}
+
 fn ms(v: &Value, key: &str) -> Option<Duration> {
     v.get(key)
         .and_then(Value::as_u64)
@@ -64,6 +101,10 @@ struct Worker {
     last_token: Option<(String, u64)>,
     sections: u64,
     writes: u64,
+    /// The open critical section of a permit, read or write lease (its id).
+    open_section: Option<String>,
+    /// Sections begun by this worker, so their ids are unique.
+    begun: u64,
 }
 
 impl Worker {
@@ -79,18 +120,36 @@ impl Worker {
         format!("{}#{}", self.name, self.sections)
     }
 
-    async fn acquire(&mut self, cmd: &Value) -> Result<Value, Error> {
+    async fn acquire(&mut self, cmd: &Value, mode: LockMode) -> Result<Value, Error> {
+        // A new lease ends the work done under the previous one.
+        self.end_section();
         let mut options =
             LockOptions::default().with_ttl(ms(cmd, "ttl_ms").unwrap_or(Duration::from_secs(10)));
         options = options.with_wait(ms(cmd, "wait_ms"));
         let t_req = now_us();
-        let lease = self.locker.acquire(&self.lock, &options).await?;
+        let lease = match mode {
+            LockMode::Exclusive => self.locker.acquire(&self.lock, &options).await?,
+            LockMode::Permit { permits } => {
+                self.locker
+                    .semaphore(&self.lock, permits)?
+                    .acquire(&options)
+                    .await?
+            }
+            LockMode::Read => self.locker.read_lock(&self.lock)?.acquire(&options).await?,
+            LockMode::Write => {
+                self.locker
+                    .write_lock(&self.lock)?
+                    .acquire(&options)
+                    .await?
+            }
+        };
         let t = now_us();
         self.sections += 1;
         let cs = self.cs();
         emit(self.rec(
             "acquired",
             json!({"cs": cs, "token": lease.token().to_string(), "t_req": t_req, "t": t,
+                   "mode": lease.mode().as_str(), "permits": permits_of(lease.mode()),
                    "expires_at": expires_at_us(&lease), "deadline": boot_to_wall_us(lease.deadline())}),
         ));
         let signal = lease.lost_signal();
@@ -120,6 +179,59 @@ impl Worker {
         );
         emit(rec);
         json!({"lost": lost})
+    }
+
+    /// Begins a critical section of a permit, read or write lease (they are judged by their
+    /// sections, since permits and reads cannot fence): `t` is read before the lease is checked,
+    /// so the section really began after it; a lease found lost or released begins nothing.
+    fn begin_section(&mut self) -> Value {
+        let Some(lease) = self.lease.clone() else {
+            return json!({"started": false, "code": "NO_LEASE"});
+        };
+        if self.open_section.is_some() {
+            return json!({"started": true, "code": Value::Null});
+        }
+        self.begun += 1;
+        let id = format!("{}/s{}", self.cs(), self.begun);
+        let t = now_us();
+        let checked = lease.ensure_held();
+        let (deadline, expires_at) = bounds(&lease);
+        let code = checked.as_ref().err().map(|e| e.code().as_str());
+        emit(self.rec(
+            "section_start",
+            json!({"cs": self.cs(), "section": id, "mode": lease.mode().as_str(),
+                   "permits": permits_of(lease.mode()), "t": t, "started": checked.is_ok(),
+                   "code": code, "deadline": deadline, "expires_at": expires_at}),
+        ));
+        if checked.is_ok() {
+            self.open_section = Some(id);
+        }
+        json!({"started": checked.is_ok(), "code": code})
+    }
+
+    /// Ends the open section: `t` is the work's last moment; `lost`, the deadline and the
+    /// expiry are read after it (the checker ends the section at the earlier of `t` and them).
+    fn end_section(&mut self) -> Value {
+        let (Some(id), Some(lease)) = (self.open_section.take(), self.lease.clone()) else {
+            return json!({"ended": false});
+        };
+        let t = now_us();
+        let lost = lease.is_lost();
+        let (deadline, expires_at) = bounds(&lease);
+        emit(self.rec(
+            "section_end",
+            json!({"cs": self.cs(), "section": id, "mode": lease.mode().as_str(), "t": t,
+                   "lost": lost, "deadline": deadline, "expires_at": expires_at}),
+        ));
+        json!({"ended": true, "lost": lost})
+    }
+
+    /// Whether the current lease is a semaphore's or a read-write lock's, whose holders the
+    /// checker judges by their critical sections.
+    fn judged_by_sections(&self) -> bool {
+        self.lease
+            .as_ref()
+            .is_some_and(|l| l.mode().kind() != LockKind::Mutex)
     }
 
     /// One fenced write: with the lease (the fence checks its deadline before sending) or with
@@ -166,6 +278,7 @@ impl Worker {
     }
 
     async fn release(&mut self) -> Result<Value, Error> {
+        self.end_section();
         let Some(lease) = self.lease.take() else {
             return Ok(json!({}));
         };
@@ -184,6 +297,11 @@ impl Worker {
         let write_every = ms(cmd, "write_ms");
         // Ends early this many probes after the first one that finds the lease lost.
         let after_lost = cmd.get("stop_after_lost").and_then(Value::as_u64);
+        // A permit, read or write holder works for the whole hold: one section, which ends
+        // when a probe finds the lease lost (the holder stops working) or when the hold ends.
+        let opened = self.judged_by_sections()
+            && self.open_section.is_none()
+            && self.begin_section()["started"] == json!(true);
         let start = tokio::time::Instant::now();
         let mut next_write = start;
         let mut lost = false;
@@ -191,6 +309,7 @@ impl Worker {
         while start.elapsed() < total {
             lost = self.probe()["lost"].as_bool().unwrap_or(false);
             if lost {
+                self.end_section();
                 lost_probes += 1;
                 if after_lost.is_some_and(|n| lost_probes > n) {
                     break;
@@ -204,6 +323,9 @@ impl Worker {
             }
             tokio::time::sleep(probe_every).await;
         }
+        if opened {
+            self.end_section();
+        }
         json!({"lost": lost})
     }
 
@@ -214,18 +336,36 @@ impl Worker {
         let count = cmd.get("count").and_then(Value::as_u64);
         let writes = cmd.get("writes").and_then(Value::as_u64).unwrap_or(1);
         let hold = ms(cmd, "hold_ms").unwrap_or(Duration::ZERO);
+        // `modes`: the modes of successive cycles, in turn (else `mode`, else exclusive).
+        let modes: Vec<Option<&str>> = match cmd.get("modes").and_then(Value::as_array) {
+            Some(list) if !list.is_empty() => list.iter().map(Value::as_str).collect(),
+            _ => vec![cmd.get("mode").and_then(Value::as_str)],
+        };
         let mut done = 0u64;
+        let mut turn = 0usize;
         loop {
             if count.is_some_and(|c| done >= c)
                 || until.is_some_and(|u| tokio::time::Instant::now() >= u)
             {
                 break;
             }
-            match self.acquire(cmd).await {
+            let mode = match requested_mode(modes[turn % modes.len()], cmd) {
+                Ok(mode) => mode,
+                Err(e) => return json!({"cycles": done, "error": e.code().as_str()}),
+            };
+            match self.acquire(cmd, mode).await {
                 Ok(_) => {
+                    turn += 1;
+                    // A permit, read or write lease's work is one section from acquire to release;
+                    // only a mutex's or a write lease's token can fence.
+                    if self.judged_by_sections() {
+                        self.begin_section();
+                    }
                     for _ in 0..writes {
                         self.probe();
-                        self.write("lease").await;
+                        if mode.is_exclusive() {
+                            self.write("lease").await;
+                        }
                     }
                     if !hold.is_zero() {
                         tokio::time::sleep(hold).await;
@@ -247,7 +387,12 @@ impl Worker {
 
     async fn run(&mut self, cmd: &Value) -> Result<Value, Error> {
         match cmd["op"].as_str().unwrap_or("") {
-            "acquire" => self.acquire(cmd).await,
+            "acquire" => {
+                let mode = requested_mode(cmd.get("mode").and_then(Value::as_str), cmd)?;
+                self.acquire(cmd, mode).await
+            }
+            "begin" => Ok(self.begin_section()),
+            "end" => Ok(self.end_section()),
             "write" => Ok(self.write(cmd["mode"].as_str().unwrap_or("lease")).await),
             "probe" => Ok(self.probe()),
             "hold" => Ok(self.hold(cmd).await),
@@ -295,6 +440,8 @@ async fn init(cmd: &Value) -> Result<Worker, Error> {
         last_token: None,
         sections: 0,
         writes: 0,
+        open_section: None,
+        begun: 0,
     })
 }
 

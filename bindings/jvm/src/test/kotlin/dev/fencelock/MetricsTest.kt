@@ -8,6 +8,7 @@ import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.parallel.Isolated
 import java.io.File
 import java.nio.file.Files
 import java.time.Duration
@@ -18,6 +19,8 @@ import java.util.concurrent.TimeUnit
  * into OpenTelemetry's Java API, so they reach the SDK and exporter the application set up. Read
  * back here through the SDK's in-memory reader, on SQLite.
  */
+// Watches process-wide state (see junit-platform.properties): runs alone.
+@Isolated
 class MetricsTest {
     companion object {
         /** One SDK for the test JVM, made global before any Locker with metrics connects. */

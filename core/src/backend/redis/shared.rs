@@ -1,0 +1,322 @@
+//! Semaphores and read-write locks on one Redis instance: acquire, renew, release and abandon,
+//! each one script of [`super::shared_scripts`] (the layout and its reasons are there), run the
+//! way the mutex's scripts are run ([`super::lock_ops`]): on the shared connection, twice in the
+//! `fault-injection-duplicate-scripts` build, and pipelined with `WAIT 1` on the
+//! acknowledgement connection while the master reports replicas. Also the reading of every
+//! acquire script's refusals (the mutex's acquire answers a kind conflict too).
+
+use std::time::Duration;
+
+use redis::{Script, Value};
+
+use super::conn::Conn;
+use super::keys::keys;
+use super::lock_ops::{run_lock_script, wait_timeout};
+use super::reply::{as_i64, as_string, parse_attempt};
+use super::scripts::FENCE_COUNTER_TTL_MS;
+use super::shared_scripts::{
+    KIND_CONFLICT, NEWER_LAYOUT, PERMITS_CONFLICT, SHARED_ABANDON, SHARED_ACQUIRE,
+    SHARED_LAYOUT_VERSION, SHARED_RELEASE, SHARED_RENEW,
+};
+use super::{RedisBackend, ms, owner_hex};
+use crate::backend::{AcquireRequest, Attempt, Renewal};
+use crate::error::{Error, ErrorCode, Result};
+use crate::ids::OwnerId;
+use crate::mode::{LockKind, LockMode, kind_conflict, permits_conflict};
+use crate::name::LockName;
+
+/// The `permits` argument of the shared scripts: N for a semaphore, 0 for a read-write lock.
+fn permits_of(mode: LockMode) -> u32 {
+    match mode {
+        LockMode::Permit { permits } => permits,
+        _ => 0,
+    }
+}
+
+/// Redis refuses a command a script calls that the user's ACL does not grant with a plain
+/// error (NOPERM is only for keys and channels): for the shared scripts that means an ACL set
+/// up for mutexes only, which is AUTH, and says what to grant.
+pub(super) fn explain_acl(err: Error) -> Error {
+    if err.code() == ErrorCode::Backend && err.message().contains("can't run this command") {
+        return Error::auth(format!(
+            "{}: the Redis user may not run a command that semaphores and read-write locks need \
+             (grant the sorted set commands and HDEL: docs/redis.md, Least-privilege ACL)",
+            err.message().trim_end_matches(['.', ' '])
+        ));
+    }
+    err
+}
+
+/// An acquire script's answer (the mutex's or a shared one) as an [`Attempt`], or the typed
+/// error of its refusal: the name is in use as another kind, a semaphore is in use with
+/// another N, or the stored layout is newer than this fencelock reads.
+pub(super) fn parse_acquire_reply(reply: &Value, req: &AcquireRequest<'_>) -> Result<Attempt> {
+    let name = req.name.as_str();
+    let Value::Array(items) = reply else {
+        return parse_attempt(reply);
+    };
+    let detail = items.get(1);
+    let bad = || Error::internal(format!("unexpected reply to the acquire script: {reply:?}"));
+    match items.first().and_then(as_i64) {
+        Some(KIND_CONFLICT) => {
+            let found = detail
+                .and_then(as_string)
+                .and_then(|kind| LockKind::parse(&kind))
+                .ok_or_else(bad)?;
+            Err(kind_conflict(name, req.mode.kind(), found))
+        }
+        Some(PERMITS_CONFLICT) => {
+            let stored = detail
+                .and_then(as_i64)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(bad)?;
+            Err(permits_conflict(name, permits_of(req.mode), stored))
+        }
+        Some(NEWER_LAYOUT) => Err(Error::backend(format!(
+            "lock {name:?} is stored in layout version {}, made by a newer fencelock; this one \
+             reads version {SHARED_LAYOUT_VERSION}: upgrade fencelock",
+            detail.and_then(as_string).unwrap_or_default()
+        ))),
+        _ => parse_attempt(reply),
+    }
+}
+
+impl RedisBackend {
+    /// Runs a shared script that must reach a replica where the master reports replicas: the
+    /// reply and how many replicas acknowledged (1 without replica acknowledgement).
+    async fn run_acknowledged(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[String],
+        ttl: Duration,
+        context: &str,
+    ) -> Result<(Value, i64)> {
+        match self.replica_ack().await? {
+            None => {
+                let mut invocation = script.prepare_invoke();
+                for key in keys {
+                    invocation.key(*key);
+                }
+                invocation.arg(args);
+                let reply = run_lock_script(&self.conn, &invocation, context)
+                    .await
+                    .map_err(explain_acl)?;
+                Ok((reply, 1))
+            }
+            Some(ack) => self
+                .with_replica_ack(&ack, script, keys, args, wait_timeout(ttl))
+                .await
+                .map_err(explain_acl),
+        }
+    }
+
+    /// The connection a release or abandonment goes on: the one acquires went on, so it
+    /// cannot overtake an acquire sent before it (see [`RedisBackend::release_lock`]).
+    async fn cleanup_conn(&self) -> Result<Conn> {
+        Ok(match self.replica_ack().await? {
+            Some(ack) => Conn::Single(ack),
+            None => self.conn.clone(),
+        })
+    }
+
+    pub(super) async fn acquire_shared(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.ensure_open()?;
+        self.check_ttl(req.ttl)?;
+        let k = keys(&self.settings.prefix, req.name);
+        let args = [
+            owner_hex(req.owner),
+            req.mode.as_str().to_string(),
+            req.mode.kind().as_str().to_string(),
+            permits_of(req.mode).to_string(),
+            ms(req.ttl).to_string(),
+            req.holder.to_string(),
+            SHARED_LAYOUT_VERSION.to_string(),
+            FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
+            format!("{:016x}", crate::ids::random_origin()?),
+        ];
+        let (reply, acks) = self
+            .run_acknowledged(
+                &SHARED_ACQUIRE,
+                &[
+                    &k.shared, &k.leases, &k.waiters, &k.writers, &k.fence, &k.origin, &k.lock,
+                ],
+                &args,
+                req.ttl,
+                "redis acquire",
+            )
+            .await?;
+        let attempt = parse_acquire_reply(&reply, req)?;
+        if matches!(attempt, Attempt::Acquired { .. }) && acks < 1 {
+            // Not safe from a failover: give it back, then report.
+            let _ = self.release_shared(req.name, req.owner).await;
+            return Err(Error::unavailable(format!(
+                "no replica acknowledged the {} lease of {:?} (replica acknowledgement is on \
+                 because the master reports replicas; replica_ack=false turns it off)",
+                req.mode.as_str(),
+                req.name.as_str()
+            )));
+        }
+        Ok(attempt)
+    }
+
+    pub(super) async fn renew_shared(
+        &self,
+        name: &LockName,
+        owner: OwnerId,
+        ttl: Duration,
+    ) -> Result<Renewal> {
+        self.ensure_open()?;
+        self.check_ttl(ttl)?;
+        let k = keys(&self.settings.prefix, name);
+        let args = [owner_hex(owner), ms(ttl).to_string()];
+        let (reply, acks) = self
+            .run_acknowledged(
+                &SHARED_RENEW,
+                &[&k.shared, &k.leases, &k.waiters, &k.writers],
+                &args,
+                ttl,
+                "redis renew",
+            )
+            .await?;
+        if as_i64(&reply) != Some(1) {
+            return Ok(Renewal::NotOurs);
+        }
+        if acks < 1 {
+            return Err(Error::unavailable(format!(
+                "no replica acknowledged the renewal of a lease of {:?}",
+                name.as_str()
+            )));
+        }
+        Ok(Renewal::Renewed)
+    }
+
+    pub(super) async fn release_shared(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, name);
+        let owner = owner_hex(owner);
+        let n: i64 = run_lock_script(
+            &self.cleanup_conn().await?,
+            SHARED_RELEASE
+                .key(&k.shared)
+                .key(&k.leases)
+                .key(&k.waiters)
+                .key(&k.writers)
+                .key(k.gone_of(&owner))
+                .arg(&owner)
+                .arg(&k.channel)
+                .arg(self.conn.publish_command())
+                .arg(self.gone_ttl_ms),
+            "redis release",
+        )
+        .await
+        .map_err(explain_acl)?;
+        Ok(n == 1)
+    }
+
+    pub(super) async fn abandon_shared(&self, name: &LockName, owner: OwnerId) -> Result<()> {
+        self.ensure_open()?;
+        let k = keys(&self.settings.prefix, name);
+        let _: i64 = run_lock_script(
+            &self.cleanup_conn().await?,
+            SHARED_ABANDON
+                .key(&k.shared)
+                .key(&k.leases)
+                .key(&k.waiters)
+                .key(&k.writers)
+                .arg(owner_hex(owner))
+                .arg(&k.channel)
+                .arg(self.conn.publish_command()),
+            "redis abandon",
+        )
+        .await
+        .map_err(explain_acl)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(code: i64, detail: Value) -> Value {
+        Value::Array(vec![Value::Int(code), detail])
+    }
+
+    fn text(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    fn answer(mode: LockMode, reply: &Value) -> Result<Attempt> {
+        let name = LockName::new("jobs").unwrap();
+        let req = AcquireRequest {
+            name: &name,
+            mode,
+            owner: OwnerId::random().unwrap(),
+            ttl: Duration::from_secs(1),
+            holder: "{}",
+        };
+        parse_acquire_reply(reply, &req)
+    }
+
+    #[test]
+    fn refusals_become_typed_errors_naming_both_sides() {
+        let err = answer(
+            LockMode::Exclusive,
+            &reply(KIND_CONFLICT, text("semaphore")),
+        );
+        let err = err.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument);
+        for word in ["\"jobs\"", "semaphore", "mutex"] {
+            assert!(err.message().contains(word), "{err}");
+        }
+        let err = answer(LockMode::Read, &reply(KIND_CONFLICT, text("mutex"))).unwrap_err();
+        assert!(err.message().contains("read-write lock"), "{err}");
+        assert!(err.message().contains("mutex"), "{err}");
+
+        let permits = LockMode::Permit { permits: 3 };
+        let err = answer(permits, &reply(PERMITS_CONFLICT, Value::Int(2))).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument);
+        assert!(err.message().contains("has 2 permits") && err.message().contains("not 3"));
+
+        let err = answer(LockMode::Write, &reply(NEWER_LAYOUT, text("2"))).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Backend);
+        assert!(err.message().contains("layout version 2"), "{err}");
+
+        let unknown = answer(LockMode::Write, &reply(KIND_CONFLICT, text("queue")));
+        assert_eq!(unknown.unwrap_err().code(), ErrorCode::Internal);
+    }
+
+    #[test]
+    fn a_command_the_acl_does_not_grant_is_auth_and_says_what_to_grant() {
+        let refused = Error::backend(
+            "redis acquire: ResponseError: The user executing the script can't run this command \
+             or subcommand script: f541, on @user_script:20.",
+        );
+        let err = explain_acl(refused);
+        assert_eq!(err.code(), ErrorCode::Auth);
+        assert!(err.message().contains("docs/redis.md"), "{err}");
+        let other = explain_acl(Error::backend("redis acquire: something else"));
+        assert_eq!(other.code(), ErrorCode::Backend);
+    }
+
+    #[test]
+    fn grants_and_held_answers_read_as_the_mutex_s() {
+        let taken = Value::Array(vec![Value::Int(1), text("1764000000000001"), text("00ff")]);
+        assert_eq!(
+            answer(LockMode::Read, &taken).unwrap(),
+            Attempt::Acquired {
+                token: 1764000000000001,
+                origin: Some(0xff)
+            }
+        );
+        assert_eq!(
+            answer(LockMode::Write, &reply(0, Value::Int(250))).unwrap(),
+            Attempt::Held {
+                expires_in: Some(Duration::from_millis(250))
+            }
+        );
+        assert_eq!(permits_of(LockMode::Permit { permits: 7 }), 7);
+        assert_eq!(permits_of(LockMode::Write), 0);
+    }
+}
