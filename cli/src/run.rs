@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use fencelock::{ErrorCode, Lock, LockMode, LockOptions, Locker, MAX_PERMITS};
+use fencelock::{ErrorCode, LockMode, LockOptions, Locker, MAX_PERMITS};
 
 use crate::child::{Signals, Supervision, launch};
 use crate::supervise::{ChildSpec, effective_grace, run_child};
@@ -118,16 +118,6 @@ impl RunArgs {
     }
 }
 
-/// NAME as the primitive `mode` belongs to.
-fn lock_for(locker: &Locker, name: &str, mode: LockMode) -> fencelock::Result<Lock> {
-    match mode {
-        LockMode::Exclusive => locker.mutex(name),
-        LockMode::Permit { permits } => locker.semaphore(name, permits),
-        LockMode::Read => locker.read_lock(name),
-        LockMode::Write => locker.write_lock(name),
-    }
-}
-
 /// The variable CMD finds its token in: FENCELOCK_TOKEN only for a lease that may fence (the
 /// name's one holder), so a permit or read token is never mistaken for a fencing token.
 fn token_variable(mode: LockMode) -> &'static str {
@@ -167,7 +157,7 @@ async fn hold_and_run(
         Err(e) => return fail(e),
     };
     let mode = args.mode();
-    let acquired = match lock_for(&locker, &args.name, mode) {
+    let acquired = match locker.lock(&args.name, mode) {
         Ok(lock) => lock.acquire(options).await,
         Err(e) => Err(e),
     };

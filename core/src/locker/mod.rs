@@ -153,7 +153,17 @@ impl Locker {
         self.lock(name, LockMode::Write)
     }
 
-    fn lock(&self, name: &str, mode: LockMode) -> Result<Lock> {
+    /// `name` in `mode`: the one entry point behind [`Locker::mutex`], [`Locker::semaphore`],
+    /// [`Locker::read_lock`] and [`Locker::write_lock`], for callers that hold the mode as a
+    /// value (the bindings, the command).
+    ///
+    /// # Errors
+    /// As the four: INVALID_ARGUMENT for a bad name, a permit count outside 1 to
+    /// [`crate::MAX_PERMITS`], or a kind the backend does not offer.
+    pub fn lock(&self, name: &str, mode: LockMode) -> Result<Lock> {
+        if let LockMode::Permit { permits } = mode {
+            LockMode::permit(permits)?;
+        }
         let name = LockName::new(name)?;
         let backend = &self.inner.backend;
         if !backend.offers(mode.kind()) {

@@ -54,9 +54,11 @@ impl RedlockBackend {
         )))
     }
 
-    /// Sent to every master. `Ok(true)` when at least one master still had our key;
-    /// `Ok(false)` only when a majority answered and none had it (it was removed or taken
-    /// over); UNAVAILABLE when fewer than a majority answered and none had it.
+    /// Sent to every master. `Ok(true)` when the lock may still have been ours: our keys
+    /// removed, plus the masters that did not answer, reach a majority (and at least one key
+    /// was there). `Ok(false)` when a majority answered and fewer than a majority had our key:
+    /// it had been removed or taken over (a straggling key, such as one a forced release did
+    /// not reach in time, does not make a lease). Otherwise UNAVAILABLE.
     pub(super) async fn release_lock(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
         // Every request is on its connection after the fan-out's first poll; once a majority
@@ -74,12 +76,11 @@ impl RedlockBackend {
         self.settle_removal(&answers, name, "release")
     }
 
-    /// Sent to every master, removing whatever key each has for the lock. `Ok(true)` when the
-    /// lock may have been held: a holder has keys on a majority, so the removed keys and the
-    /// masters that did not answer reach one. `Ok(false)` when a majority answered and fewer
-    /// than a majority had a key: nobody held it, and the keys removed were stragglers (a
-    /// release returns once a majority released; a failed acquire's grants on a minority).
-    /// Otherwise UNAVAILABLE. A master that was down keeps its key until its ttl, but without
+    /// Sent to every master, removing whatever key each has for the lock; answered as a
+    /// release is ([`Self::settle_removal`]): `Ok(true)` when somebody may have held it (a
+    /// holder has keys on a majority), `Ok(false)` when a majority answered and fewer than a
+    /// majority had a key (stragglers of a release still in flight or of a failed acquire are
+    /// removed all the same). A master that was down keeps its key until its ttl, but without
     /// a majority of keys nobody can renew.
     pub(super) async fn force_release_lock(&self, name: &LockName) -> Result<bool> {
         self.ensure_open()?;
@@ -90,39 +91,37 @@ impl RedlockBackend {
             .map(|i| i.force_release(self.settings.instance_timeout, &k.lock, &k.channel))
             .collect();
         let answers = self.ask_every_master(requests).await;
-        let removed = ok_count(&answers, |_, removed| *removed);
-        let unanswered = self.instances.len() - ok_count(&answers, |_, _| true);
-        if removed > 0 && removed + unanswered >= self.quorum {
-            return Ok(true);
-        }
-        if removed > 0 {
-            flog!(
-                info,
-                lock = name,
-                "force release removed {removed} straggling key(s); no majority held the lock"
-            );
-        }
-        self.settle_removal(&answers[..], name, "force release")
-            .map(|_| false)
+        self.settle_removal(&answers, name, "force release")
     }
 
-    /// The outcome of removing a lock's keys (release, force release) from the masters' answers:
-    /// true when any master removed one; false only when a majority answered and none had it;
-    /// a fatal error as it came; otherwise UNAVAILABLE, since the unanswered may hold it.
+    /// The outcome of removing a lock's keys (release, force release) from the masters'
+    /// answers. A lease exists only on a majority, so: true when the keys removed and the
+    /// masters that did not answer reach one (and one key was there); false when a majority
+    /// answered and fewer than a majority had a key; a fatal error as it came; otherwise
+    /// UNAVAILABLE, since the unanswered may hold it.
     fn settle_removal(
         &self,
         answers: &[Option<Result<bool>>],
         name: &LockName,
         what: &str,
     ) -> Result<bool> {
-        if ok_count(answers, |_, removed| *removed) > 0 {
+        let removed = ok_count(answers, |_, removed| *removed);
+        let answered = ok_count(answers, |_, _| true);
+        let unanswered = self.instances.len() - answered;
+        if removed > 0 && removed + unanswered >= self.quorum {
             return Ok(true);
         }
         if let Some(e) = fatal_error(answers) {
             return Err(e);
         }
-        let answered = ok_count(answers, |_, _| true);
         if answered >= self.quorum {
+            if removed > 0 {
+                flog!(
+                    info,
+                    lock = name,
+                    "{what} removed {removed} straggling key(s) of a lock no majority held"
+                );
+            }
             return Ok(false);
         }
         Err(Error::unavailable(format!(
