@@ -13,6 +13,11 @@ same guarantees.
 In asyncio: ``locker = await fencelock.connect_async(url)``, ``async with locker.lock(name)``,
 and the ``_async`` twin of each waiting method (``acquire_async``, ``release_async``, ...).
 
+Besides the mutex of ``locker.lock(name)``: ``with locker.semaphore(name, permits=3)`` (at most
+3 holders at once), ``with locker.read_lock(name)`` (many readers) and
+``with locker.write_lock(name)`` (one writer alone), each with ``async with`` too; a lease's
+``mode`` says which it holds.
+
 Logs go to ``logging.getLogger("fencelock")``; ``locker.on_event(callback)`` reports each
 lease's lifecycle (acquired, renewed, renewal_retried, suspended, resumed, lost, released,
 deployment_mismatch).

@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Generator, Iterator, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Callable, Generic, Optional, TypeVar, Union, final
+from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union, final
 
 from typing_extensions import Self, TypeAlias
 
@@ -38,6 +38,10 @@ _Entered = TypeVar("_Entered", "Lease", "Leadership")
 
 #: _Seconds (int or float) or a timedelta.
 _Seconds: TypeAlias = Union[int, float, timedelta]
+#: How a lease holds its name (`Lease.mode`).
+_LeaseMode: TypeAlias = Literal["exclusive", "permit", "read", "write"]
+#: What a name is used as (`LockInfo.kind`).
+_LockKind: TypeAlias = Literal["mutex", "semaphore", "read-write lock"]
 #: A value bound to a statement parameter.
 _SqlParam: TypeAlias = Union[None, bool, int, float, str, bytes, bytearray, memoryview]
 #: One statement of a fenced write: `(sql, params)`, `(sql,)` or a bare sql string.
@@ -83,6 +87,57 @@ class Locker:
         reentrant: bool = False,
         pipelined_release: bool = False,
     ) -> Lock[Lease]: ...
+    def semaphore(
+        self,
+        name: str,
+        permits: int,
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+        pipelined_release: bool = False,
+    ) -> Lock[Lease]:
+        """One of `permits` permits (1 to 10000) of the semaphore `name`, for `with` or
+        `async with`: at most `permits` blocks hold it at once, each with a Lease of its own
+        (`mode` "permit"). Every participant must use the same `permits` while the semaphore is
+        held or waited on (another raises InvalidArgument on entering). A permit cannot guard a
+        Fence. Options, errors, re-entry and the lost signal as for `lock()`. Redlock and Redis
+        Cluster refuse semaphores with InvalidArgument."""
+    def read_lock(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+        pipelined_release: bool = False,
+    ) -> Lock[Lease]:
+        """The read lock of the read-write lock `name`, for `with` or `async with`: any number of
+        readers at once while no writer holds it; once a writer waits, new readers queue behind
+        it. Its Lease (`mode` "read") cannot guard a Fence. Options, errors, re-entry and the
+        lost signal as for `lock()`. Redlock and Redis Cluster refuse it with InvalidArgument."""
+    def write_lock(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+        pipelined_release: bool = False,
+    ) -> Lock[Lease]:
+        """The write lock of the read-write lock `name`, for `with` or `async with`: one writer,
+        while no reader holds it. Its Lease (`mode` "write") has a token larger than every
+        earlier read or write token of the name, and guards a Fence as a mutex's does. Entering
+        it while the same thread or task holds the read lock raises Deadlock."""
     def leadership(
         self,
         name: str,
@@ -185,7 +240,8 @@ class Locker:
 
 @final
 class Lock(Generic[_Entered]):
-    """`locker.lock(name, ...)`: acquires when entered (`with` or `async with`), releases when left.
+    """`locker.lock(name, ...)`, `semaphore(name, permits, ...)`, `read_lock(name, ...)` or
+    `write_lock(name, ...)`: acquires when entered (`with` or `async with`), releases when left.
     From `locker.leadership(name, ...)`, entering yields the Leadership and leaving resigns."""
 
     @property
@@ -213,6 +269,11 @@ class Lease:
     def name(self) -> str: ...
     @property
     def token(self) -> int: ...
+    @property
+    def mode(self) -> _LeaseMode:
+        """How this lease holds its name: "exclusive" (a mutex's or an election's), "permit" (a
+        semaphore's), "read" or "write" (a read-write lock's). Only "exclusive" and "write"
+        leases may guard a Fence."""
     @property
     def expires_at(self) -> Optional[datetime]: ...
     @property
@@ -269,6 +330,18 @@ class LockInfo:
     def time_left(self) -> Optional[float]: ...
     @property
     def waiters(self) -> list[dict[str, Any]]: ...
+    @property
+    def kind(self) -> _LockKind:
+        """What the name is used as: "mutex" (also for a name nobody uses), "semaphore" or
+        "read-write lock"."""
+    @property
+    def permits(self) -> Optional[int]:
+        """A semaphore's number of permits; None for the other kinds."""
+    @property
+    def leases(self) -> list[dict[str, Any]]:
+        """Every holder of a semaphore or read-write lock (empty for a mutex): dicts with `mode`,
+        `token`, `holder` (a dict as `LockInfo.holder`) and `time_left` (seconds), each None
+        when unknown."""
 
 @final
 class LockList:

@@ -3,7 +3,7 @@
 use std::mem::ManuallyDrop;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fencelock::{Error, ErrorCode, Lease};
+use fencelock::{Error, ErrorCode, Lease, LockMode};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -130,10 +130,19 @@ impl PyLease {
         self.core().name()
     }
 
-    /// The fencing token: an int, strictly increasing per lock name, below 2**63.
+    /// The fencing token: an int, strictly increasing per lock name, below 2**63. Only a mutex's
+    /// or a write lease's token may guard a `Fence`: readers and a semaphore's permits hold the
+    /// name at once.
     #[getter]
     fn token(&self) -> u64 {
         self.core().token()
+    }
+
+    /// How this lease holds its name: "exclusive" (a mutex's, from `lock()`, `acquire()` or an
+    /// election), "permit" (one of a semaphore's), "read" or "write" (a read-write lock's).
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.core().mode().as_str()
     }
 
     /// When the backend will expire the lease unless it is renewed (this client's estimate), as a
@@ -289,8 +298,12 @@ impl PyLease {
         } else {
             "released"
         };
+        let mode = match lease.mode() {
+            LockMode::Exclusive => String::new(),
+            mode => format!(" mode={}", mode.as_str()),
+        };
         format!(
-            "<fencelock.Lease name={:?} token={} {state}>",
+            "<fencelock.Lease name={:?} token={}{mode} {state}>",
             lease.name(),
             lease.token()
         )

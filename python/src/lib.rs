@@ -1,6 +1,7 @@
 //! `fencelock._native`: the Python face of the `fencelock` core.
 //!
-//! The source files mirror the core's modules: `locker.rs` (Locker, `lock()`, `connect`),
+//! The source files mirror the core's modules: `locker.rs` (Locker, the `with` objects of
+//! `lock()`, `semaphore()`, `read_lock()`, `write_lock()` and `leadership()`, `connect`),
 //! `lease.rs`, `signal.rs` (the lost signal), `fence.rs`, `error.rs` (the one mapping of error
 //! codes to Python exceptions), `options.rs` (Python arguments to core options) and `runtime.rs`
 //! (the process's tokio runtime, and how Python waits on it); `contract.rs` hands the core's

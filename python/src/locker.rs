@@ -1,10 +1,14 @@
-//! `fencelock.Locker`, the `locker.lock(...)` context manager, `LockInfo`, and `connect`.
+//! `fencelock.Locker`, the context manager of `locker.lock(...)`, `semaphore(...)`,
+//! `read_lock(...)`, `write_lock(...)` and `leadership(...)`, `LockInfo`, and `connect`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fencelock::{HolderDescription, LockInfo, LockList, LockOptions, Locker, Scope};
+use fencelock::{
+    HolderDescription, LeaseInfo, Lock, LockInfo, LockKind, LockList, LockMode, LockOptions,
+    Locker, Scope,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
@@ -128,7 +132,73 @@ impl PyLocker {
         name: Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
-        guard(|| PyLock::new(slf, &name, options, "lock", false))
+        guard(|| PyLock::new(slf, &name, options, "lock", false, Locker::mutex))
+    }
+
+    /// One of `permits` permits of the semaphore `name`, to use with `with` or `async with`: at
+    /// most `permits` blocks hold it at once, across every process and language; the block gets
+    /// its own Lease (`mode` "permit", a token of its own) and leaving it frees the permit.
+    /// Every participant must use the same `permits` (1 to 10000) while the semaphore is held or
+    /// waited on (another number raises `fencelock.InvalidArgument` on entering); once it is idle
+    /// a new number replaces the old. A permit's token cannot guard a `Fence`: its holders run
+    /// at once. Options, waiting, errors, re-entry and the lost signal are as for `lock()`.
+    /// Redlock and Redis Cluster do not offer semaphores: `fencelock.InvalidArgument`.
+    #[pyo3(
+        signature = (name, permits, **options),
+        text_signature = "($self, name, permits, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
+    )]
+    fn semaphore(
+        slf: &Bound<'_, Self>,
+        name: Bound<'_, PyAny>,
+        permits: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyLock> {
+        guard(|| {
+            let permits = crate::options::permits(&permits)?;
+            PyLock::new(
+                slf,
+                &name,
+                options,
+                "semaphore",
+                false,
+                move |locker, name| locker.semaphore(name, permits),
+            )
+        })
+    }
+
+    /// The read lock of the read-write lock `name`, to use with `with` or `async with`: any
+    /// number of readers hold it at once while no writer does; once a writer waits, new readers
+    /// queue behind it. The block gets a Lease with `mode` "read", whose token cannot guard a
+    /// `Fence`. Options, waiting, errors, re-entry and the lost signal are as for `lock()`; a
+    /// thread or task holding the write lock may re-enter it as a reader with `reentrant=True`.
+    /// Redlock and Redis Cluster do not offer read-write locks: `fencelock.InvalidArgument`.
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
+    )]
+    fn read_lock(
+        slf: &Bound<'_, Self>,
+        name: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyLock> {
+        guard(|| PyLock::new(slf, &name, options, "read_lock", false, Locker::read_lock))
+    }
+
+    /// The write lock of the read-write lock `name`, to use with `with` or `async with`: one
+    /// writer, while no reader holds it. The block gets a Lease with `mode` "write", whose token
+    /// is larger than every earlier read or write token of the name, so it guards a `Fence` as
+    /// a mutex's does. A thread or task holding the read lock that enters the write lock gets
+    /// `fencelock.Deadlock` (it would wait for itself). Otherwise as `read_lock()`.
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
+    )]
+    fn write_lock(
+        slf: &Bound<'_, Self>,
+        name: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyLock> {
+        guard(|| PyLock::new(slf, &name, options, "write_lock", false, Locker::write_lock))
     }
 
     /// Leadership of the election `name`, to use with `with` or `async with`: entering
@@ -146,7 +216,7 @@ impl PyLocker {
         name: Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
-        guard(|| PyLock::new(slf, &name, options, "leadership", true))
+        guard(|| PyLock::new(slf, &name, options, "leadership", true, Locker::mutex))
     }
 
     /// Campaigns for `name`, calls `fn(leadership)` once leading, resigns when it returns and
@@ -172,7 +242,7 @@ impl PyLocker {
         }
         let election = Bound::new(
             py,
-            guard(|| PyLock::new(slf, &name, options, "run_as_leader", true))?,
+            guard(|| PyLock::new(slf, &name, options, "run_as_leader", true, Locker::mutex))?,
         )?;
         let leadership = election.call_method0("__enter__")?;
         match func.call1((leadership,)) {
@@ -602,15 +672,16 @@ impl Drop for Claim {
     }
 }
 
-/// `locker.lock(name, ...)`: acquires when entered (`with` or `async with`) and releases when
-/// left. One object may be shared by threads and tasks (each entry is its own acquisition).
-/// Entering the lock again inside its own block in the same thread or task re-enters it with
-/// `reentrant=True` (same lease, same token) and raises `fencelock.Deadlock` without it, since
-/// that would wait forever.
+/// `locker.lock(name, ...)` (or `semaphore`, `read_lock`, `write_lock`): acquires when entered
+/// (`with` or `async with`) and releases when left. One object may be shared by threads and
+/// tasks (each entry is its own acquisition). Entering the lock again inside its own block in
+/// the same thread or task re-enters it with `reentrant=True` (same lease, same token) and
+/// raises `fencelock.Deadlock` without it, since that would wait forever.
 #[pyclass(name = "Lock", module = "fencelock", frozen)]
 pub struct PyLock {
     locker: Py<PyLocker>,
-    name: String,
+    /// The name in its mode (an election's is its mutex): every kind enters through it.
+    lock: Lock,
     options: LockOptions,
     scopes: Scopes,
     /// Made by `locker.leadership(...)`: entering yields a Leadership instead of the Lease.
@@ -627,12 +698,15 @@ impl Drop for PyLock {
 }
 
 impl PyLock {
+    /// The object `locker.<call>(name, **options)` returns; `make` names the core's lock (a
+    /// mutex, a semaphore, a read or a write lock), checking the name and what the backend offers.
     fn new(
         locker: &Bound<'_, PyLocker>,
         name: &Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
         call: &str,
         leadership: bool,
+        make: impl FnOnce(&Locker, &str) -> fencelock::Result<Lock>,
     ) -> PyResult<PyLock> {
         let name = text(
             name,
@@ -642,17 +716,16 @@ impl PyLock {
                 "lock name"
             },
         )?;
-        fencelock::LockName::new(name.as_str()).map_err(to_py)?;
         let known = if leadership {
             LEADERSHIP_OPTIONS
         } else {
             LOCK_OPTIONS
         };
         let options = acquire_options(options, known, call)?;
-        locker.get().core()?;
+        let lock = make(locker.get().core()?, &name).map_err(to_py)?;
         Ok(PyLock {
             locker: locker.clone().unbind(),
-            name,
+            lock,
             options,
             scopes: Arc::new(Mutex::new(HashMap::new())),
             leadership,
@@ -691,10 +764,11 @@ impl PyLock {
         }
     }
 
-    fn enter(&self, py: Python<'_>) -> PyResult<(Locker, Scope, Claim)> {
-        let locker = self.locker.get().core()?.clone();
+    /// The lock to acquire (CLOSED in a forked child), the caller's scope, and its claim.
+    fn enter(&self, py: Python<'_>) -> PyResult<(Lock, Scope, Claim)> {
+        self.locker.get().core()?;
         let scope = current_scope(py)?;
-        Ok((locker, scope, self.claim(scope)))
+        Ok((self.lock.clone(), scope, self.claim(scope)))
     }
 }
 
@@ -703,16 +777,16 @@ impl PyLock {
     /// The lock's name.
     #[getter]
     fn name(&self) -> &str {
-        &self.name
+        self.lock.name()
     }
 
     fn __enter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         guard(|| {
-            let (locker, scope, claim) = self.enter(py)?;
-            let (name, options) = (self.name.clone(), self.options.clone());
+            let (lock, scope, claim) = self.enter(py)?;
+            let options = self.options.clone();
             let lease = wait(
                 py,
-                async move { locker.acquire_in(scope, &name, &options).await },
+                async move { lock.acquire_in(scope, &options).await },
                 OnInterrupt::Cancel,
             )?;
             claim.fulfil(lease.clone());
@@ -737,14 +811,11 @@ impl PyLock {
 
     fn __aenter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         guard(|| {
-            let (locker, scope, claim) = self.enter(py)?;
-            let (name, options) = (self.name.clone(), self.options.clone());
+            let (lock, scope, claim) = self.enter(py)?;
+            let options = self.options.clone();
             let leadership = self.leadership;
             awaitable(py, async move {
-                let lease = locker
-                    .acquire_in(scope, &name, &options)
-                    .await
-                    .map_err(to_py)?;
+                let lease = lock.acquire_in(scope, &options).await.map_err(to_py)?;
                 claim.fulfil(lease.clone());
                 Python::attach(|py| Self::entered(py, lease, leadership))
             })
@@ -770,9 +841,15 @@ impl PyLock {
     }
 
     fn __repr__(&self) -> String {
+        let mode = match self.lock.mode() {
+            LockMode::Exclusive => String::new(),
+            mode => format!(" mode={:?}", mode.to_string()),
+        };
         format!(
-            "<fencelock.Lock name={:?} ttl={:?} wait={:?}>",
-            self.name, self.options.ttl, self.options.wait
+            "<fencelock.Lock name={:?}{mode} ttl={:?} wait={:?}>",
+            self.lock.name(),
+            self.options.ttl,
+            self.options.wait
         )
     }
 }
@@ -786,6 +863,9 @@ pub struct PyLockInfo {
     holder: Option<HolderDescription>,
     time_left: Option<Duration>,
     waiters: Vec<(String, Option<HolderDescription>)>,
+    kind: LockKind,
+    permits: Option<u32>,
+    leases: Vec<LeaseInfo>,
 }
 
 impl From<LockInfo> for PyLockInfo {
@@ -801,6 +881,9 @@ impl From<LockInfo> for PyLockInfo {
                 .into_iter()
                 .map(|w| (w.node, w.holder.as_deref().map(HolderDescription::parse)))
                 .collect(),
+            kind: info.kind,
+            permits: info.permits,
+            leases: info.leases,
         }
     }
 }
@@ -881,13 +964,15 @@ impl PyLockInfo {
         self.held
     }
 
-    /// The last fencing token minted for this lock (the holder's, while held); None if never taken.
+    /// The last token minted for this name, in any mode (a mutex holder's, while held); None if
+    /// never taken.
     #[getter]
     fn token(&self) -> Option<u64> {
         self.token
     }
 
-    /// The holder's description while held: a dict with some of host, pid, language, text.
+    /// A mutex holder's description while held: a dict with some of host, pid, language, text
+    /// (a semaphore's or read-write lock's holders are in `leases`).
     #[getter]
     fn holder<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         self.holder
@@ -896,14 +981,49 @@ impl PyLockInfo {
             .transpose()
     }
 
-    /// Seconds left on the backend's clock while held; None when free or unknown.
+    /// Seconds left on the backend's clock while a mutex is held; None when free or unknown.
     #[getter]
     fn time_left(&self) -> Option<f64> {
         self.time_left.map(|d| d.as_secs_f64())
     }
 
-    /// The waiters queued behind the holder, first in line first (ZooKeeper; empty on TTL
-    /// backends, whose waiters do not queue): dicts with `node` and, when known, `holder`.
+    /// What the name is used as: "mutex" (also for a name nobody uses), "semaphore" or
+    /// "read-write lock".
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.kind.as_str()
+    }
+
+    /// A semaphore's number of permits, as its holders and waiters use it; None for the other
+    /// kinds.
+    #[getter]
+    fn permits(&self) -> Option<u32> {
+        self.permits
+    }
+
+    /// Every holder of a semaphore or read-write lock (empty for a mutex, whose one holder is in
+    /// `holder`, `token` and `time_left`): dicts with `mode` ("permit", "read" or "write"),
+    /// `token`, `holder` (a dict as `holder`) and `time_left` (seconds), each None when unknown.
+    #[getter]
+    fn leases<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.leases
+            .iter()
+            .map(|lease| {
+                let dict = PyDict::new(py);
+                dict.set_item("mode", lease.mode.as_str())?;
+                dict.set_item("token", lease.token)?;
+                let holder = lease.holder_description();
+                dict.set_item("holder", holder.map(|h| holder_dict(py, &h)).transpose()?)?;
+                dict.set_item("time_left", lease.time_left.map(|d| d.as_secs_f64()))?;
+                Ok(dict)
+            })
+            .collect()
+    }
+
+    /// The waiters behind the holders, first in line first, where the backend keeps them
+    /// (ZooKeeper's queue; a waiting semaphore permit or writer on the other backends; empty for
+    /// a mutex's waiters there, which do not register): dicts with `node` and, when known,
+    /// `holder`.
     #[getter]
     fn waiters<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         self.waiters
@@ -920,6 +1040,18 @@ impl PyLockInfo {
     }
 
     fn __repr__(&self) -> String {
+        if self.kind != LockKind::Mutex {
+            let permits = self
+                .permits
+                .map(|p| format!(" permits={p}"))
+                .unwrap_or_default();
+            return format!(
+                "<fencelock.LockInfo name={:?} {}{permits} leases={}>",
+                self.name,
+                self.kind,
+                self.leases.len()
+            );
+        }
         match (self.held, self.token) {
             (true, Some(token)) => format!(
                 "<fencelock.LockInfo name={:?} held token={token}>",

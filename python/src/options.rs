@@ -132,6 +132,30 @@ pub(crate) fn text(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     })
 }
 
+/// A semaphore's number of permits: an `int` (not a `bool`). The core checks the range (1 to
+/// `fencelock::MAX_PERMITS`); an int too large or too small for it to see gets the same answer
+/// here.
+pub(crate) fn permits(value: &Bound<'_, PyAny>) -> PyResult<u32> {
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        return Err(invalid_type(format!(
+            "permits must be an int, got {} ({})",
+            type_name(value),
+            describe(value)
+        )));
+    }
+    value
+        .extract::<i64>()
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| {
+            invalid(format!(
+                "permits must be 1 to {}, not {}",
+                fencelock::MAX_PERMITS,
+                describe(value)
+            ))
+        })
+}
+
 fn boolean(value: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
     if !value.is_instance_of::<PyBool>() {
         return Err(invalid(format!(

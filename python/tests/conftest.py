@@ -134,19 +134,37 @@ _unusable: Dict[str, str] = {}
 
 
 @pytest.fixture(params=backend_params())
-def any_locker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[fencelock.Locker]:
-    url = request.param if request.param != "sqlite" else f"sqlite://{tmp_path / 'locks.db'}"
+def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of each backend in turn (with its password: never show it)."""
+    url: str = request.param
+    return url if url != "sqlite" else f"sqlite://{tmp_path / 'locks.db'}"
+
+
+def _connect_or_skip(url: str) -> fencelock.Locker:
     if url in _unusable:
         pytest.skip(_unusable[url])
     try:
-        locker = fencelock.connect(url, operation_timeout=10)
+        return fencelock.connect(url, operation_timeout=10)
     except fencelock.Unavailable as e:
         if REQUIRE_SERVERS:
             raise
         _unusable[url] = f"server not answering: {e}"
         pytest.skip(_unusable[url])
+
+
+@pytest.fixture
+def any_locker(any_url: str) -> Iterator[fencelock.Locker]:
+    locker = _connect_or_skip(any_url)
     yield locker
     locker.close()
+
+
+@pytest.fixture
+def any_rival(any_url: str, any_locker: fencelock.Locker) -> Iterator[fencelock.Locker]:
+    """A second Locker on `any_locker`'s backend: another client to contend with."""
+    rival = _connect_or_skip(any_url)
+    yield rival
+    rival.close()
 
 
 def native_test_hook(name: str) -> Callable[[], Any]:

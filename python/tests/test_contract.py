@@ -21,7 +21,14 @@ OPTIONS: Dict[str, Dict[str, Any]] = {spec["name"]: spec for spec in CONTRACT["o
 #: The Python functions of each core operation; their keyword-only parameters are the options.
 FUNCTIONS: Dict[str, List[Callable[..., Any]]] = {
     "connect": [fencelock.connect, fencelock.connect_async],
-    "acquire": [fencelock.Locker.lock, fencelock.Locker.acquire, fencelock.Locker.acquire_async],
+    "acquire": [
+        fencelock.Locker.lock,
+        fencelock.Locker.semaphore,
+        fencelock.Locker.read_lock,
+        fencelock.Locker.write_lock,
+        fencelock.Locker.acquire,
+        fencelock.Locker.acquire_async,
+    ],
     "try_acquire": [fencelock.Locker.try_acquire, fencelock.Locker.try_acquire_async],
     "campaign": [fencelock.Locker.leadership, fencelock.Locker.run_as_leader],
     "open_fence": [fencelock.Fence.open, fencelock.Fence.open_async],
@@ -167,8 +174,11 @@ def _call(
         fence.close()
         return
     with fencelock.connect(url) as locker:
-        if method in ("lock", "leadership"):
+        if method in ("lock", "read_lock", "write_lock", "leadership"):
             with getattr(locker, method)(name, **kw):
+                pass
+        elif method == "semaphore":
+            with locker.semaphore(name, 2, **kw):
                 pass
         elif method == "run_as_leader":
             locker.run_as_leader(name, lambda leadership: leadership.term, **kw)

@@ -6,6 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use fencelock::{Lease, LossReason};
 
 use crate::error::{NativeError, guard};
+use crate::mode::NativeLockMode;
 use crate::runtime::{OnDrop, run};
 
 /// Why a lease was lost.
@@ -60,6 +61,12 @@ impl NativeLease {
     /// The fencing token; below 2^63, so it fits a `Long`.
     pub fn token(&self) -> i64 {
         self.lease.token() as i64
+    }
+
+    /// How the lease holds its name (a nested read in a scope that holds the write lease is a
+    /// share of that write lease: `Write`).
+    pub fn mode(&self) -> NativeLockMode {
+        self.lease.mode().into()
     }
 
     /// The server's expiry as this client estimates it, in ms since the epoch; none where the

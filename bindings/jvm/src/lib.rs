@@ -2,7 +2,8 @@
 //! `fencelock` core, exported with uniffi.
 //!
 //! The source files mirror the core's modules and the other bindings': `locker.rs` (Locker,
-//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `election.rs` (campaign,
+//! `connect`, the acquire of every mode, lock info), `mode.rs` (lock modes and kinds: mutex,
+//! semaphore, read-write lock), `lease.rs` (Lease and its lost signal), `election.rs` (campaign,
 //! leader), `fence.rs`, `observe.rs` (lifecycle events and log records), `error.rs` (the one
 //! mapping of core errors and panics), `options.rs` (JVM values to core options), `runtime.rs`
 //! (the one tokio runtime, and how its futures reach Kotlin) and `contract.rs` (the core's
@@ -22,6 +23,7 @@ mod fence;
 mod lease;
 mod locker;
 mod metrics;
+mod mode;
 mod observe;
 mod options;
 mod runtime;
@@ -34,9 +36,11 @@ pub use error::{NativeError, NativeErrorCode};
 pub use fence::{NativeFence, NativeSqlValue, NativeStatement, open_fence};
 pub use lease::{NativeLease, NativeLossReason, NativeLostListener};
 pub use locker::{
-    NativeHolder, NativeLockInfo, NativeLockList, NativeLocker, NativeWaiter, connect,
+    NativeHolder, NativeLeaseInfo, NativeLockInfo, NativeLockList, NativeLocker, NativeWaiter,
+    connect,
 };
 pub use metrics::{NativeInstrument, NativeMeasurement, NativeMetricsSink, metric_instruments};
+pub use mode::{NativeLockKind, NativeLockMode};
 pub use observe::{
     NativeEventSubscription, NativeLockEvent, NativeLockEventKind, NativeLogLevel, NativeLogRecord,
     NativeLogSubscription, subscribe_logs,

@@ -1,12 +1,17 @@
 //! `NativeLocker` (wrapped by the Kotlin `Locker`), `connect`, and lock info.
+//!
+//! Every acquire names the mode it asks for (a mutex, a semaphore's permit, a read or a write
+//! lease; `mode.rs`) and goes through the core's `Lock` for the name in that mode, the one
+//! acquire path every mode shares (docs/design.md §1.8).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock::{HolderDescription, LockInfo, LockList, Locker, Scope, Waiter};
+use fencelock::{HolderDescription, LeaseInfo, Lock, LockInfo, LockList, Locker, Scope, Waiter};
 
 use crate::error::NativeError;
 use crate::lease::NativeLease;
+use crate::mode::{NativeLockKind, NativeLockMode, lock_mode, permits_to_jvm};
 use crate::options::{NativeConnectOptions, NativeLockOptions, lock_options, locker_options};
 use crate::runtime::{OnDrop, run};
 
@@ -46,42 +51,57 @@ impl NativeLocker {
     pub(crate) fn core(&self) -> &Locker {
         &self.locker
     }
+
+    /// The core's handle of `name` in `mode`: INVALID_ARGUMENT for a bad name, permits outside
+    /// 1 to 10,000, or a kind the backend does not offer.
+    fn lock(&self, name: &str, mode: NativeLockMode) -> Result<Lock, NativeError> {
+        Ok(self.locker.lock(name, lock_mode(mode)?)?)
+    }
 }
 
 #[uniffi::export]
 impl NativeLocker {
-    /// Acquires `name` on behalf of the execution scope `scope` (a thread or coroutine, named
-    /// by the Kotlin layer; see the core's `reentry`). Cancelling the caller leaves nothing
-    /// behind.
+    /// Checks that `name` may be taken in `mode` here (the Kotlin `semaphore`, `readLock`, …
+    /// call it when they make their handle, so a bad count or a kind the backend does not offer
+    /// fails there, before any I/O); the acquires check again.
+    pub fn check_lock(&self, name: String, mode: NativeLockMode) -> Result<(), NativeError> {
+        crate::error::guard(|| self.lock(&name, mode).map(drop))
+    }
+
+    /// Acquires `name` in `mode` on behalf of the execution scope `scope` (a thread or
+    /// coroutine, named by the Kotlin layer; see the core's `reentry`). Cancelling the caller
+    /// leaves nothing behind.
     pub async fn acquire(
         &self,
         name: String,
+        mode: NativeLockMode,
         options: NativeLockOptions,
         scope: i64,
     ) -> Result<Arc<NativeLease>, NativeError> {
+        let lock = self.lock(&name, mode)?;
         let options = lock_options(options)?;
         let scope = scope_of(scope)?;
-        let locker = self.locker.clone();
         let lease = run(
-            async move { locker.acquire_in(scope, &name, &options).await },
+            async move { lock.acquire_in(scope, &options).await },
             OnDrop::Cancel,
         )
         .await?;
         Ok(NativeLease::new(lease))
     }
 
-    /// Tries once, in `scope`: a lease, or none when somebody else holds the lock.
+    /// Tries once, in `scope`: a lease, or none when the lock is not available in `mode` now.
     pub async fn try_acquire(
         &self,
         name: String,
+        mode: NativeLockMode,
         options: NativeLockOptions,
         scope: i64,
     ) -> Result<Option<Arc<NativeLease>>, NativeError> {
+        let lock = self.lock(&name, mode)?;
         let options = lock_options(options)?;
         let scope = scope_of(scope)?;
-        let locker = self.locker.clone();
         let lease = run(
-            async move { locker.try_acquire_in(scope, &name, &options).await },
+            async move { lock.try_acquire_in(scope, &options).await },
             OnDrop::Cancel,
         )
         .await?;
@@ -164,8 +184,36 @@ pub struct NativeLockInfo {
     pub token: Option<i64>,
     pub holder: Option<NativeHolder>,
     pub time_left: Option<Duration>,
-    /// The waiters queued behind the holder, first in line first (ZooKeeper only).
+    /// The waiters queued behind the holders, first in line first: ZooKeeper's queue, and the
+    /// registered waiters of a semaphore or read-write lock on TTL backends.
     pub waiters: Vec<NativeWaiter>,
+    /// What the name is used as (a mutex for a name nobody uses).
+    pub kind: NativeLockKind,
+    /// A semaphore's number of permits, as its holders and waiters stored it.
+    pub permits: Option<i32>,
+    /// Every holder of a semaphore or read-write lock (empty for a mutex: see `holder`).
+    pub leases: Vec<NativeLeaseInfo>,
+}
+
+/// One holder of a semaphore or read-write lock.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct NativeLeaseInfo {
+    pub mode: NativeLockMode,
+    pub token: Option<i64>,
+    pub holder: Option<NativeHolder>,
+    /// Time left on the server's clock (TTL backends).
+    pub time_left: Option<Duration>,
+}
+
+impl From<LeaseInfo> for NativeLeaseInfo {
+    fn from(lease: LeaseInfo) -> Self {
+        NativeLeaseInfo {
+            mode: lease.mode.into(),
+            token: lease.token.map(|t| t as i64),
+            holder: lease.holder.as_deref().map(NativeHolder::parse),
+            time_left: lease.time_left,
+        }
+    }
 }
 
 /// A waiter in a ZooKeeper lock's queue.
@@ -210,6 +258,9 @@ impl From<LockInfo> for NativeLockInfo {
             holder: info.holder.as_deref().map(NativeHolder::parse),
             time_left: info.time_left,
             waiters: info.waiters.into_iter().map(NativeWaiter::from).collect(),
+            kind: info.kind.into(),
+            permits: info.permits.map(permits_to_jvm),
+            leases: info.leases.into_iter().map(NativeLeaseInfo::from).collect(),
         }
     }
 }
@@ -317,28 +368,30 @@ impl NativePendingAcquire {
 
 #[uniffi::export]
 impl NativeLocker {
-    /// Starts an acquire (or a try-acquire, `try_once`) for a blocking JVM thread and waits up
-    /// to `first_wait_millis` for it; the outcome if it came, else the acquire to wait on.
+    /// Starts an acquire of `name` in `mode` (or a try-acquire, `try_once`) for a blocking JVM
+    /// thread and waits up to `first_wait_millis` for it; the outcome if it came, else the
+    /// acquire to wait on.
     pub fn start_acquire(
         &self,
         name: String,
+        mode: NativeLockMode,
         options: NativeLockOptions,
         scope: i64,
         try_once: bool,
         first_wait_millis: u32,
     ) -> Result<NativeAcquireStart, NativeError> {
         crate::error::guard(|| {
+            let lock = self.lock(&name, mode)?;
             let options = lock_options(options)?;
             let scope = scope_of(scope)?;
-            let locker = self.locker.clone();
             let (answer, answered) = std::sync::mpsc::sync_channel(1);
             let task = crate::runtime::runtime()?.spawn(async move {
                 use futures_util::FutureExt;
                 let outcome = std::panic::AssertUnwindSafe(async move {
                     if try_once {
-                        locker.try_acquire_in(scope, &name, &options).await
+                        lock.try_acquire_in(scope, &options).await
                     } else {
-                        locker.acquire_in(scope, &name, &options).await.map(Some)
+                        lock.acquire_in(scope, &options).await.map(Some)
                     }
                 })
                 .catch_unwind()

@@ -14,7 +14,10 @@ import dev.fencelock.ffi.openFence as nativeOpenFence
  *
  * Every operation takes a [Lease] (preferred: a lease past its client deadline is refused with
  * [LockLostException] before anything is sent, and tokens of another lock are refused) or a bare
- * token. [check] is advisory: a check followed by a separate write protects nothing.
+ * token. Only a mutex's or a write lease's token guards a fence: a semaphore's permit or a read
+ * lease is refused with [LockInvalidArgumentException], since several of them hold the name at
+ * once (docs/design.md §1.8). [check] is advisory: a check followed by a separate write protects
+ * nothing.
  */
 class Fence private constructor(private val native: NativeFence) : AutoCloseable {
     val resource: String get() = native.resource()

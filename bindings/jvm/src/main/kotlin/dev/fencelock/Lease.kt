@@ -54,6 +54,14 @@ class Lease internal constructor(
 ) : AutoCloseable {
     private val released = AtomicBoolean(false)
 
+    /**
+     * How the lease holds its name: [LockMode.EXCLUSIVE] for a mutex's, [LockMode.PERMIT],
+     * [LockMode.READ] or [LockMode.WRITE] for a [Lock]'s (a read re-entered under the scope's own
+     * write lease shares that lease: [LockMode.WRITE]). Only exclusive and write leases can guard
+     * a [Fence].
+     */
+    val mode: LockMode by lazy { native.mode().toPublic() }
+
     /** When the server will expire the lease unless renewed (the client's estimate); null on ZooKeeper. */
     val expiresAt: Instant?
         get() = native.expiresAtMillis()?.let(Instant::ofEpochMilli)
@@ -160,7 +168,7 @@ class Lease internal constructor(
         releaseBlocking()
     }
 
-    override fun toString(): String = "Lease(name=$name, token=$token, held=$isHeld)"
+    override fun toString(): String = "Lease(name=$name, mode=$mode, token=$token, held=$isHeld)"
 
     private companion object {
         val SLICE: Duration = Duration.ofMillis(100)

@@ -3,8 +3,10 @@ package dev.fencelock
 import dev.fencelock.ffi.NativeAcquireOutcome
 import dev.fencelock.ffi.NativeAcquireStart
 import dev.fencelock.ffi.NativeHolder
+import dev.fencelock.ffi.NativeLeaseInfo
 import dev.fencelock.ffi.NativeLockInfo
 import dev.fencelock.ffi.NativeLockList
+import dev.fencelock.ffi.NativeLockMode
 import dev.fencelock.ffi.NativeLocker
 import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.flow.Flow
@@ -23,6 +25,8 @@ import dev.fencelock.ffi.connect as nativeConnect
  * Kotlin calls the suspend functions ([acquire], [tryAcquire], [withLock]; [campaign],
  * [withLeadership] and [leader] for leader election); Java and other blocking code calls the
  * `…Blocking` ones (and [runAsLeader]), or the `…Async` ones for a `CompletableFuture`.
+ * [semaphore], [readLock] and [writeLock] make a [Lock] with the same acquire forms for a
+ * semaphore's permits and a read-write lock's two sides.
  * One Locker is meant to be shared by the whole process: its connections serve every lock,
  * waiter and renewal. [close] releases what it still holds and closes the connections.
  */
@@ -43,14 +47,14 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * and leaves nothing behind on the server.
      */
     suspend fun acquire(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease =
-        acquireIn(name, options, Scopes.ofCoroutine())
+        acquireIn(name, EXCLUSIVE, options, Scopes.ofCoroutine())
 
     /**
      * Tries once: a [Lease], or null when somebody else holds the lock. Throws
      * [LockInvalidArgumentException] when `options.wait` is set: trying once does not wait.
      */
     suspend fun tryAcquire(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
-        tryAcquireIn(name, options, Scopes.ofCoroutine())
+        tryAcquireIn(name, EXCLUSIVE, options, Scopes.ofCoroutine())
 
     /**
      * Runs [block] while holding [name] and releases afterwards. If the lease was lost meanwhile,
@@ -61,9 +65,48 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         name: String,
         options: LockOptions = LockOptions.DEFAULTS,
         block: suspend (Lease) -> T,
+    ): T = withLockIn(name, EXCLUSIVE, options, block)
+
+    /**
+     * The semaphore [name] with [permits] permits (1 to 10,000): at most that many leases at once,
+     * fleet-wide, each with its own token; acquire them through the returned [Lock]. Every
+     * participant must use the same number while the semaphore is held or waited on. Throws
+     * [LockInvalidArgumentException] for a bad name or count, or on a backend without semaphores
+     * (Redlock, Redis Cluster).
+     */
+    fun semaphore(name: String, permits: Int): Lock = lock(name, NativeLockMode.Permit(permits))
+
+    /**
+     * The read side of the read-write lock [name]: any number of readers at once while no writer
+     * holds it; a reader arriving while a writer waits queues behind the writer. Throws
+     * [LockInvalidArgumentException] for a bad name, or on a backend without read-write locks
+     * (Redlock, Redis Cluster).
+     */
+    fun readLock(name: String): Lock = lock(name, NativeLockMode.Read)
+
+    /**
+     * The write side of the read-write lock [name]: one writer, while no reader holds it. Its token
+     * is larger than every earlier read or write token of the name, so it may guard a [Fence].
+     * Throws as [readLock].
+     */
+    fun writeLock(name: String): Lock = lock(name, NativeLockMode.Write)
+
+    /** The mutex [name] as a [Lock]: the same as [acquire] and its siblings with the name. */
+    fun mutex(name: String): Lock = lock(name, EXCLUSIVE)
+
+    private fun lock(name: String, mode: NativeLockMode): Lock {
+        ffi { native.checkLock(name, mode) }
+        return Lock(this, name, mode)
+    }
+
+    internal suspend fun <T> withLockIn(
+        name: String,
+        mode: NativeLockMode,
+        options: LockOptions,
+        block: suspend (Lease) -> T,
     ): T {
         val scope = Scopes.ofCoroutine()
-        val lease = acquireIn(name, options, scope)
+        val lease = acquireIn(name, mode, options, scope)
         return holding(lease) { withContext(LockScope(scope)) { block(lease) } }
     }
 
@@ -175,23 +218,30 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     /** [acquire] for Java and other blocking code; re-entry counts per thread. */
     @JvmOverloads
     fun acquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease =
-        waitFor(name, options, tryOnce = false) ?: throw LockInternalException("an acquire that waits answered busy")
+        acquireBlockingIn(name, EXCLUSIVE, options)
 
     /** [tryAcquire] for Java and other blocking code: a [Lease], or null when the lock is taken. */
     @JvmOverloads
     fun tryAcquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
-        waitFor(name, triedOnce(options), tryOnce = true)
+        tryAcquireBlockingIn(name, EXCLUSIVE, options)
+
+    internal fun acquireBlockingIn(name: String, mode: NativeLockMode, options: LockOptions): Lease =
+        waitFor(name, mode, options, tryOnce = false)
+            ?: throw LockInternalException("an acquire that waits answered busy")
+
+    internal fun tryAcquireBlockingIn(name: String, mode: NativeLockMode, options: LockOptions): Lease? =
+        waitFor(name, mode, triedOnce(options), tryOnce = true)
 
     /**
      * Blocks on the native acquire directly (one thread wake-up, where `runBlocking` over the
      * suspend call costs several), in slices so that an interrupt cancels it. An uncontended
      * acquire answers within the first slice: one call into Rust, the token included.
      */
-    private fun waitFor(name: String, options: LockOptions, tryOnce: Boolean): Lease? {
+    private fun waitFor(name: String, mode: NativeLockMode, options: LockOptions, tryOnce: Boolean): Lease? {
         Runtime.ensureLoaded()
         val pending = when (
             val start = ffi {
-                native.startAcquire(name, options.toNative(), Scopes.ofThread(), tryOnce, SLICE_MILLIS)
+                native.startAcquire(name, mode, options.toNative(), Scopes.ofThread(), tryOnce, SLICE_MILLIS)
             }
         ) {
             is NativeAcquireStart.Acquired -> return Lease(start.lease, name, start.token)
@@ -217,8 +267,16 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     }
 
     /** [withLock] for Java: `locker.withLockBlocking("name", lease -> work(lease.getToken()))`. */
-    fun <T> withLockBlocking(name: String, options: LockOptions, body: Function<Lease, T>): T {
-        val lease = acquireBlocking(name, options)
+    fun <T> withLockBlocking(name: String, options: LockOptions, body: Function<Lease, T>): T =
+        withLockBlockingIn(name, EXCLUSIVE, options, body)
+
+    internal fun <T> withLockBlockingIn(
+        name: String,
+        mode: NativeLockMode,
+        options: LockOptions,
+        body: Function<Lease, T>,
+    ): T {
+        val lease = acquireBlockingIn(name, mode, options)
         return holdingBlocking(lease) { body.apply(lease) }
     }
 
@@ -280,16 +338,22 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     /** [acquire] as a `CompletableFuture`; cancelling the future cancels the acquire. */
     @JvmOverloads
-    fun acquireAsync(name: String, options: LockOptions = LockOptions.DEFAULTS): CompletableFuture<Lease> {
+    fun acquireAsync(name: String, options: LockOptions = LockOptions.DEFAULTS): CompletableFuture<Lease> =
+        acquireAsyncIn(name, EXCLUSIVE, options)
+
+    internal fun acquireAsyncIn(name: String, mode: NativeLockMode, options: LockOptions): CompletableFuture<Lease> {
         val scope = Scopes.fresh()
-        return Runtime.futures.future { acquireIn(name, options, scope) }
+        return Runtime.futures.future { acquireIn(name, mode, options, scope) }
     }
 
-    private suspend fun acquireIn(name: String, options: LockOptions, scope: Long): Lease =
-        ffi { native.acquire(name, options.toNative(), scope) }.let { Lease(it, name, it.token()) }
+    /** The one acquire path of the suspend faces, for every mode (the mutex's is [EXCLUSIVE]). */
+    internal suspend fun acquireIn(name: String, mode: NativeLockMode, options: LockOptions, scope: Long): Lease =
+        ffi { native.acquire(name, mode, options.toNative(), scope) }.let { Lease(it, name, it.token()) }
 
-    private suspend fun tryAcquireIn(name: String, options: LockOptions, scope: Long): Lease? =
-        ffi { native.tryAcquire(name, triedOnce(options).toNative(), scope) }?.let { Lease(it, name, it.token()) }
+    internal suspend fun tryAcquireIn(name: String, mode: NativeLockMode, options: LockOptions, scope: Long): Lease? =
+        ffi {
+            native.tryAcquire(name, mode, triedOnce(options).toNative(), scope)
+        }?.let { Lease(it, name, it.token()) }
 
     /**
      * The options of a try, which the core makes with a wait of zero: a wait given here would be
@@ -314,6 +378,9 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
         /** How long a blocking acquire waits between checks for an interrupt. */
         private const val SLICE_MILLIS: UInt = 100u
+
+        /** The mode of the mutex's acquires. */
+        private val EXCLUSIVE: NativeLockMode = NativeLockMode.Exclusive
 
         /**
          * Connects to the backend [url] selects (`redis://`, `redlock://`, `zk://`, `postgres://`,
@@ -343,25 +410,54 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 /** Who holds a lock, as [Locker.inspect] and [Locker.list] read it. */
 data class LockInfo @JvmOverloads constructor(
     val name: String,
+    /** Somebody holds it, in any mode. */
     val held: Boolean,
-    /** The last token minted for this lock (the holder's, while held). */
+    /** The last token minted for this lock (a mutex holder's, while held). */
     val token: Long?,
+    /** A mutex's holder; a semaphore's or read-write lock's holders are in [leases]. */
     val holder: Holder?,
-    /** Time left on the server's clock (TTL backends, while held). */
+    /** A held mutex's time left on the server's clock (TTL backends). */
     val timeLeft: Duration?,
     /**
-     * The waiters queued behind the holder, first in line first: ZooKeeper only, whose waiters
-     * queue (TTL backends' waiters register nowhere, so it is empty there). At most 100.
+     * The waiters queued behind the holders, first in line first: ZooKeeper's queue, and the
+     * registered waiters of a semaphore or read-write lock on TTL backends (a mutex's waiters
+     * register nowhere there). At most 100.
      */
     val waiters: List<Waiter> = emptyList(),
+    /** What the name is used as: [LockKind.MUTEX] for a name nobody uses. */
+    val kind: LockKind = LockKind.MUTEX,
+    /** A semaphore's number of permits, as its holders and waiters stored it; null for the other kinds. */
+    val permits: Int? = null,
+    /** Every holder of a semaphore or read-write lock, with its mode (empty for a mutex: see [holder]). */
+    val leases: List<LeaseInfo> = emptyList(),
 ) {
     /** The holder's description: host, pid, language, and the text passed as `holder`. */
     data class Holder(val host: String?, val pid: Long?, val language: String?, val text: String?) {
         internal constructor(h: NativeHolder) : this(h.host, h.pid?.toLong(), h.language, h.text)
     }
 
-    /** A waiter in a ZooKeeper lock's queue: its queue node, and its description when it has one. */
+    /**
+     * A waiter: in a ZooKeeper lock's queue (its queue node), or registered by a semaphore's or
+     * read-write lock's waiter on a TTL backend (its mode and the start of its owner id); with its
+     * description when it has one.
+     */
     data class Waiter(val node: String, val holder: Holder?)
+
+    /** One holder of a semaphore or read-write lock. */
+    data class LeaseInfo(
+        val mode: LockMode,
+        val token: Long?,
+        val holder: Holder?,
+        /** Time left on the server's clock (TTL backends). */
+        val timeLeft: Duration?,
+    ) {
+        internal constructor(lease: NativeLeaseInfo) : this(
+            mode = lease.mode.toPublic(),
+            token = lease.token,
+            holder = lease.holder?.let(::Holder),
+            timeLeft = lease.timeLeft,
+        )
+    }
 
     internal constructor(info: NativeLockInfo) : this(
         name = info.name,
@@ -370,6 +466,9 @@ data class LockInfo @JvmOverloads constructor(
         holder = info.holder?.let(::Holder),
         timeLeft = info.timeLeft,
         waiters = info.waiters.map { Waiter(it.node, it.holder?.let(::Holder)) },
+        kind = info.kind.toPublic(),
+        permits = info.permits,
+        leases = info.leases.map(::LeaseInfo),
     )
 }
 

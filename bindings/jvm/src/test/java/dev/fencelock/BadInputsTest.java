@@ -220,6 +220,35 @@ class BadInputsTest {
                             locker.forceReleaseBlocking("elect-lost");
                             return leadership.waitLost(TEN_SECONDS);
                         })));
+        cases.add(new Case("a semaphore of 0 permits", invalid, bad, () -> locker.semaphore("sem", 0)));
+        cases.add(new Case("a semaphore of -3 permits", invalid, bad, () -> locker.semaphore("sem", -3)));
+        cases.add(new Case("a semaphore of 10,001 permits", invalid, bad, () -> locker.semaphore("sem", 10_001)));
+        cases.add(new Case("a semaphore with an empty name", invalid, bad, () -> locker.semaphore("", 2)));
+        cases.add(new Case("a read lock with NUL in its name", invalid, bad, () -> locker.readLock("a\0b")));
+        cases.add(new Case("a write lock of 256 bytes", invalid, bad, () -> locker.writeLock("n".repeat(256))));
+        cases.add(new Case("a semaphore whose count differs from its holders'", invalid, bad, () -> {
+            try (Lease held = locker.semaphore("sem-count", 2).acquireBlocking()) {
+                locker.semaphore("sem-count", 3)
+                        .acquireAsync(LockOptions.builder().wait(TEN_SECONDS).build())
+                        .join();
+            } catch (java.util.concurrent.CompletionException e) {
+                throw e.getCause();
+            }
+        }));
+        cases.add(new Case("a read lock of a name held as a mutex", invalid, bad, () -> {
+            try (Lease held = locker.acquireBlocking("kind-taken")) {
+                locker.readLock("kind-taken")
+                        .acquireAsync(LockOptions.builder().wait(TEN_SECONDS).build())
+                        .join();
+            } catch (java.util.concurrent.CompletionException e) {
+                throw e.getCause();
+            }
+        }));
+        cases.add(new Case("a read lease at a fence", invalid, bad, () -> {
+            try (Lease reading = locker.readLock("fenced-read").acquireBlocking()) {
+                fence.checkBlocking(reading);
+            }
+        }));
         cases.add(new Case(
                 "a server that is not there",
                 LockUnavailableException.class,

@@ -23,22 +23,35 @@ class ReadmeExampleTest {
     void theReadmeJavaExampleCompilesAndRuns() throws Exception {
         Path readme =
                 Path.of(System.getProperty("user.dir"), "..", "..", "README.md").normalize();
-        compileAndRun(readme, "(?s).*holding nightly-report with token \\d+.*");
+        compileAndRun(readme, "Example", "(?s).*holding nightly-report with token \\d+.*");
+    }
+
+    @Test
+    void theReadmeSemaphoreAndReadWriteLockExampleCompilesAndRuns() throws Exception {
+        Path readme =
+                Path.of(System.getProperty("user.dir"), "..", "..", "README.md").normalize();
+        compileAndRun(
+                readme, "Primitives", "(?s).*permit \\d+ of 3\\s+read token \\d+\\s+write token \\d+, mode WRITE.*");
     }
 
     @Test
     void theJvmReadmeWatchExampleCompilesAndRuns() throws Exception {
         Path readme = Path.of(System.getProperty("user.dir"), "README.md");
         // The example's own process holds the lock, so its pid shows (not this JVM's).
-        compileAndRun(readme, "(?s).*reports/nightly token \\d+ held by pid \\d+.*");
+        compileAndRun(readme, "Watch", "(?s).*reports/nightly token \\d+ held by pid \\d+.*");
     }
 
-    /** Compiles the first ```java block of `readme` and runs it in a JVM of its own. */
-    private static void compileAndRun(Path readme, String expectedOutput) throws Exception {
+    /** Compiles the ```java block of `readme` that declares `exampleClass` and runs it in a JVM of its own. */
+    private static void compileAndRun(Path readme, String exampleClass, String expectedOutput) throws Exception {
         String text = Files.readString(readme);
         Matcher block = Pattern.compile("```java\\n([\\s\\S]*?)```").matcher(text);
-        assertTrue(block.find(), readme + " has a ```java example");
-        String source = block.group(1);
+        String source = null;
+        while (source == null && block.find()) {
+            if (block.group(1).contains("public class " + exampleClass + " ")) {
+                source = block.group(1);
+            }
+        }
+        assertTrue(source != null, readme + " has a ```java example of the class " + exampleClass);
         assertTrue(source.lines().count() <= 20, "the example stays short");
         Matcher className = Pattern.compile("public class (\\w+)").matcher(source);
         assertTrue(className.find(), "the example is a public class");

@@ -1,5 +1,10 @@
 package dev.fencelock
 
+import kotlinx.coroutines.TimeoutCancellationException
+import kotlinx.coroutines.async
+import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.withTimeout
 import org.junit.jupiter.api.Assumptions.assumeTrue
 import java.nio.file.Files
 import java.time.Duration
@@ -49,12 +54,34 @@ object Backends {
     @JvmStatic
     fun names(): List<String> = all.keys.toList()
 
+    /**
+     * Backends the tests reach by name without running every test on them: Redis Cluster, where
+     * the tests only check that semaphores and read-write locks are refused.
+     */
+    private val extra: Map<String, String> by lazy {
+        mapOf(
+            "redis-cluster" to
+                env("FENCELOCK_TEST_REDIS_CLUSTER_URL", "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"),
+        )
+    }
+
+    /** The backends that refuse semaphores and read-write locks with INVALID_ARGUMENT (docs/design.md §1.8). */
+    private val withoutKinds = setOf("redlock", "redis-cluster")
+
+    /** The backends that offer semaphores and read-write locks. */
+    @JvmStatic
+    fun withSemaphores(): List<String> = names().filter { it !in withoutKinds }
+
+    /** The backends that refuse semaphores and read-write locks: Redlock and Redis Cluster. */
+    @JvmStatic
+    fun withoutSemaphores(): List<String> = (names() + extra.keys).filter { it in withoutKinds }
+
     /** Fence URLs: the backends a Fence can live on. */
     val fences: Map<String, String> by lazy {
         all.filterKeys { it in setOf("sqlite", "redis", "postgres", "mariadb") }
     }
 
-    fun url(backend: String): String = all[backend] ?: error("unknown backend $backend")
+    fun url(backend: String): String = all[backend] ?: extra[backend] ?: error("unknown backend $backend")
 
     /** Connects, or skips the test when the server is down and servers are not required. */
     fun connect(backend: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Locker {
@@ -79,4 +106,43 @@ object Backends {
 
     /** A lock name no other test (or earlier run) uses. */
     fun uniqueName(prefix: String): String = "jvm-$prefix-${UUID.randomUUID()}"
+
+    /** Polls [observer]'s `inspect(name)` until [shows] holds, for up to [MARGIN_MS]; the info that did. */
+    suspend fun inspectUntil(observer: Locker, name: String, what: String, shows: (LockInfo) -> Boolean): LockInfo {
+        var last: LockInfo? = null
+        try {
+            return withTimeout(MARGIN_MS) {
+                while (true) {
+                    val info = observer.inspect(name)
+                    last = info
+                    if (shows(info)) return@withTimeout info
+                    delay(20)
+                }
+                @Suppress("UNREACHABLE_CODE")
+                error("unreachable")
+            }
+        } catch (e: TimeoutCancellationException) {
+            throw AssertionError("inspect never showed $what; last: $last", e)
+        }
+    }
 }
+
+/**
+ * What [block] threw, which must be a [T] (suspend calls may run in it); an [AssertionError]
+ * naming [what] when it returned or threw something else.
+ */
+inline fun <reified T : Throwable> thrownBy(what: String, block: () -> Any?): T {
+    val outcome = runCatching(block)
+    val error = outcome.exceptionOrNull()
+    if (error !is T) {
+        throw AssertionError("$what: expected ${T::class.simpleName}, got ${error ?: outcome.getOrNull()}", error)
+    }
+    return error
+}
+
+/**
+ * Runs [block] in a coroutine of its own: another execution scope for re-entry (as another thread
+ * would be), so one test can hold several leases of a name through one Locker, as several
+ * workers would.
+ */
+suspend fun <T> elsewhere(block: suspend () -> T): T = coroutineScope { async { block() }.await() }
