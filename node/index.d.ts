@@ -142,11 +142,43 @@ export interface AcquireOptions extends LockOptions {
   signal?: AbortSignal | null;
 }
 
+/** Options of `semaphore` and `withSemaphore`: the number of permits, and acquire's options. */
+export interface SemaphoreOptions extends AcquireOptions {
+  /**
+   * How many holders the semaphore admits at once, a whole number from 1 to 10,000. Every
+   * participant must use the same number while the semaphore is held or waited on (another is
+   * INVALID_ARGUMENT); once it is idle, a new number replaces the old.
+   */
+  permits: number;
+}
+
+/**
+ * How a lease holds its name: 'exclusive' (a mutex's one holder), 'permit' (one of a
+ * semaphore's), 'read' or 'write' (a read-write lock's). Only 'exclusive' and 'write' leases
+ * may guard a Fence.
+ */
+export type LockMode = 'exclusive' | 'permit' | 'read' | 'write';
+
+/** What a lock name is used as; one name is one kind at a time. */
+export type LockKind = 'mutex' | 'semaphore' | 'read-write lock';
+
+/** One holder of a semaphore or read-write lock, as `inspect` reads it. */
+export interface LeaseInfo {
+  mode: LockMode;
+  token: bigint | null;
+  holder: LockInfo['holder'];
+  /** ms left on the server's clock (TTL backends); null on ZooKeeper. */
+  timeLeft: number | null;
+}
+
 /** Who holds a lock, read without acquiring it. */
 export interface LockInfo {
   name: string;
+  /** What the name is used as ('mutex' for a name nobody uses). */
+  kind: LockKind;
+  /** Somebody holds it, in any mode. */
   held: boolean;
-  /** The last token minted for this lock (the holder's while held); null if never taken. */
+  /** The last token minted for this lock (a mutex holder's while held); null if never taken. */
   token: bigint | null;
   holder: {
     host?: string | null;
@@ -154,9 +186,16 @@ export interface LockInfo {
     language?: string | null;
     text?: string | null;
   } | null;
-  /** ms left on the server's clock (TTL backends, while held). */
+  /** A held mutex's ms left on the server's clock (TTL backends); see `leases` for the other kinds. */
   timeLeft: number | null;
-  /** The waiters queued behind the holder, first in line first (ZooKeeper; empty elsewhere). */
+  /** A semaphore's number of permits, as its holders and waiters use it; null for the other kinds. */
+  permits: number | null;
+  /** Every holder of a semaphore or read-write lock (empty for a mutex: see `holder`). */
+  leases: LeaseInfo[];
+  /**
+   * The waiters queued behind the holders, first in line first: ZooKeeper's queue, and the
+   * registered waiters of a semaphore or read-write lock on the other backends.
+   */
   waiters: { node: string; holder: LockInfo['holder'] }[];
 }
 
@@ -164,6 +203,8 @@ export interface LockInfo {
 export declare class Lease implements AsyncDisposable {
   private constructor();
   readonly name: string;
+  /** How the lease holds its name; only 'exclusive' and 'write' leases may guard a Fence. */
+  readonly mode: LockMode;
   /** The fencing token: strictly increasing per lock name, below 2^63. */
   readonly token: bigint;
   /** When the server expires the lease unless renewed (this client's estimate); null on ZooKeeper. */
@@ -203,6 +244,43 @@ export declare class Locker extends EventEmitter implements AsyncDisposable {
   /** Runs `fn` while holding `name`; releases when it settles; rejects with LOST if the lease was lost meanwhile. */
   withLock<T>(name: string, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
   withLock<T>(
+    name: string,
+    options: AcquireOptions,
+    fn: (lease: Lease) => T | Promise<T>,
+  ): Promise<T>;
+  /**
+   * Acquires one of `options.permits` permits of the semaphore `name`, waiting as acquire()
+   * does; each permit lease has its own token (mode 'permit'). INVALID_ARGUMENT on Redlock and
+   * Redis Cluster, for permits outside 1 to 10,000, for another number than the semaphore's
+   * holders and waiters use, or for a name in use as another kind.
+   */
+  semaphore(name: string, options: SemaphoreOptions): Promise<Lease>;
+  /**
+   * Acquires the read lock of the read-write lock `name` (mode 'read'): shared with other
+   * readers while no writer holds it; once a writer waits, new readers queue behind it.
+   */
+  readLock(name: string, options?: AcquireOptions): Promise<Lease>;
+  /**
+   * Acquires the write lock of the read-write lock `name` (mode 'write'): alone, while no reader
+   * holds it. Its token outranks every earlier read or write token, so it guards a Fence.
+   */
+  writeLock(name: string, options?: AcquireOptions): Promise<Lease>;
+  /** Runs `fn` holding a permit of the semaphore `name`; releases when it settles (as withLock). */
+  withSemaphore<T>(
+    name: string,
+    options: SemaphoreOptions,
+    fn: (lease: Lease) => T | Promise<T>,
+  ): Promise<T>;
+  /** Runs `fn` holding the read lock of `name`; releases when it settles (as withLock). */
+  withReadLock<T>(name: string, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  withReadLock<T>(
+    name: string,
+    options: AcquireOptions,
+    fn: (lease: Lease) => T | Promise<T>,
+  ): Promise<T>;
+  /** Runs `fn` holding the write lock of `name`; releases when it settles (as withLock). */
+  withWriteLock<T>(name: string, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  withWriteLock<T>(
     name: string,
     options: AcquireOptions,
     fn: (lease: Lease) => T | Promise<T>,

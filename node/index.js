@@ -107,6 +107,8 @@ const TRY_ACQUIRE_OPTIONS = [
   'reentrant',
   'pipelinedRelease',
 ];
+// A semaphore's permits come with its acquire options (the core's `semaphore(name, permits)`).
+const SEMAPHORE_OPTIONS = ['permits', ...ACQUIRE_OPTIONS];
 // The core's campaign options (every lock option but reentrant), and the AbortSignal.
 const CAMPAIGN_OPTIONS = [
   'ttl',
@@ -148,6 +150,44 @@ function lockOptions(options, known, call) {
     signal = given.signal;
   }
   return { options: out, signal };
+}
+
+// How an acquisition holds its name, as the native acquire takes it (the core's LockMode,
+// spelled as `lease.mode` is).
+const EXCLUSIVE = Object.freeze({ mode: 'exclusive' });
+const READ = Object.freeze({ mode: 'read' });
+const WRITE = Object.freeze({ mode: 'write' });
+
+/** A semaphore's lock options, the AbortSignal, and its mode with the permits (required). */
+function semaphoreOptions(options, call) {
+  if (typeof options === 'number') {
+    throw invalid(
+      `${call}() takes the permits among its options: ${call}(name, { permits: ${options} })`,
+    );
+  }
+  const { options: opts, signal } = lockOptions(options, SEMAPHORE_OPTIONS, call);
+  const permits = options?.permits;
+  if (permits === undefined || permits === null) {
+    throw invalid(
+      `${call}() needs permits: how many holders the semaphore admits at once, the same number in every participant`,
+    );
+  }
+  // Whole numbers in range: the native module and the core check (src/options.rs).
+  if (typeof permits !== 'number')
+    throw invalid(`permits must be a number, not ${describe(permits)}`);
+  return { mode: { mode: 'permit', permits }, options: opts, signal };
+}
+
+/** The arguments of a with…() helper, `(name, fn)` or `(name, options, fn)`, checked. */
+function scopedArgs(call, name, options, fn) {
+  if (fn === undefined && typeof options === 'function') {
+    fn = options;
+    options = undefined;
+  }
+  checkString(name, 'lock name');
+  if (typeof fn !== 'function')
+    throw invalid(`${call}() needs a function to run while holding the lock, not ${describe(fn)}`);
+  return { options, fn };
 }
 
 function connectOptions(options, call, known) {
@@ -263,20 +303,32 @@ class Lease {
   #native;
   #name;
   #token;
+  #mode;
   #controller = null;
 
   constructor(key, nativeLease) {
     if (key !== PRIVATE)
-      throw new TypeError('a Lease comes from locker.acquire(), tryAcquire() or withLock()');
+      throw new TypeError(
+        'a Lease comes from locker.acquire(), tryAcquire(), semaphore(), readLock(), writeLock() or a with…() helper',
+      );
     this.#native = nativeLease;
     this.#name = nativeLease.name;
     this.#token = BigInt(nativeLease.token);
+    this.#mode = nativeLease.mode;
     leaseNatives.set(this, nativeLease);
   }
 
   /** The lock's name. */
   get name() {
     return this.#name;
+  }
+
+  /**
+   * How the lease holds its name: 'exclusive' (a mutex), 'permit' (a semaphore's), 'read' or
+   * 'write'. Only 'exclusive' and 'write' leases may guard a Fence.
+   */
+  get mode() {
+    return this.#mode;
   }
 
   /** The fencing token: strictly increasing per lock name, below 2^63. */
@@ -358,7 +410,7 @@ class Lease {
 
   [util.inspect.custom]() {
     const state = this.isLost ? 'lost' : this.isHeld ? 'held' : 'released';
-    return `Lease { name: ${JSON.stringify(this.#name)}, token: ${this.#token}n, ${state} }`;
+    return `Lease { name: ${JSON.stringify(this.#name)}, token: ${this.#token}n, mode: ${this.#mode}, ${state} }`;
   }
 }
 
@@ -510,11 +562,27 @@ class Locker extends EventEmitter {
     }
   }
 
-  async #acquire(name, options, signal, scope) {
+  // The one acquire path of every mode (the mutex, a permit, a read or a write lease).
+  async #acquire(name, mode, options, signal, scope) {
     const nativeLease = await this.#cancellable(signal, (cancel) =>
-      this.#native.acquire(name, options, scope, cancel),
+      this.#native.acquire(name, mode, options, scope, cancel),
     );
     return new Lease(PRIVATE, nativeLease);
+  }
+
+  // Runs `fn(lease)` in the scope that acquired `name` in `mode`, and releases when it settles.
+  async #withLease(name, mode, options, signal, fn) {
+    const scope = currentScope();
+    const lease = await this.#acquire(name, mode, options, signal, scope);
+    let result;
+    try {
+      result = await scopes.run(scope, () => fn(lease));
+    } catch (err) {
+      await lease.release().catch(() => {});
+      throw err;
+    }
+    await lease[asyncDispose]();
+    return result;
   }
 
   /**
@@ -526,7 +594,40 @@ class Locker extends EventEmitter {
   async acquire(name, options) {
     checkString(name, 'lock name');
     const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'acquire');
-    return this.#acquire(name, opts, signal, currentScope());
+    return this.#acquire(name, EXCLUSIVE, opts, signal, currentScope());
+  }
+
+  /**
+   * Acquires one of `permits` permits of the semaphore `name` (1 to 10,000; every participant
+   * must use the same number while the semaphore is held or waited on), waiting as acquire()
+   * does. Each permit lease has a token of its own; it cannot guard a Fence.
+   */
+  async semaphore(name, options) {
+    checkString(name, 'lock name');
+    const { mode, options: opts, signal } = semaphoreOptions(options, 'semaphore');
+    return this.#acquire(name, mode, opts, signal, currentScope());
+  }
+
+  /**
+   * Acquires the read lock of the read-write lock `name`, shared with other readers while no
+   * writer holds it; once a writer waits, new readers queue behind it. Waits as acquire() does.
+   * A read lease cannot guard a Fence.
+   */
+  async readLock(name, options) {
+    checkString(name, 'lock name');
+    const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'readLock');
+    return this.#acquire(name, READ, opts, signal, currentScope());
+  }
+
+  /**
+   * Acquires the write lock of the read-write lock `name`: alone, while no reader holds it. Its
+   * token is larger than every earlier read or write token, so it guards a Fence as a mutex's
+   * does. Waits as acquire() does.
+   */
+  async writeLock(name, options) {
+    checkString(name, 'lock name');
+    const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'writeLock');
+    return this.#acquire(name, WRITE, opts, signal, currentScope());
   }
 
   /** Tries once: the Lease, or null when somebody else holds the lock. */
@@ -554,27 +655,33 @@ class Locker extends EventEmitter {
    * `fn` is allowed.
    */
   async withLock(name, options, fn) {
-    if (fn === undefined && typeof options === 'function') {
-      fn = options;
-      options = undefined;
-    }
-    checkString(name, 'lock name');
-    if (typeof fn !== 'function')
-      throw invalid(
-        `withLock() needs a function to run while holding the lock, not ${describe(fn)}`,
-      );
+    ({ options, fn } = scopedArgs('withLock', name, options, fn));
     const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withLock');
-    const scope = currentScope();
-    const lease = await this.#acquire(name, opts, signal, scope);
-    let result;
-    try {
-      result = await scopes.run(scope, () => fn(lease));
-    } catch (err) {
-      await lease.release().catch(() => {});
-      throw err;
-    }
-    await lease[asyncDispose]();
-    return result;
+    return this.#withLease(name, EXCLUSIVE, opts, signal, fn);
+  }
+
+  /**
+   * Runs `fn(lease)` holding a permit of the semaphore `name` (`{ permits, ... }` as for
+   * semaphore()), and releases it when `fn` settles, as withLock() does.
+   */
+  async withSemaphore(name, options, fn) {
+    ({ options, fn } = scopedArgs('withSemaphore', name, options, fn));
+    const { mode, options: opts, signal } = semaphoreOptions(options, 'withSemaphore');
+    return this.#withLease(name, mode, opts, signal, fn);
+  }
+
+  /** Runs `fn(lease)` holding the read lock of `name`, and releases it when `fn` settles. */
+  async withReadLock(name, options, fn) {
+    ({ options, fn } = scopedArgs('withReadLock', name, options, fn));
+    const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withReadLock');
+    return this.#withLease(name, READ, opts, signal, fn);
+  }
+
+  /** Runs `fn(lease)` holding the write lock of `name`, and releases it when `fn` settles. */
+  async withWriteLock(name, options, fn) {
+    ({ options, fn } = scopedArgs('withWriteLock', name, options, fn));
+    const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withWriteLock');
+    return this.#withLease(name, WRITE, opts, signal, fn);
   }
 
   /**
@@ -876,13 +983,25 @@ function _ping() {
   return native._ping();
 }
 
+function bigintOrNull(token) {
+  return token === null || token === undefined ? null : BigInt(token);
+}
+
 function lockInfo(info) {
   return {
     name: info.name,
+    kind: info.kind,
     held: info.held,
-    token: info.token === null || info.token === undefined ? null : BigInt(info.token),
+    token: bigintOrNull(info.token),
     holder: info.holder ?? null,
     timeLeft: info.timeLeft ?? null,
+    permits: info.permits ?? null,
+    leases: info.leases.map((l) => ({
+      mode: l.mode,
+      token: bigintOrNull(l.token),
+      holder: l.holder ?? null,
+      timeLeft: l.timeLeft ?? null,
+    })),
     waiters: (info.waiters ?? []).map((w) => ({ node: w.node, holder: w.holder ?? null })),
   };
 }

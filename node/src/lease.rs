@@ -41,6 +41,13 @@ impl NativeLease {
         guard(|| Ok(self.lease.name().to_string()))
     }
 
+    /// How the lease holds its name, in the core's spelling (`LockMode::as_str`): "exclusive"
+    /// (a mutex), "permit" (a semaphore's), "read" or "write".
+    #[napi(getter)]
+    pub fn mode(&self) -> Result<String> {
+        guard(|| Ok(self.lease.mode().as_str().to_string()))
+    }
+
     /// The fencing token as a decimal string (`index.js` makes it a bigint once).
     #[napi(getter)]
     pub fn token(&self) -> Result<String> {

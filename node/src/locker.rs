@@ -1,12 +1,14 @@
 //! `NativeLocker` (wrapped by the JS `Locker`), `connect`, and lock info.
 
-use fencelock::{HolderDescription, LockInfo, Locker, Scope};
+use fencelock::{HolderDescription, LeaseInfo, Lock, LockInfo, LockMode, Locker, Scope};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::error::{Result, guard, to_js};
 use crate::lease::NativeLease;
-use crate::options::{AcquireOptions, ConnectOptions, lock_options, locker_options};
+use crate::options::{
+    AcquireOptions, ConnectOptions, NativeLockMode, lock_mode, lock_options, locker_options,
+};
 use crate::runtime::{CancelHandle, cancellable, promise};
 
 /// Connects to the backend `url` selects; resolves to a `NativeLocker`. With `metrics`, each
@@ -39,29 +41,30 @@ pub struct NativeLocker {
 
 #[napi]
 impl NativeLocker {
-    /// Acquires `name` on behalf of the execution scope `scope` (an id `index.js` keeps in
-    /// AsyncLocalStorage; see the core's `reentry`); `cancel` (driven by an AbortSignal) stops
-    /// the wait and leaves nothing behind.
+    /// Acquires `name` in `mode` (the mutex, a semaphore's permit, the read or the write lock:
+    /// one path for every mode, the core's `Lock`) on behalf of the execution scope `scope` (an
+    /// id `index.js` keeps in AsyncLocalStorage; see the core's `reentry`); `cancel` (driven by
+    /// an AbortSignal) stops the wait and leaves nothing behind.
     #[napi]
     pub fn acquire(
         &self,
         env: Env,
         name: String,
+        mode: NativeLockMode,
         options: Option<AcquireOptions>,
         scope: f64,
         cancel: Option<&CancelHandle>,
     ) -> Result<AsyncBlock<NativeLease>> {
         guard(|| {
+            let mode = lock_mode(&mode)?;
             let options = lock_options(options)?;
             let scope = scope_of(scope)?;
             let locker = self.locker.clone();
             let cancel = cancel.cloned();
             promise(&env, async move {
                 let lease = cancellable(cancel, async {
-                    locker
-                        .acquire_in(scope, &name, &options)
-                        .await
-                        .map_err(to_js)
+                    let lock = lock_for(&locker, &name, mode).map_err(to_js)?;
+                    lock.acquire_in(scope, &options).await.map_err(to_js)
                 })
                 .await?;
                 Ok(NativeLease::new(lease))
@@ -204,8 +207,19 @@ impl NativeLocker {
     }
 }
 
-/// Who holds a lock, as `inspect` reads it. The token is a decimal string (`index.js` makes it
-/// a bigint).
+/// `name` as the primitive `mode` belongs to. (The core's `Locker` has this match as a private
+/// `lock(name, mode)`; the CLI writes it too: CORE_REQUESTS.md §2.)
+fn lock_for(locker: &Locker, name: &str, mode: LockMode) -> fencelock::Result<Lock> {
+    match mode {
+        LockMode::Exclusive => locker.mutex(name),
+        LockMode::Permit { permits } => locker.semaphore(name, permits),
+        LockMode::Read => locker.read_lock(name),
+        LockMode::Write => locker.write_lock(name),
+    }
+}
+
+/// Who holds a lock, as `inspect` reads it. Tokens are decimal strings (`index.js` makes them
+/// bigints); `kind` is the core's spelling (`LockKind::as_str`).
 #[napi(object)]
 pub struct NativeLockInfo {
     pub name: String,
@@ -214,6 +228,30 @@ pub struct NativeLockInfo {
     pub holder: Option<NativeHolder>,
     pub time_left: Option<f64>,
     pub waiters: Vec<NativeWaiter>,
+    pub kind: String,
+    pub permits: Option<u32>,
+    pub leases: Vec<NativeLeaseInfo>,
+}
+
+/// One holder of a semaphore or read-write lock: its mode (`LockMode::as_str`), token, holder
+/// and time left (ms, TTL backends).
+#[napi(object)]
+pub struct NativeLeaseInfo {
+    pub mode: String,
+    pub token: Option<String>,
+    pub holder: Option<NativeHolder>,
+    pub time_left: Option<f64>,
+}
+
+impl From<LeaseInfo> for NativeLeaseInfo {
+    fn from(lease: LeaseInfo) -> Self {
+        NativeLeaseInfo {
+            mode: lease.mode.as_str().to_string(),
+            holder: lease.holder_description().map(native_holder),
+            token: lease.token.map(|t| t.to_string()),
+            time_left: lease.time_left.map(|d| d.as_secs_f64() * 1000.0),
+        }
+    }
 }
 
 /// A waiter queued behind the holder (ZooKeeper).
@@ -245,6 +283,9 @@ impl From<LockInfo> for NativeLockInfo {
             held: info.held,
             token: info.token.map(|t| t.to_string()),
             time_left: info.time_left.map(|d| d.as_secs_f64() * 1000.0),
+            kind: info.kind.as_str().to_string(),
+            permits: info.permits,
+            leases: info.leases.into_iter().map(NativeLeaseInfo::from).collect(),
             waiters: info
                 .waiters
                 .into_iter()

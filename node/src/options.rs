@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use fencelock::{LockOptionOverrides, LockOptions, LockerOptionOverrides, LockerOptions};
+use fencelock::{
+    LockMode, LockOptionOverrides, LockOptions, LockerOptionOverrides, LockerOptions, MAX_PERMITS,
+};
 use napi_derive::napi;
 
 use crate::error::{Result, invalid, to_js};
@@ -73,6 +75,39 @@ pub(crate) fn lock_options(given: Option<AcquireOptions>) -> Result<LockOptions>
         pipelined_release: given.pipelined_release,
     })
     .map_err(to_js)
+}
+
+/// How an acquisition holds its name, as `index.js` passes it: `mode` is the core's spelling
+/// (`LockMode::as_str`: "exclusive", "permit", "read" or "write"), and a permit names its
+/// semaphore's number of `permits`.
+#[napi(object)]
+pub struct NativeLockMode {
+    pub mode: String,
+    pub permits: Option<f64>,
+}
+
+pub(crate) fn lock_mode(given: &NativeLockMode) -> Result<LockMode> {
+    match (given.mode.as_str(), given.permits) {
+        ("exclusive", None) => Ok(LockMode::Exclusive),
+        // The range (1 to MAX_PERMITS) is the core's check.
+        ("permit", Some(permits)) => LockMode::permit(whole_permits(permits)?).map_err(to_js),
+        ("read", None) => Ok(LockMode::Read),
+        ("write", None) => Ok(LockMode::Write),
+        (mode, permits) => Err(invalid(format!(
+            "no lock mode {mode:?} with permits {permits:?}"
+        ))),
+    }
+}
+
+/// A JS number of permits as the core's u32: a whole number that fits, else INVALID_ARGUMENT
+/// (napi's own conversion would wrap -1 to 4294967295 and truncate 2.5 to 2).
+fn whole_permits(permits: f64) -> Result<u32> {
+    if permits.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&permits) {
+        return Ok(permits as u32);
+    }
+    Err(invalid(format!(
+        "permits must be a whole number from 1 to {MAX_PERMITS}, not {permits}"
+    )))
 }
 
 /// Options of a Locker or a Fence (milliseconds).

@@ -25,7 +25,16 @@ const sorted = (names) => [...names].sort();
 /** The Node functions of each core operation; each takes the options in one object. */
 const FUNCTIONS = {
   connect: ['connect'],
-  acquire: ['acquire', 'withLock'],
+  acquire: [
+    'acquire',
+    'withLock',
+    'semaphore',
+    'withSemaphore',
+    'readLock',
+    'withReadLock',
+    'writeLock',
+    'withWriteLock',
+  ],
   try_acquire: ['tryAcquire'],
   campaign: ['campaign', 'withLeadership'],
   open_fence: ['Fence.open'],
@@ -49,6 +58,15 @@ const NODE_ONLY = {
     reason: "the level of logger's records; it needs a logger",
     given: () => ({ logLevel: 'warn', logger: () => {} }),
   },
+};
+
+/**
+ * Arguments of the core's that Node takes among a function's options, with a value each: the
+ * core's `semaphore(name, permits)` is `semaphore(name, { permits, ...acquire's options })`.
+ */
+const ARGUMENTS_AS_OPTIONS = {
+  semaphore: { permits: 2 },
+  withSemaphore: { permits: 2 },
 };
 
 /** The option names Node offers for `operation`: the core's (not those a binding sets), and Node's own. */
@@ -142,8 +160,9 @@ for (const [operation, functions] of Object.entries(FUNCTIONS)) {
     for (const name of functions) {
       const declared = declarations.options(name);
       assert.ok(declared.length > 0, `${name} declares no options`);
+      const own = Object.keys(ARGUMENTS_AS_OPTIONS[name] ?? {});
       for (const names of declared)
-        assert.deepEqual(sorted(names), sorted(offered(operation)), name);
+        assert.deepEqual(sorted(names), sorted([...offered(operation), ...own]), name);
     }
   });
 }
@@ -166,8 +185,12 @@ after(async () => {
   await locker?.close();
 });
 
-/** Calls the Node function `name` as a user would, with `options`, and undoes what it did. */
-async function call(name, options) {
+/**
+ * Calls the Node function `name` as a user would, with the options `passed` (and the core's
+ * arguments it takes among them), and undoes what it did.
+ */
+async function call(name, passed) {
+  const options = { ...ARGUMENTS_AS_OPTIONS[name], ...passed };
   switch (name) {
     case 'connect':
       return (await connect(lockerUrl, options)).close();
@@ -176,7 +199,14 @@ async function call(name, options) {
     case 'acquire':
       return (await locker.acquire(fresh('contract'), options)).release();
     case 'withLock':
-      return locker.withLock(fresh('contract'), options, () => {});
+    case 'withSemaphore':
+    case 'withReadLock':
+    case 'withWriteLock':
+      return locker[name](fresh('contract'), options, () => {});
+    case 'semaphore':
+    case 'readLock':
+    case 'writeLock':
+      return (await locker[name](fresh('contract'), options)).release();
     case 'tryAcquire': {
       const lease = await locker.tryAcquire(fresh('contract'), options);
       assert.ok(lease !== null);

@@ -44,6 +44,21 @@ test("the repository README's Node example runs", () => {
   assert.match(runBlock(block), /holding nightly-report with token \d+/);
 });
 
+test("the repository README's Node example of semaphores and read-write locks runs", () => {
+  const block = jsBlocks(join(pkg, '..', 'README.md')).find((b) => b.includes('withSemaphore('));
+  assert.ok(block, 'README.md has a Node example of semaphores and read-write locks');
+  assert.match(runBlock(block), /^permit \d+ of 3\nread \d+\nwrite \d+\n$/);
+});
+
+test('the README example of semaphores and read-write locks runs', () => {
+  const block = blocks.find((b) => b.includes('semaphore('));
+  assert.ok(block, 'README.md has an example of semaphores and read-write locks');
+  assert.match(
+    runBlock(block),
+    /^semaphore of 2: 1 held\nreading with a read lease\nwriting with a write lease, token \d+\n$/,
+  );
+});
+
 test('the README re-entry example runs', () => {
   const block = blocks.find((b) => b.includes('reentrant: true'));
   assert.ok(block, 'README.md has a re-entry example');

@@ -14,6 +14,10 @@ import {
   type LockInfo,
   type Leadership,
   type Leader,
+  type LeaseInfo,
+  type LockKind,
+  type LockMode,
+  type SemaphoreOptions,
 } from 'fencelock';
 
 async function example(): Promise<bigint> {
@@ -73,6 +77,51 @@ async function example(): Promise<bigint> {
     await using led = await locker.campaign('reports');
     void led.term;
   }
+  const semaphoreOptions: SemaphoreOptions = { permits: 3, ttl: 30_000, wait: 10_000 };
+  const permit: Lease = await locker.semaphore('reports', {
+    permits: 3,
+    ttl: 30_000,
+    wait: null,
+    signal: controller.signal,
+  });
+  const permitMode: LockMode = permit.mode;
+  const permitToken: bigint = permit.token;
+  await permit.release();
+  const reader: Lease = await locker.readLock('catalog', { wait: 0 });
+  const writer: Lease = await locker.writeLock('catalog');
+  {
+    await using shared = await locker.readLock('catalog');
+    await using alone = await locker.writeLock('catalog', { signal: controller.signal });
+    await using one = await locker.semaphore('reports', semaphoreOptions);
+    void [shared.mode, alone.token, one.signal];
+  }
+  const counted: number = await locker.withSemaphore('reports', { permits: 3 }, async (l) =>
+    Number(l.token),
+  );
+  const read: string = await locker.withReadLock('catalog', (l) => l.mode);
+  const readWith: LockMode = await locker.withReadLock('catalog', { ttl: 5_000 }, (l) => l.mode);
+  const wrote: bigint = await locker.withWriteLock('catalog', async (l) => l.token);
+  const wroteWith: boolean = await locker.withWriteLock('catalog', { wait: 0 }, () => true);
+  const kinds: LockInfo = await locker.inspect('reports');
+  const kind: LockKind = kinds.kind;
+  const permits: number | null = kinds.permits;
+  const holders: LeaseInfo[] = kinds.leases;
+  for (const l of holders) {
+    const m: LockMode = l.mode;
+    const t: bigint | null = l.token;
+    const left: number | null = l.timeLeft;
+    const text: string | null | undefined = l.holder?.text;
+    void [m, t, left, text];
+  }
+  // @ts-expect-error a semaphore needs its permits
+  await locker.semaphore('reports', { ttl: 1_000 });
+  // @ts-expect-error the permits are an option, not an argument
+  await locker.semaphore('reports', 3);
+  // @ts-expect-error modes are the core's spellings
+  const notAMode: LockMode = 'shared';
+  // @ts-expect-error readLock takes no permits
+  await locker.readLock('catalog', { permits: 2 });
+  if (kind === 'read-write lock' || kind === 'semaphore' || kind === 'mutex') void kind;
   const fence = await Fence.open('sqlite:///tmp/data.db', 'counter');
   const rows: number[] = await fence.fencedExecute(lease, [
     ['UPDATE t SET n = ? WHERE id = ?', [1, 2n]],
@@ -113,6 +162,17 @@ async function example(): Promise<bigint> {
     who,
     whoTerm,
     ran,
+    permitMode,
+    permitToken,
+    reader,
+    writer,
+    counted,
+    read,
+    readWith,
+    wrote,
+    wroteWith,
+    permits,
+    notAMode,
   ];
   return token;
 }

@@ -37,6 +37,7 @@ crate::contract_needing!(
     a_permit_lease_cannot_be_fenced,
     a_scope_re_enters_its_permit_only_when_reentrant,
     a_name_in_use_as_a_mutex_is_not_a_semaphore_and_vice_versa,
+    a_waiter_given_up_on_leaves_no_permit_behind,
 );
 contract!(semaphores_are_refused_where_the_backend_does_not_offer_them);
 
@@ -480,4 +481,33 @@ async fn semaphores_are_refused_where_the_backend_does_not_offer_them(target: Ta
     assert_eq!(lease.mode(), LockMode::Exclusive);
     lease.release().await.unwrap();
     locker.close().await;
+}
+
+/// A waiter given up on (its acquire dropped) leaves no permit behind. On ZooKeeper a waiter
+/// that holds Curator's internal mutex may be creating its lease node when it is dropped; left
+/// behind, that node would take a permit for as long as the session lives. Dropped as soon as
+/// an observer sees it waiting, twenty times over; then the permit must still be free.
+async fn a_waiter_given_up_on_leaves_no_permit_behind(target: Target) {
+    let observer = target.locker().await;
+    let waiter = target.locker().await;
+    let name = unique("sem-given-up");
+    let holder = observer.semaphore(&name, 1).unwrap();
+    let lock = waiter.semaphore(&name, 1).unwrap();
+    for _ in 0..20 {
+        let held = holder.acquire(&waiting()).await.unwrap();
+        let attempt = {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.acquire(&waiting()).await })
+        };
+        inspect_until(&observer, &name, "the waiter", |i| !i.waiters.is_empty()).await;
+        attempt.abort();
+        let _ = attempt.await;
+        held.release().await.unwrap();
+    }
+    let last = holder
+        .acquire(&waiting())
+        .await
+        .unwrap_or_else(|e| panic!("a given-up waiter kept the only permit: {e}"));
+    last.release().await.unwrap();
+    close(vec![observer, waiter]).await;
 }

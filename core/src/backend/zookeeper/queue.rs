@@ -461,6 +461,16 @@ impl Inner {
                 let deleted = self.delete_own(&session, &node.path).await;
                 if let Some(queue) = &node.queue {
                     let _ = self.delete_own(&session, queue).await;
+                } else if matches!(mode, LockMode::Permit { .. }) && !node.held {
+                    // A waiter given up on while it held the internal mutex may have had its
+                    // lease node's create in flight, unrecorded: left behind, that node would
+                    // take a permit for as long as the session lives. The session answers in
+                    // order, so a create sent before this listing is found by it.
+                    let folder = layout::lock_folder(&self.settings.root, name);
+                    let leases = semaphore::leases_folder(&folder);
+                    if let Ok(Some((orphan, _))) = self.find_own(&session, &leases, owner).await {
+                        let _ = self.delete_own(&session, &orphan).await;
+                    }
                 }
                 deleted
             }
