@@ -209,6 +209,11 @@ export declare class Lease implements AsyncDisposable {
   readonly token: bigint;
   /** When the server expires the lease unless renewed (this client's estimate); null on ZooKeeper. */
   readonly expiresAt: Date | null;
+  /**
+   * The client deadline, read now: after it this client counts the lease lost unless a renewal
+   * succeeds first. Moves forward with renewals; earlier than expiresAt on TTL backends.
+   */
+  readonly validUntil: Date;
   /** Whether the lease is lost; computed from the client deadline on every read. */
   readonly isLost: boolean;
   /** Neither released nor lost. */

@@ -342,6 +342,14 @@ class Lease {
     return ms === null || ms === undefined ? null : new Date(ms);
   }
 
+  /**
+   * The client deadline, read now: after it this client counts the lease lost unless a renewal
+   * succeeds first. Moves forward with renewals; earlier than expiresAt on TTL backends.
+   */
+  get validUntil() {
+    return new Date(this.#native.validUntil);
+  }
+
   /** Whether the lease is lost; computed from the client deadline on every read. */
   get isLost() {
     return this.#native.isLost;

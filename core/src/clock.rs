@@ -48,6 +48,19 @@ impl BootInstant {
         BootInstant::now() >= self
     }
 
+    /// This instant on the wall clock, as the two clocks stand now (a later reading may differ
+    /// if the wall clock is stepped meanwhile; CLOCK_BOOTTIME itself never is).
+    pub fn to_system_time(self) -> SystemTime {
+        let (boot_now, wall_now) = (BootInstant::now(), SystemTime::now());
+        if self >= boot_now {
+            wall_now + boot_now.until(self)
+        } else {
+            wall_now
+                .checked_sub(self.until(boot_now))
+                .unwrap_or(UNIX_EPOCH)
+        }
+    }
+
     /// The time since boot on CLOCK_BOOTTIME: an instant another process on the same machine
     /// can compare with its own clock (the `fencelock` command hands deadlines to its guardian
     /// process this way).

@@ -67,6 +67,15 @@ async fn the_token_is_the_czxid_of_an_ephemeral_node_that_release_and_close_dele
             .unwrap();
         // No server-side expiry time: the lease lives with its session and node.
         assert_eq!(lease.expires_at(), None);
+        // ... but a client deadline, which is the session's (renewed by its heartbeats).
+        let valid = lease
+            .valid_until()
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        assert!(
+            valid > Duration::ZERO && valid <= Duration::from_secs(60),
+            "{valid:?}"
+        );
         let nodes = children(&raw, &folder).await;
         assert_eq!(nodes.len(), 1, "{nodes:?}");
         let node = &nodes[0];

@@ -67,6 +67,19 @@ impl NativeLease {
         })
     }
 
+    /// The client deadline in ms since the epoch, read now: after it this client counts the
+    /// lease lost unless a renewal succeeded first (`Lease::valid_until`). Never null.
+    #[napi(getter)]
+    pub fn valid_until(&self) -> Result<f64> {
+        guard(|| {
+            Ok(self
+                .lease
+                .valid_until()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0))
+        })
+    }
+
     #[napi(getter)]
     pub fn is_lost(&self) -> Result<bool> {
         guard(|| Ok(self.lease.is_lost()))

@@ -148,6 +148,30 @@ for (const backend of backends()) {
       }
     });
 
+    test('validUntil is the client deadline: ahead after acquire, by expiresAt, kept after release', async (t) => {
+      const locker = await connectOrSkip(t, backend.url());
+      if (!locker) return;
+      try {
+        const before = Date.now();
+        const lease = await locker.acquire(fresh('valid-until'), { ttl: 10_000 });
+        const until = lease.validUntil;
+        assert.ok(until instanceof Date);
+        // Within the ttl of the acquire, less what the clock-drift allowance and a slow server take.
+        assert.ok(
+          until.getTime() > before + 5_000 && until.getTime() <= Date.now() + 10_000,
+          `validUntil ${until.toISOString()} is not within 5 to 10 s of the acquire`,
+        );
+        // The client stops before the server could hand the lock to someone else (TTL backends;
+        // ZooKeeper has no expiresAt, its liveness is the session).
+        const expires = lease.expiresAt;
+        if (expires !== null) assert.ok(until.getTime() <= expires.getTime());
+        await lease.release();
+        assert.ok(lease.validUntil instanceof Date);
+      } finally {
+        await locker.close();
+      }
+    });
+
     test('lease.signal aborts when the lease is lost (no renewal, short ttl)', async (t) => {
       const locker = await connectOrSkip(t, backend.url());
       if (!locker) return;

@@ -34,6 +34,7 @@ async function example(): Promise<bigint> {
   });
   const token: bigint = lease.token;
   const when: Date | null = lease.expiresAt;
+  const deadline: Date = lease.validUntil;
   const lost: AbortSignal = lease.signal;
   lease.throwIfLost();
   await lease.extend(10_000);
@@ -147,6 +148,7 @@ async function example(): Promise<bigint> {
   await locker.close();
   void [
     when,
+    deadline,
     lost,
     maybe,
     n,

@@ -277,6 +277,11 @@ class Lease:
     @property
     def expires_at(self) -> Optional[datetime]: ...
     @property
+    def valid_until(self) -> datetime:
+        """The client deadline (UTC-aware): after it this client counts the lease lost unless a
+        renewal succeeds first. It moves forward with each renewal; on backends with a ttl it
+        comes before `expires_at`."""
+    @property
     def is_lost(self) -> bool: ...
     @property
     def is_held(self) -> bool: ...

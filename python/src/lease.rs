@@ -157,6 +157,14 @@ impl PyLease {
         })
     }
 
+    /// The client deadline as a UTC-aware datetime: after it this client counts the lease lost
+    /// unless a renewal succeeds first. It moves forward with each renewal; on backends with a
+    /// ttl it comes before `expires_at`, so work that checks it stops before the lock can pass on.
+    #[getter]
+    fn valid_until<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| utc_datetime(py, self.core().valid_until()))
+    }
+
     /// Whether the lease is lost; computed from the client deadline on every read.
     #[getter]
     fn is_lost(&self) -> PyResult<bool> {

@@ -132,7 +132,7 @@ impl PyLocker {
         name: Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
-        guard(|| PyLock::new(slf, &name, options, "lock", false, Locker::mutex))
+        guard(|| PyLock::new(slf, &name, options, "lock", false, LockMode::Exclusive))
     }
 
     /// One of `permits` permits of the semaphore `name`, to use with `with` or `async with`: at
@@ -154,15 +154,8 @@ impl PyLocker {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
         guard(|| {
-            let permits = crate::options::permits(&permits)?;
-            PyLock::new(
-                slf,
-                &name,
-                options,
-                "semaphore",
-                false,
-                move |locker, name| locker.semaphore(name, permits),
-            )
+            let mode = LockMode::permit(crate::options::permits(&permits)?).map_err(to_py)?;
+            PyLock::new(slf, &name, options, "semaphore", false, mode)
         })
     }
 
@@ -181,7 +174,7 @@ impl PyLocker {
         name: Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
-        guard(|| PyLock::new(slf, &name, options, "read_lock", false, Locker::read_lock))
+        guard(|| PyLock::new(slf, &name, options, "read_lock", false, LockMode::Read))
     }
 
     /// The write lock of the read-write lock `name`, to use with `with` or `async with`: one
@@ -198,7 +191,7 @@ impl PyLocker {
         name: Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
-        guard(|| PyLock::new(slf, &name, options, "write_lock", false, Locker::write_lock))
+        guard(|| PyLock::new(slf, &name, options, "write_lock", false, LockMode::Write))
     }
 
     /// Leadership of the election `name`, to use with `with` or `async with`: entering
@@ -216,7 +209,7 @@ impl PyLocker {
         name: Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
-        guard(|| PyLock::new(slf, &name, options, "leadership", true, Locker::mutex))
+        guard(|| PyLock::new(slf, &name, options, "leadership", true, LockMode::Exclusive))
     }
 
     /// Campaigns for `name`, calls `fn(leadership)` once leading, resigns when it returns and
@@ -242,7 +235,16 @@ impl PyLocker {
         }
         let election = Bound::new(
             py,
-            guard(|| PyLock::new(slf, &name, options, "run_as_leader", true, Locker::mutex))?,
+            guard(|| {
+                PyLock::new(
+                    slf,
+                    &name,
+                    options,
+                    "run_as_leader",
+                    true,
+                    LockMode::Exclusive,
+                )
+            })?,
         )?;
         let leadership = election.call_method0("__enter__")?;
         match func.call1((leadership,)) {
@@ -698,15 +700,16 @@ impl Drop for PyLock {
 }
 
 impl PyLock {
-    /// The object `locker.<call>(name, **options)` returns; `make` names the core's lock (a
-    /// mutex, a semaphore, a read or a write lock), checking the name and what the backend offers.
+    /// The object `locker.<call>(name, **options)` returns: the core's lock of `name` in `mode`
+    /// (a mutex, a semaphore's permit, a read or a write lock), which checks the name and what
+    /// the backend offers.
     fn new(
         locker: &Bound<'_, PyLocker>,
         name: &Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
         call: &str,
         leadership: bool,
-        make: impl FnOnce(&Locker, &str) -> fencelock::Result<Lock>,
+        mode: LockMode,
     ) -> PyResult<PyLock> {
         let name = text(
             name,
@@ -722,7 +725,7 @@ impl PyLock {
             LOCK_OPTIONS
         };
         let options = acquire_options(options, known, call)?;
-        let lock = make(locker.get().core()?, &name).map_err(to_py)?;
+        let lock = locker.get().core()?.lock(&name, mode).map_err(to_py)?;
         Ok(PyLock {
             locker: locker.clone().unbind(),
             lock,

@@ -6,6 +6,7 @@ server does not answer. The core's own suites test each backend in depth.
 """
 
 import asyncio
+import datetime
 import uuid
 from typing import List
 
@@ -31,6 +32,21 @@ def test_acquire_release_inspect(any_locker: fencelock.Locker) -> None:
         with pytest.raises(fencelock.Timeout):
             in_another_thread(lambda: any_locker.acquire(name, wait=0.2))
     assert not any_locker.inspect(name).held
+
+
+def test_valid_until_is_the_client_deadline(any_locker: fencelock.Locker) -> None:
+    name = fresh("valid-until")
+    lease = any_locker.acquire(name, ttl=10)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    until = lease.valid_until
+    assert until.utcoffset() == datetime.timedelta(0)
+    # Within the ttl (ZooKeeper: the session timeout, 10 s or less), seconds of slack for a
+    # slow machine; before the server's own expiry where there is one.
+    assert now + datetime.timedelta(seconds=3) < until <= now + datetime.timedelta(seconds=10)
+    if lease.expires_at is not None:
+        assert until <= lease.expires_at
+    lease.release()
+    assert lease.valid_until <= until + datetime.timedelta(seconds=1)
 
 
 def test_tokens_increase(any_locker: fencelock.Locker) -> None:

@@ -165,8 +165,7 @@ DEFAULT_LANGS = ["rust", "python", "node"]
 
 def scenario_langs(spec: dict[str, Any], asked: Optional[str]) -> list[str]:
     """The languages of a `one` run: those asked for (within the scenario's own, when it names
-    some: semaphores and read-write locks are Rust-only for now), else the scenario's, else the
-    default."""
+    some), else the scenario's, else the default."""
     allowed = spec.get("langs")
     if asked is None:
         return list(allowed or DEFAULT_LANGS)

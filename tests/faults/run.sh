@@ -5,7 +5,7 @@
 #                                 check that the broken build (fencing off) makes the checker fail
 #   tests/faults/run.sh soak [--minutes M] [--clients N] [--backends a,b]   16 clients, 10 min/backend
 #   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node,jvm]   (default: the
-#                                 scenario's languages: Rust only for semaphores and rw locks)
+#                                 scenario's languages, else Rust, Python and Node)
 #   tests/faults/run.sh report    regenerate tests/FAULTS.md from tests/faults/results/
 #
 # Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, histories),
@@ -34,8 +34,8 @@ build() { # build LANGS [broken]: the Rust worker (and the broken one), and what
   fi
   echo "== faults: building the Rust worker"
   cargo build --quiet -p fencelock-faults-worker
-  # The other languages only when a run uses them (the semaphore and read-write lock
-  # scenarios are Rust-only: `run.sh one semaphore-kill9 sqlite` needs no binding).
+  # The other languages only when a run uses them (`run.sh one semaphore-kill9 sqlite
+  # --langs rust` needs no binding).
   if [[ $langs == *,python,* ]]; then
     [[ -x target/py-venv/bin/python ]] && target/py-venv/bin/python -c 'import fencelock' ||
       { echo "faults: the Python package is not installed in target/py-venv (run python/run-tests.sh first)" >&2; exit 1; }

@@ -1,7 +1,6 @@
 """The fault scenarios of semaphores and read-write locks (scenarios.toml names them; the mutex's
-are in scenarios.py). Only the Rust worker takes permits and read or write leases so far, so
-these runs are Rust-only (`langs` in scenarios.toml); the languages join in the issue that gives
-them semaphores and read-write locks.
+are in scenarios.py). Every worker (Rust, Python, Node, JVM) takes permits and read or write
+leases, and the short profile rotates the languages through the roles as for the mutex.
 
 A permit or read holder cannot fence, so what it does under its lease is a critical section
 (`begin` .. `end`, or a whole `hold`) that the checker judges against the others' (README.md).

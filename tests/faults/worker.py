@@ -39,6 +39,11 @@ def expires_at_us(lease: Any) -> Optional[int]:
     return None if at is None else int(at.timestamp() * 1_000_000)
 
 
+def deadline_us(lease: Any) -> int:
+    """The lease's client deadline (`valid_until`) in wall-clock µs, read now."""
+    return int(lease.valid_until.timestamp() * 1_000_000)
+
+
 def seconds(cmd: dict[str, Any], key: str, default: Optional[float]) -> Optional[float]:
     v = cmd.get(key)
     return default if v is None else v / 1000.0
@@ -64,6 +69,12 @@ class Worker:
         self.last: Optional[tuple[str, int]] = None
         self.sections = 0
         self.writes = 0
+        # The open critical section of a permit, read or write lease (its id), and how many
+        # this worker began, so that their ids are unique.
+        self.open_section: Optional[str] = None
+        self.begun = 0
+        # The semaphore's N of the current lease (None unless it is a permit).
+        self.permits: Optional[int] = None
 
     def rec(self, kind: str, **fields: Any) -> None:
         emit({"rec": kind, "worker": self.name, "lang": self.lang, **fields})
@@ -71,13 +82,35 @@ class Worker:
     def cs(self) -> str:
         return f"{self.name}#{self.sections}"
 
-    def acquire(self, cmd: dict[str, Any]) -> dict[str, Any]:
+    def take(self, mode: str, permits: Optional[int], ttl: float, wait: Optional[float]) -> Any:
+        """A lease in the mode asked for: a mutex's, a semaphore's permit, a read or a write."""
+        if mode == "exclusive":
+            return self.locker.acquire(self.lock, ttl=ttl, wait=wait)
+        if mode == "permit":
+            if not isinstance(permits, int):
+                raise ValueError("a permit needs permits: a number")
+            lock = self.locker.semaphore(self.lock, permits, ttl=ttl, wait=wait)
+        elif mode == "read":
+            lock = self.locker.read_lock(self.lock, ttl=ttl, wait=wait)
+        elif mode == "write":
+            lock = self.locker.write_lock(self.lock, ttl=ttl, wait=wait)
+        else:
+            raise ValueError(f"unknown mode {mode!r}")
+        # Entered by hand, not in a `with`: the lease outlives this call, and release() below
+        # ends it as the mutex's is ended.
+        return lock.__enter__()
+
+    def acquire(self, cmd: dict[str, Any], mode: Optional[str] = None) -> dict[str, Any]:
+        # A new lease ends the work done under the previous one.
+        self.end_section()
         ttl = seconds(cmd, "ttl_ms", 10.0) or 10.0
         wait = seconds(cmd, "wait_ms", None)
+        permits = cmd.get("permits")
         t_req = now_us()
-        lease = self.locker.acquire(self.lock, ttl=ttl, wait=wait)
+        lease = self.take(mode or cmd.get("mode") or "exclusive", permits, ttl, wait)
         t = now_us()
         self.sections += 1
+        self.permits = permits if lease.mode == "permit" else None
         cs = self.cs()
         self.rec(
             "acquired",
@@ -85,8 +118,10 @@ class Worker:
             token=str(lease.token),
             t_req=t_req,
             t=t,
+            mode=lease.mode,
+            permits=self.permits,
             expires_at=expires_at_us(lease),
-            deadline=None,
+            deadline=deadline_us(lease),
         )
 
         def on_lost() -> None:
@@ -109,9 +144,67 @@ class Worker:
             t=t,
             lost=lost,
             expires_at=expires_at_us(self.lease),
-            deadline=None,
+            deadline=deadline_us(self.lease),
         )
         return {"lost": lost}
+
+    def judged_by_sections(self) -> bool:
+        """Whether the current lease is a semaphore's or a read-write lock's, whose holders the
+        checker judges by their critical sections (permits and reads cannot fence)."""
+        return self.lease is not None and self.lease.mode != "exclusive"
+
+    def begin_section(self) -> dict[str, Any]:
+        """Begins a critical section: `t` is read before the lease is checked, so the section
+        really began after it; a lease found lost or released begins nothing."""
+        lease = self.lease
+        if lease is None:
+            return {"started": False, "code": "NO_LEASE"}
+        if self.open_section is not None:
+            return {"started": True, "code": None}
+        self.begun += 1
+        section = f"{self.cs()}/s{self.begun}"
+        t = now_us()
+        code = None
+        try:
+            lease.raise_if_lost()
+        except fencelock.LockError as e:
+            code = e.code
+        self.rec(
+            "section_start",
+            cs=self.cs(),
+            section=section,
+            mode=lease.mode,
+            permits=self.permits,
+            t=t,
+            started=code is None,
+            code=code,
+            deadline=deadline_us(lease),
+            expires_at=expires_at_us(lease),
+        )
+        if code is None:
+            self.open_section = section
+        return {"started": code is None, "code": code}
+
+    def end_section(self) -> dict[str, Any]:
+        """Ends the open section: `t` is the work's last moment; `lost`, the deadline and the
+        expiry are read after it (the checker ends the section at the earliest of them)."""
+        section, self.open_section = self.open_section, None
+        lease = self.lease
+        if section is None or lease is None:
+            return {"ended": False}
+        t = now_us()
+        lost = lease.is_lost
+        self.rec(
+            "section_end",
+            cs=self.cs(),
+            section=section,
+            mode=lease.mode,
+            t=t,
+            lost=lost,
+            deadline=deadline_us(lease),
+            expires_at=expires_at_us(lease),
+        )
+        return {"ended": True, "lost": lost}
 
     def write(self, mode: str) -> dict[str, Any]:
         if self.last is None:
@@ -123,6 +216,7 @@ class Worker:
         lease = self.lease
         lost_before = None if lease is None else lease.is_lost
         expires_at = None if lease is None else expires_at_us(lease)
+        deadline = None if lease is None else deadline_us(lease)
         statement = (INSERT_WRITE, [write_id, cs, token, self.name, self.lang, mode, t])
         accepted, code = True, None
         try:
@@ -141,13 +235,14 @@ class Worker:
             t_end=now_us(),
             lost_before=lost_before,
             expires_at=expires_at,
-            deadline=None,
+            deadline=deadline,
             accepted=accepted,
             code=code,
         )
         return {"accepted": accepted, "code": code}
 
     def release(self) -> dict[str, Any]:
+        self.end_section()
         lease, self.lease = self.lease, None
         if lease is None:
             return {}
@@ -166,6 +261,13 @@ class Worker:
         probe_every = seconds(cmd, "probe_ms", 0.05) or 0.05
         write_every = seconds(cmd, "write_ms", None)
         after_lost = cmd.get("stop_after_lost")
+        # A permit, read or write holder works for the whole hold: one section, which ends when
+        # a probe finds the lease lost (the holder stops working) or when the hold ends.
+        opened = (
+            self.judged_by_sections()
+            and self.open_section is None
+            and self.begin_section()["started"]
+        )
         start = time.monotonic()
         next_write = start
         lost = False
@@ -173,6 +275,7 @@ class Worker:
         while time.monotonic() - start < total:
             lost = bool(self.probe()["lost"])
             if lost:
+                self.end_section()
                 lost_probes += 1
                 if after_lost is not None and lost_probes > after_lost:
                     break
@@ -180,6 +283,8 @@ class Worker:
                 self.write("lease")
                 next_write += write_every
             time.sleep(probe_every)
+        if opened:
+            self.end_section()
         return {"lost": lost}
 
     def cycle(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -188,22 +293,32 @@ class Worker:
         count = cmd.get("count")
         writes = cmd.get("writes", 1)
         hold = seconds(cmd, "hold_ms", 0.0) or 0.0
+        # `modes`: the modes of successive cycles, in turn (else `mode`, else exclusive).
+        modes = cmd.get("modes") or [cmd.get("mode") or "exclusive"]
         done = 0
+        turn = 0
         while not (
             (count is not None and done >= count)
             or (until is not None and time.monotonic() >= until)
         ):
+            mode = modes[turn % len(modes)]
             try:
-                self.acquire(cmd)
+                self.acquire(cmd, mode)
             except fencelock.LockError as e:
                 self.rec("error", op="acquire", t=now_us(), code=e.code, message=str(e))
                 if e.code in FATAL:
                     return {"cycles": done, "error": e.code}
                 time.sleep(0.1)
                 continue
+            turn += 1
+            # A permit, read or write lease's work is one section from acquire to release; only
+            # a mutex's or a write lease's token can fence.
+            if self.judged_by_sections():
+                self.begin_section()
             for _ in range(writes):
                 self.probe()
-                self.write("lease")
+                if mode in ("exclusive", "write"):
+                    self.write("lease")
             if hold:
                 time.sleep(hold)
             try:
@@ -218,6 +333,10 @@ def run(worker: Worker, cmd: dict[str, Any]) -> dict[str, Any]:
     op = cmd.get("op")
     if op == "acquire":
         return worker.acquire(cmd)
+    if op == "begin":
+        return worker.begin_section()
+    if op == "end":
+        return worker.end_section()
     if op == "write":
         return worker.write(cmd.get("mode", "lease"))
     if op == "probe":

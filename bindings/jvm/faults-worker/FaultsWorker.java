@@ -4,6 +4,10 @@
 // on stdout. Plain Java against the library's public API (the same calls a Java user makes), so
 // it compiles with javac alone in a second; run.sh builds and runs it.
 //
+// Like the Rust worker (tests/faults/worker-rs, the reference), it takes semaphore permits and
+// read or write leases (`acquire` with a `mode`) and records their critical sections as
+// `section_start`/`section_end`; every `deadline` is the lease's `validUntil` in wall-clock µs.
+//
 // The lost signal is a `Lease.onLost` listener: it runs on a fencelock thread of its own, so it
 // fires while the main thread is busy (in a hold, a write, a sleep). Records from that thread and
 // from the main one go through one lock on stdout.
@@ -13,6 +17,7 @@ import dev.fencelock.Fence;
 import dev.fencelock.FenceOptions;
 import dev.fencelock.FencelockException;
 import dev.fencelock.Lease;
+import dev.fencelock.LockMode;
 import dev.fencelock.LockOptions;
 import dev.fencelock.Locker;
 import dev.fencelock.Statement;
@@ -30,6 +35,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 
@@ -65,9 +71,23 @@ public final class FaultsWorker {
         return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
     }
 
+    static long micros(Instant at) {
+        return at.getEpochSecond() * 1_000_000L + at.getNano() / 1_000;
+    }
+
     static Long expiresAtUs(Lease lease) {
         Instant at = lease.getExpiresAt();
-        return at == null ? null : at.getEpochSecond() * 1_000_000L + at.getNano() / 1_000;
+        return at == null ? null : micros(at);
+    }
+
+    /** The lease's client deadline on the wall clock, read now, in µs (Rust: `Lease::deadline()`). */
+    static long deadlineUs(Lease lease) {
+        return micros(lease.getValidUntil());
+    }
+
+    /** A lease's mode as the protocol spells it: exclusive, permit, read or write. */
+    static String modeName(LockMode mode) {
+        return mode.name().toLowerCase(Locale.ROOT);
     }
 
     /** A map literal for records and replies, keeping the order given. */
@@ -112,16 +132,58 @@ public final class FaultsWorker {
         return v == null ? null : ((Number) v).longValue();
     }
 
+    /**
+     * The mode a command asks for: `mode` (exclusive, permit, read, write; exclusive when absent)
+     * and, for a permit, `permits` (checked by the library, as Rust's `LockMode::permit`).
+     */
+    static final class Requested {
+        final LockMode mode;
+        final Integer permits;
+
+        Requested(LockMode mode, Integer permits) {
+            this.mode = mode;
+            this.permits = permits;
+        }
+
+        static Requested of(Object mode, Map<String, Object> cmd) {
+            // As in Rust, anything but a string is no mode: exclusive.
+            String m = mode instanceof String ? (String) mode : "exclusive";
+            switch (m) {
+                case "exclusive":
+                    return new Requested(LockMode.EXCLUSIVE, null);
+                case "permit": {
+                    Object n = cmd.get("permits");
+                    if (!(n instanceof Long) || (Long) n < 0 || (Long) n > Integer.MAX_VALUE) {
+                        throw new Failure("INVALID_ARGUMENT", "a permit needs permits: a number");
+                    }
+                    return new Requested(LockMode.PERMIT, (int) (long) (Long) n);
+                }
+                case "read":
+                    return new Requested(LockMode.READ, null);
+                case "write":
+                    return new Requested(LockMode.WRITE, null);
+                default:
+                    throw new Failure("INVALID_ARGUMENT", "unknown mode \"" + m + "\"");
+            }
+        }
+    }
+
     final String name;
     final Locker locker;
     final Fence fence;
     final String lock;
     Lease lease;
+    /** The current lease's semaphore permits (null unless it is a permit). */
+    Integer leasePermits;
     String lastCs;
     long lastToken;
     boolean hasLast;
     int sections;
     int writes;
+    /** The open critical section of a permit, read or write lease (its id), or null. */
+    String openSection;
+    /** Sections begun by this worker, so their ids are unique. */
+    long begun;
 
     FaultsWorker(Map<String, Object> cmd) {
         name = (String) cmd.get("worker");
@@ -145,21 +207,39 @@ public final class FaultsWorker {
         return name + "#" + sections;
     }
 
-    Map<String, Object> acquire(Map<String, Object> cmd) {
+    Map<String, Object> acquire(Map<String, Object> cmd, Requested requested) {
+        // A new lease ends the work done under the previous one.
+        endSection();
         LockOptions options = LockOptions.builder()
             .ttl(ms(cmd, "ttl_ms", Duration.ofSeconds(10)))
             .wait(ms(cmd, "wait_ms", null))
             .build();
         long tReq = nowUs();
-        Lease acquired = locker.acquireBlocking(lock, options);
+        Lease acquired;
+        switch (requested.mode) {
+            case PERMIT:
+                acquired = locker.semaphore(lock, requested.permits).acquireBlocking(options);
+                break;
+            case READ:
+                acquired = locker.readLock(lock).acquireBlocking(options);
+                break;
+            case WRITE:
+                acquired = locker.writeLock(lock).acquireBlocking(options);
+                break;
+            default:
+                acquired = locker.acquireBlocking(lock, options);
+        }
         long t = nowUs();
         sections += 1;
         String cs = cs();
         String token = Long.toString(acquired.getToken());
-        rec("acquired", "cs", cs, "token", token, "t_req", tReq, "t", t, "expires_at", expiresAtUs(acquired),
-            "deadline", null);
+        LockMode mode = acquired.getMode();
+        Integer permits = mode == LockMode.PERMIT ? requested.permits : null;
+        rec("acquired", "cs", cs, "token", token, "t_req", tReq, "t", t, "mode", modeName(mode), "permits", permits,
+            "expires_at", expiresAtUs(acquired), "deadline", deadlineUs(acquired));
         acquired.onLost((reason, message) -> rec("lost_signal", "cs", cs, "t", nowUs(), "reason", reason.name()));
         lease = acquired;
+        leasePermits = permits;
         lastCs = cs;
         lastToken = acquired.getToken();
         hasLast = true;
@@ -170,8 +250,62 @@ public final class FaultsWorker {
         if (lease == null) return obj("lost", null);
         long t = nowUs();
         boolean lost = lease.isLost();
-        rec("probe", "cs", cs(), "t", t, "lost", lost, "expires_at", expiresAtUs(lease), "deadline", null);
+        rec("probe", "cs", cs(), "t", t, "lost", lost, "expires_at", expiresAtUs(lease), "deadline", deadlineUs(lease));
         return obj("lost", lost);
+    }
+
+    /**
+     * Begins a critical section of a permit, read or write lease (they are judged by their
+     * sections, since permits and reads cannot fence): `t` is read before the lease is checked,
+     * so the section really began after it; a lease found lost or released begins nothing.
+     */
+    Map<String, Object> beginSection() {
+        Lease current = lease;
+        if (current == null) return obj("started", false, "code", "NO_LEASE");
+        if (openSection != null) return obj("started", true, "code", null);
+        begun += 1;
+        String id = cs() + "/s" + begun;
+        long t = nowUs();
+        String code = null;
+        try {
+            current.ensureHeld();
+        } catch (FencelockException e) {
+            code = e.getCode().name();
+        }
+        long deadline = deadlineUs(current);
+        Long expiresAt = expiresAtUs(current);
+        boolean started = code == null;
+        rec("section_start", "cs", cs(), "section", id, "mode", modeName(current.getMode()), "permits", leasePermits,
+            "t", t, "started", started, "code", code, "deadline", deadline, "expires_at", expiresAt);
+        if (started) openSection = id;
+        return obj("started", started, "code", code);
+    }
+
+    /**
+     * Ends the open section: `t` is the work's last moment; `lost`, the deadline and the expiry
+     * are read after it (the checker ends the section at the earlier of `t` and them).
+     */
+    Map<String, Object> endSection() {
+        String id = openSection;
+        Lease current = lease;
+        openSection = null;
+        if (id == null || current == null) return obj("ended", false);
+        long t = nowUs();
+        boolean lost = current.isLost();
+        long deadline = deadlineUs(current);
+        Long expiresAt = expiresAtUs(current);
+        rec("section_end", "cs", cs(), "section", id, "mode", modeName(current.getMode()), "t", t, "lost", lost,
+            "deadline", deadline, "expires_at", expiresAt);
+        return obj("ended", true, "lost", lost);
+    }
+
+    /**
+     * Whether the current lease is a semaphore's or a read-write lock's, whose holders the
+     * checker judges by their critical sections.
+     */
+    boolean judgedBySections() {
+        Lease current = lease;
+        return current != null && current.getMode() != LockMode.EXCLUSIVE;
     }
 
     Map<String, Object> write(String mode) {
@@ -184,6 +318,7 @@ public final class FaultsWorker {
         Lease current = lease;
         Boolean lostBefore = current == null ? null : current.isLost();
         Long expiresAt = current == null ? null : expiresAtUs(current);
+        Long deadline = current == null ? null : deadlineUs(current);
         List<Statement> statements = List.of(Statement.of(INSERT_WRITE, writeId, cs, token, name, LANG, mode, t));
         boolean accepted = true;
         String code = null;
@@ -195,14 +330,16 @@ public final class FaultsWorker {
             code = e.getCode().name();
         }
         rec("write", "cs", cs, "write_id", writeId, "token", Long.toString(token), "mode", mode, "t", t,
-            "t_end", nowUs(), "lost_before", lostBefore, "expires_at", expiresAt, "deadline", null,
+            "t_end", nowUs(), "lost_before", lostBefore, "expires_at", expiresAt, "deadline", deadline,
             "accepted", accepted, "code", code);
         return obj("accepted", accepted, "code", code);
     }
 
     Map<String, Object> release() {
+        endSection();
         Lease current = lease;
         lease = null;
+        leasePermits = null;
         if (current == null) return obj();
         String code = null;
         try {
@@ -220,6 +357,10 @@ public final class FaultsWorker {
         long probeEvery = ms(cmd, "probe_ms", Duration.ofMillis(50)).toMillis();
         Duration writeEvery = ms(cmd, "write_ms", null);
         Long afterLost = longOf(cmd, "stop_after_lost");
+        // A permit, read or write holder works for the whole hold: one section, which ends when a
+        // probe finds the lease lost (the holder stops working) or when the hold ends.
+        boolean opened = judgedBySections() && openSection == null
+            && Boolean.TRUE.equals(beginSection().get("started"));
         long start = System.nanoTime();
         long nextWrite = start;
         boolean lost = false;
@@ -227,6 +368,7 @@ public final class FaultsWorker {
         while (System.nanoTime() - start < total) {
             lost = Boolean.TRUE.equals(probe().get("lost"));
             if (lost) {
+                endSection();
                 lostProbes += 1;
                 if (afterLost != null && lostProbes > afterLost) break;
             }
@@ -236,6 +378,7 @@ public final class FaultsWorker {
             }
             sleepMs(probeEvery);
         }
+        if (opened) endSection();
         return obj("lost", lost);
     }
 
@@ -246,10 +389,22 @@ public final class FaultsWorker {
         Long writesPer = longOf(cmd, "writes");
         long perSection = writesPer == null ? 1 : writesPer;
         long hold = ms(cmd, "hold_ms", Duration.ZERO).toMillis();
+        // `modes`: the modes of successive cycles, in turn (else `mode`, else exclusive).
+        List<Object> modes = new ArrayList<>();
+        Object given = cmd.get("modes");
+        if (given instanceof List && !((List<?>) given).isEmpty()) modes.addAll((List<?>) given);
+        else modes.add(cmd.get("mode"));
         long done = 0;
+        int turn = 0;
         while (!((count != null && done >= count) || (until != null && System.nanoTime() - until >= 0))) {
+            Requested requested;
             try {
-                acquire(cmd);
+                requested = Requested.of(modes.get(turn % modes.size()), cmd);
+            } catch (Failure e) {
+                return obj("cycles", done, "error", e.code);
+            }
+            try {
+                acquire(cmd, requested);
             } catch (RuntimeException e) {
                 String code = codeOf(e);
                 rec("error", "op", "acquire", "t", nowUs(), "code", code, "message", String.valueOf(e.getMessage()));
@@ -257,9 +412,13 @@ public final class FaultsWorker {
                 sleepMs(100);
                 continue;
             }
+            turn += 1;
+            // A permit, read or write lease's work is one section from acquire to release; only a
+            // mutex's or a write lease's token can fence.
+            if (judgedBySections()) beginSection();
             for (long i = 0; i < perSection; i++) {
                 probe();
-                write("lease");
+                if (requested.mode.isExclusive()) write("lease");
             }
             sleepMs(hold);
             try {
@@ -274,7 +433,9 @@ public final class FaultsWorker {
 
     Map<String, Object> run(Map<String, Object> cmd) {
         Object op = cmd.get("op");
-        if ("acquire".equals(op)) return acquire(cmd);
+        if ("acquire".equals(op)) return acquire(cmd, Requested.of(cmd.get("mode"), cmd));
+        if ("begin".equals(op)) return beginSection();
+        if ("end".equals(op)) return endSection();
         if ("write".equals(op)) return write(cmd.get("mode") == null ? "lease" : (String) cmd.get("mode"));
         if ("probe".equals(op)) return probe();
         if ("hold".equals(op)) return hold(cmd);

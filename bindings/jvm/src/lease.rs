@@ -1,7 +1,7 @@
 //! `NativeLease` (wrapped by the Kotlin `Lease`) and the delivery of its lost signal.
 
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fencelock::{Lease, LossReason};
 
@@ -76,6 +76,14 @@ impl NativeLease {
             .expires_at()
             .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
             .map(|d| d.as_millis() as i64)
+    }
+
+    /// The client deadline on the wall clock, read now (an `Instant` in Kotlin): after it this
+    /// client counts the lease lost unless a renewal succeeded first. It moves forward with
+    /// renewals and stays put once the lease is lost or released; on TTL backends it comes
+    /// before [`NativeLease::expires_at_millis`].
+    pub fn valid_until(&self) -> SystemTime {
+        self.lease.valid_until()
     }
 
     pub fn is_lost(&self) -> bool {

@@ -117,6 +117,15 @@ impl Lease {
         unpoisoned(&self.shared.state).deadline
     }
 
+    /// The client deadline on the wall clock (read now): the moment after which this client
+    /// counts the lease lost unless a renewal succeeds before it. It moves forward with each
+    /// renewal, and stays where it was once the lease is lost or released. On TTL backends it
+    /// comes before [`Lease::expires_at`] by the clock-drift allowance, so work that checks it
+    /// stops before the server could hand the lock to someone else.
+    pub fn valid_until(&self) -> SystemTime {
+        self.deadline().to_system_time()
+    }
+
     /// Whether the lease is lost; computed from the deadline on every call.
     pub fn is_lost(&self) -> bool {
         matches!(self.shared.current_phase(), Phase::Lost(_))

@@ -38,6 +38,19 @@ async fn an_extend_moves_the_deadline_and_the_servers_expiry(target: Target) {
                 "{after}: deadline in {left:?}"
             );
             let expires = lease.expires_at().expect("a TTL backend's lease expires");
+            // The deadline on the wall clock: as far off, and before the server's expiry.
+            let valid_until = lease.valid_until();
+            let valid = valid_until
+                .duration_since(SystemTime::now())
+                .unwrap_or_default();
+            assert!(
+                valid <= ttl && valid > ttl - slack,
+                "{after}: valid for {valid:?}"
+            );
+            assert!(
+                valid_until <= expires,
+                "{after}: valid until after the server's expiry"
+            );
             let estimate = expires
                 .duration_since(SystemTime::now())
                 .unwrap_or_default();

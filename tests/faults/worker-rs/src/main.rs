@@ -1,8 +1,8 @@
 //! The Rust worker of the fault-injection suite: reads commands as JSON lines on stdin, answers
 //! and records its critical sections as JSON lines on stdout. The protocol is in
-//! tests/faults/README.md; the Python and Node workers speak the same one. Only this worker
-//! takes semaphore permits and read or write leases (`acquire` with a `mode`), whose critical
-//! sections it records as `section_start`/`section_end` (permits and reads cannot fence).
+//! tests/faults/README.md; the Python, Node and JVM workers speak the same one. Semaphore
+//! permits and read or write leases (`acquire` with a `mode`) record their critical sections as
+//! `section_start`/`section_end` (permits and reads cannot fence).
 
 use std::io::Write;
 use std::sync::Arc;

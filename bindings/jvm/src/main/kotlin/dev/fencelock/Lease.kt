@@ -66,6 +66,16 @@ class Lease internal constructor(
     val expiresAt: Instant?
         get() = native.expiresAtMillis()?.let(Instant::ofEpochMilli)
 
+    /**
+     * The client deadline, on the wall clock, read now: after it this client counts the lease lost
+     * unless a renewal succeeds first. It moves forward with each renewal and stays where it was
+     * once the lease is lost or released. On TTL backends it comes earlier than [expiresAt] (by
+     * the clock-drift allowance), so work that checks it stops before the server could hand the
+     * lock to someone else; on ZooKeeper, where [expiresAt] is null, it is still there.
+     */
+    val validUntil: Instant
+        get() = native.validUntil()
+
     /** Whether the lease is lost; computed from the client deadline on every read. */
     val isLost: Boolean
         get() = native.isLost()

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
+import java.time.Instant;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -32,6 +33,7 @@ class SemaphoreJavaTest {
             try (Lease first = reports.acquireBlocking(TEN_SECONDS);
                     Lease second = other.semaphore(name, 2).acquireBlocking(TEN_SECONDS)) {
                 assertEquals(LockMode.PERMIT, first.getMode());
+                assertTrue(first.getValidUntil().isAfter(Instant.now()), "the client deadline is ahead");
                 assertTrue(second.getToken() > first.getToken());
                 Lock full = third.semaphore(name, 2);
                 assertNull(full.tryAcquireBlocking(), "a third permit of 2");

@@ -7,6 +7,7 @@ import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeout
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertFalse
+import org.junit.jupiter.api.Assertions.assertNotNull
 import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertThrows
 import org.junit.jupiter.api.Assertions.assertTrue
@@ -14,6 +15,7 @@ import org.junit.jupiter.api.Assertions.fail
 import org.junit.jupiter.params.ParameterizedTest
 import org.junit.jupiter.params.provider.MethodSource
 import java.time.Duration
+import java.time.Instant
 import java.util.concurrent.CancellationException
 import java.util.concurrent.CountDownLatch
 import java.util.concurrent.TimeUnit
@@ -51,6 +53,28 @@ class BasicsTest {
                     second.close()
                     second.close() // quiet: already released
                 }
+            }
+        }
+
+    @ParameterizedTest
+    @MethodSource("backends")
+    fun `validUntil is the client deadline, ahead by about the ttl, not after expiresAt`(backend: String): Unit =
+        runBlocking {
+            Backends.connect(backend).use { locker ->
+                val name = Backends.uniqueName("valid-until")
+                val lease = locker.acquire(name, LockOptions(ttl = Duration.ofSeconds(10)))
+                val validUntil = lease.validUntil
+                val expiresAt = lease.expiresAt
+                val now = Instant.now()
+                // About the ttl ahead (on ZooKeeper the session timeout's: 10 s by default), less
+                // the time acquire took and the drift allowance; never more than it from now.
+                assertTrue(validUntil > now.plusSeconds(5), "valid until $validUntil, now $now")
+                assertTrue(validUntil <= now.plusSeconds(10), "valid until $validUntil, now $now")
+                // The client gives up before the server could let another holder in.
+                expiresAt?.let { assertTrue(validUntil <= it, "valid until $validUntil, expires $it") }
+                lease.release()
+                assertNotNull(lease.validUntil, "still there once released")
+                assertTrue(lease.validUntil <= Instant.now().plusSeconds(10))
             }
         }
 
