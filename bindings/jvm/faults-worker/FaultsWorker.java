@@ -6,7 +6,7 @@
 //
 // Like the Rust worker (tests/faults/worker-rs, the reference), it takes semaphore permits and
 // read or write leases (`acquire` with a `mode`) and records their critical sections as
-// `section_start`/`section_end`; every `deadline` is the lease's `validUntil` in wall-clock µs.
+// `section_start`/`section_end`; every `deadline` is the lease's `validUntil` in wall-clock microseconds.
 //
 // The lost signal is a `Lease.onLost` listener: it runs on a fencelock thread of its own, so it
 // fires while the main thread is busy (in a hold, a write, a sleep). Records from that thread and
@@ -80,7 +80,7 @@ public final class FaultsWorker {
         return at == null ? null : micros(at);
     }
 
-    /** The lease's client deadline on the wall clock, read now, in µs (Rust: `Lease::deadline()`). */
+    /** The lease's client deadline on the wall clock, read now, in microseconds (Rust: `Lease::deadline()`). */
     static long deadlineUs(Lease lease) {
         return micros(lease.getValidUntil());
     }

@@ -49,7 +49,7 @@ if [[ ! -f $out/fencelock-classes.jar || $stamp -nt $out/fencelock-classes.jar ]
 fi
 if [[ ! -f $out/worker.jar || $here/FaultsWorker.java -nt $out/worker.jar ]]; then
   rm -rf "$out/classes" "$out/worker.jsa"
-  javac -nowarn --release 17 -cp "$out/fencelock-classes.jar:$(cat "$out/classpath.txt")" -d "$out/classes" \
+  javac -encoding UTF-8 -nowarn --release 17 -cp "$out/fencelock-classes.jar:$(cat "$out/classpath.txt")" -d "$out/classes" \
     "$here/FaultsWorker.java"
   jar cf "$out/worker.jar" -C "$out/classes" .
 fi
