@@ -231,6 +231,51 @@ export declare class Lease implements AsyncDisposable {
 }
 
 /**
+ * The leases of several names held as one, from `locker.lockMany()` or `withLocks()`: all of
+ * them or none, taken in one canonical order (by name, whatever order they were given in), so
+ * callers taking overlapping sets cannot deadlock. Each part is an ordinary Lease of its name's
+ * mutex, with its own token and renewal, so `part(name)` guards a Fence as a single lease does.
+ * The whole is held while every part is and lost the moment any part is.
+ * `await using locks = await locker.lockMany(names)` releases every part at scope end.
+ */
+export declare class MultiLease implements AsyncDisposable {
+  private constructor();
+  /** The names, in the canonical order they were acquired in (by name). A new array on each read. */
+  readonly names: string[];
+  /** Each name's fencing token, in the canonical order. A new Map on each read. */
+  readonly tokens: Map<string, bigint>;
+  /** The Lease of one name, to fence writes to what that name guards; undefined for a name not among them. */
+  part(name: string): Lease | undefined;
+  /** Every part is held: none released, none lost. */
+  readonly isHeld: boolean;
+  /** Some part is lost (computed from the client deadlines on every read): the work must stop. */
+  readonly isLost: boolean;
+  /**
+   * Aborted, with a LOST LockError naming the part as its reason, the moment any part is lost.
+   * Does not keep the process alive.
+   */
+  readonly signal: AbortSignal;
+  /** Throws LOST after a loss of any part (NOT_HELD after release). */
+  throwIfLost(): void;
+  /** The earliest part's client deadline, read now: the whole is valid until then. */
+  readonly validUntil: Date;
+  /** The earliest part's server expiry (this client's estimate); null on ZooKeeper. */
+  readonly expiresAt: Date | null;
+  /**
+   * Sets a new ttl (ms) from now on every part; each part's current ttl when omitted. Rejects with
+   * the first part's error, after extending the others.
+   */
+  extend(ttl?: number): Promise<void>;
+  /**
+   * Releases every part, whatever happens to the others. LOST if any part was lost first (the
+   * work may have run without that lock), else NOT_HELD if any part was already released.
+   */
+  release(): Promise<void>;
+  /** Releases; quiet after an explicit release, LOST after a loss. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
  * A client bound to one backend, made by connect(). Shared freely by concurrent tasks. An
  * EventEmitter of its leases' lifecycle: `locker.on('lost', (event) => ...)`, or `'event'` for
  * every kind; subscribed natively only while a listener is attached, and never keeps the process alive.
@@ -254,9 +299,29 @@ export declare class Locker extends EventEmitter implements AsyncDisposable {
     fn: (lease: Lease) => T | Promise<T>,
   ): Promise<T>;
   /**
+   * Acquires the mutexes of every name in `names` (1 to 64 names, each once) as one MultiLease:
+   * all of them or none, taken in one canonical order (by name), so callers taking overlapping
+   * sets cannot deadlock. `wait` bounds the whole: TIMEOUT names the name that stayed busy, after
+   * the ones already taken were released; `signal` cancels, leaving nothing behind. The other
+   * options apply to every part. INVALID_ARGUMENT for no names, a name twice, more than 64 or a
+   * bad name, before anything is taken.
+   */
+  lockMany(names: readonly string[], options?: AcquireOptions): Promise<MultiLease>;
+  /**
+   * Runs `fn` while holding every name in `names` (as lockMany()); releases them all when it
+   * settles; rejects with LOST if a part was lost meanwhile (unless `fn` threw). Inside `fn` the
+   * names are held by its scope, as in withLock().
+   */
+  withLocks<T>(names: readonly string[], fn: (locks: MultiLease) => T | Promise<T>): Promise<T>;
+  withLocks<T>(
+    names: readonly string[],
+    options: AcquireOptions,
+    fn: (locks: MultiLease) => T | Promise<T>,
+  ): Promise<T>;
+  /**
    * Acquires one of `options.permits` permits of the semaphore `name`, waiting as acquire()
-   * does; each permit lease has its own token (mode 'permit'). INVALID_ARGUMENT on Redlock and
-   * Redis Cluster, for permits outside 1 to 10,000, for another number than the semaphore's
+   * does; each permit lease has its own token (mode 'permit'). INVALID_ARGUMENT on Redlock,
+   * for permits outside 1 to 10,000, for another number than the semaphore's
    * holders and waiters use, or for a name in use as another kind.
    */
   semaphore(name: string, options: SemaphoreOptions): Promise<Lease>;

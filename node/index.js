@@ -190,6 +190,18 @@ function scopedArgs(call, name, options, fn) {
   return { options, fn };
 }
 
+/**
+ * The names of a multi-name lock: an array of lock names, each checked as a name is. How many,
+ * which twice and which are bad is the core's check (INVALID_ARGUMENT, before anything is taken).
+ */
+function checkNames(names) {
+  if (!Array.isArray(names)) {
+    const hint = typeof names === 'string' ? ` (for one name: [${JSON.stringify(names)}])` : '';
+    throw invalid(`lock names must be an array of strings, not ${describe(names)}${hint}`);
+  }
+  return names.map((name, i) => checkString(name, `lock name ${i + 1}`));
+}
+
 function connectOptions(options, call, known) {
   const given = checkKeys(options, known, call);
   const out = {};
@@ -309,7 +321,7 @@ class Lease {
   constructor(key, nativeLease) {
     if (key !== PRIVATE)
       throw new TypeError(
-        'a Lease comes from locker.acquire(), tryAcquire(), semaphore(), readLock(), writeLock() or a with…() helper',
+        'a Lease comes from locker.acquire(), tryAcquire(), semaphore(), readLock(), writeLock(), a with…() helper or a MultiLease',
       );
     this.#native = nativeLease;
     this.#name = nativeLease.name;
@@ -480,6 +492,126 @@ class Leadership {
   }
 }
 
+/**
+ * The leases of several names held as one, by locker.lockMany() or withLocks(): all of them or
+ * none, taken in one canonical order (by name), so overlapping sets cannot deadlock. Each part
+ * is an ordinary Lease of its name's mutex, with its own token, so `part(name)` guards a Fence
+ * as a single lease does; the whole is lost the moment any part is.
+ */
+class MultiLease {
+  #native;
+  #parts;
+  #controller = null;
+
+  constructor(key, nativeMulti) {
+    if (key !== PRIVATE)
+      throw new TypeError('a MultiLease comes from locker.lockMany() or locker.withLocks()');
+    this.#native = nativeMulti;
+    this.#parts = new Map(nativeMulti.parts().map((p) => [p.name, new Lease(PRIVATE, p)]));
+  }
+
+  /** The names, in the canonical order they were acquired in (by name). */
+  get names() {
+    return [...this.#parts.keys()];
+  }
+
+  /** Each name's fencing token (a bigint), in the canonical order. */
+  get tokens() {
+    return new Map([...this.#parts].map(([name, lease]) => [name, lease.token]));
+  }
+
+  /** The Lease of one name, to fence writes to what that name guards; undefined for another name. */
+  part(name) {
+    checkString(name, 'lock name');
+    return this.#parts.get(name);
+  }
+
+  /** Every part is held: none released, none lost. */
+  get isHeld() {
+    return this.#native.isHeld;
+  }
+
+  /** Some part is lost: work guarded by the whole must stop. */
+  get isLost() {
+    return this.#native.isLost;
+  }
+
+  /** The earliest part's client deadline, read now: the whole is valid until then. */
+  get validUntil() {
+    return new Date(this.#native.validUntil);
+  }
+
+  /** The earliest part's server expiry (this client's estimate); null on ZooKeeper. */
+  get expiresAt() {
+    const ms = this.#native.expiresAt;
+    return ms === null || ms === undefined ? null : new Date(ms);
+  }
+
+  /** An AbortSignal aborted (with a LOST LockError naming the part) when any part is lost. */
+  get signal() {
+    if (this.#controller === null) {
+      const controller = new AbortController();
+      this.#controller = controller;
+      const abort = (reason, message) => {
+        if (controller.signal.aborted) return;
+        const lost = [...this.#parts.values()].find((p) => p.isLost);
+        const text = message ?? (lost ? lostMessage(lost.name, reason) : 'a multi-name lock lost');
+        controller.abort(new LockError('LOST', text));
+      };
+      this.#native.onLost(abort);
+      if (this.#native.isLost) abort(this.#native.lostReason);
+    }
+    return this.#controller.signal;
+  }
+
+  /** Throws LOST if any part was lost (NOT_HELD after release); call it between steps of long work. */
+  throwIfLost() {
+    try {
+      this.#native.ensureHeld();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Sets a new ttl (ms) from now on every part, or renews each for its current ttl. */
+  async extend(ttl) {
+    if (ttl !== undefined && ttl !== null) checkMs(ttl, 'ttl');
+    try {
+      await this.#native.extend(ttl ?? undefined);
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /**
+   * Releases every part, whatever happens to the others. LOST if any part was lost first, else
+   * NOT_HELD if any was already released.
+   */
+  async release() {
+    try {
+      await this.#native.release();
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  /** Leaving a scope: quiet after an explicit release, LOST after a loss. */
+  async [asyncDispose]() {
+    try {
+      await this.release();
+    } catch (e) {
+      if (e instanceof LockError && e.code === 'NOT_HELD') return;
+      throw e;
+    }
+  }
+
+  [util.inspect.custom]() {
+    const state = this.isLost ? 'lost' : this.isHeld ? 'held' : 'released';
+    const tokens = [...this.tokens].map(([name, token]) => `${JSON.stringify(name)}: ${token}n`);
+    return `MultiLease { ${tokens.join(', ')}, ${state} }`;
+  }
+}
+
 // Execution scopes (docs/design.md §1.5) for re-entry: the core counts re-entries per (Locker,
 // name, scope), and this layer only names the scope. A withLock callback runs in the scope that
 // acquired its lock, an integer kept in AsyncLocalStorage, so acquire/tryAcquire/withLock called
@@ -593,6 +725,15 @@ class Locker extends EventEmitter {
     return result;
   }
 
+  // Takes every name in `names` as one MultiLease on behalf of `scope` (the core's
+  // acquire_many_in), with `signal` cancelling the wait as for acquire.
+  async #lockMany(names, options, signal, scope) {
+    const nativeMulti = await this.#cancellable(signal, (cancel) =>
+      this.#native.acquireMany(names, options, scope, cancel),
+    );
+    return new MultiLease(PRIVATE, nativeMulti);
+  }
+
   /**
    * Acquires `name`, waiting up to `wait` ms (forever by default). Rejects with TIMEOUT when the
    * wait ends first, and with an AbortError when `signal` aborts (leaving nothing behind).
@@ -690,6 +831,49 @@ class Locker extends EventEmitter {
     ({ options, fn } = scopedArgs('withWriteLock', name, options, fn));
     const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withWriteLock');
     return this.#withLease(name, WRITE, opts, signal, fn);
+  }
+
+  /**
+   * Acquires the mutexes of every name in `names` (1 to 64 names, each once) as one MultiLease:
+   * all of them, or none. They are taken one after another in one canonical order (by name,
+   * whatever order they are given in), so callers taking overlapping sets cannot deadlock.
+   * `wait` bounds the whole: TIMEOUT names the name that stayed busy, and the names already
+   * taken are released; `signal` cancels as for acquire(), leaving nothing behind. The other
+   * options apply to every part; re-entry is per name, as for acquire().
+   */
+  async lockMany(names, options) {
+    const checked = checkNames(names);
+    const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'lockMany');
+    return this.#lockMany(checked, opts, signal, currentScope());
+  }
+
+  /**
+   * Runs `fn(multiLease)` while holding every name in `names` (as lockMany()), and releases them
+   * all when it settles. If a part was lost meanwhile, rejects with LOST (unless `fn` itself
+   * threw: that error wins). Inside `fn`, the names are held by its scope, as in withLock().
+   */
+  async withLocks(names, options, fn) {
+    if (fn === undefined && typeof options === 'function') {
+      fn = options;
+      options = undefined;
+    }
+    const checked = checkNames(names);
+    if (typeof fn !== 'function')
+      throw invalid(
+        `withLocks() needs a function to run while holding the locks, not ${describe(fn)}`,
+      );
+    const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withLocks');
+    const scope = currentScope();
+    const multi = await this.#lockMany(checked, opts, signal, scope);
+    let result;
+    try {
+      result = await scopes.run(scope, () => fn(multi));
+    } catch (err) {
+      await multi.release().catch(() => {});
+      throw err;
+    }
+    await multi[asyncDispose]();
+    return result;
   }
 
   /**
@@ -1037,6 +1221,7 @@ module.exports = {
   droppedMeasurements,
   Locker,
   Lease,
+  MultiLease,
   Leadership,
   Fence,
   LockError,

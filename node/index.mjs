@@ -8,6 +8,7 @@ export const {
   droppedMeasurements,
   Locker,
   Lease,
+  MultiLease,
   Leadership,
   Fence,
   LockError,

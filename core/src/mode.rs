@@ -123,16 +123,29 @@ pub(crate) fn permits_conflict(name: &str, wanted: u32, stored: u32) -> Error {
     ))
 }
 
-/// The error of a backend that does not offer `mode` (yet).
+/// The error of a backend that does not offer `mode`'s kind (Redlock: the mutex only).
 pub(crate) fn not_offered(backend: &str, mode: LockMode) -> Error {
     let what = match mode.kind() {
         LockKind::Mutex => "mutexes",
         LockKind::Semaphore => "semaphores",
         LockKind::ReadWrite => "read-write locks",
     };
+    let why = match (backend, mode.kind()) {
+        // Every master counting at most N permits does not bound the whole to N: with N = 2 and
+        // 5 masters, three clients can each win a different majority ({1,2,3}, {3,4,5},
+        // {1,2,4}) while no master counts more than two.
+        ("redlock", LockKind::Semaphore) => {
+            ": a permit won on a majority of masters does not bound the holders to N (with N of \
+             2 or more, N + 1 clients can each win a different majority)"
+        }
+        ("redlock", LockKind::ReadWrite) => {
+            ": not yet (its write tokens need Redlock's second phase extended to read leases)"
+        }
+        _ => "",
+    };
     Error::invalid(format!(
-        "the {backend} backend does not offer {what} (see the README's table of primitives per \
-         backend)"
+        "the {backend} backend does not offer {what}{why} (see the README's table of primitives \
+         per backend)"
     ))
 }
 

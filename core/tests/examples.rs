@@ -16,6 +16,14 @@ mod primitives {
     }
 }
 
+mod many {
+    include!("../examples/many.rs");
+
+    pub fn run() -> fencelock::Result<()> {
+        main()
+    }
+}
+
 #[test]
 fn readme_example_runs() {
     let readme =
@@ -47,4 +55,16 @@ fn readme_example_runs() {
         "README's semaphore example drifted from examples/primitives.rs"
     );
     primitives::run().unwrap();
+
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/many.rs")).unwrap();
+    let body = example
+        .split_once("use fencelock::{LockOptions, Locker};")
+        .unwrap()
+        .1;
+    assert!(
+        readme.contains(body.trim()),
+        "README's multi-name lock example drifted from examples/many.rs"
+    );
+    many::run().unwrap();
 }

@@ -26,7 +26,8 @@ impl NativeLease {
     }
 }
 
-fn reason_code(reason: LossReason) -> &'static str {
+/// A loss reason as JS sees it (`lease.signal.reason`'s message and `lostReason`).
+pub(crate) fn reason_code(reason: LossReason) -> &'static str {
     match reason {
         LossReason::Expired => "expired",
         LossReason::TakenOver => "taken_over",

@@ -1,9 +1,10 @@
 //! The native module of the npm package `fencelock`: the Node face of the `fencelock` core.
 //!
 //! The source files mirror the core's modules and the Python binding's: `locker.rs` (Locker,
-//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `fence.rs`, `error.rs` (the one
-//! mapping of core errors and panics to JS errors), `options.rs` (JS values to core options) and
-//! `runtime.rs` (how futures become Promises, and cancellation). The public JS API is the thin
+//! `connect`, lock info), `lease.rs` (Lease and its lost signal), `multi.rs` (several names
+//! held as one), `fence.rs`, `error.rs` (the one mapping of core errors and panics to JS
+//! errors), `options.rs` (JS values to core options) and `runtime.rs` (how futures become
+//! Promises, and cancellation). The public JS API is the thin
 //! hand-written layer in `index.js`; what is exported here is internal to the package.
 //!
 //! No panic crosses into Node: every export runs inside `error::guard`, and every Promise's
@@ -22,6 +23,7 @@ mod fence;
 mod lease;
 mod locker;
 mod metrics;
+mod multi;
 mod observe;
 mod options;
 mod runtime;

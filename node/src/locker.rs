@@ -6,6 +6,7 @@ use napi_derive::napi;
 
 use crate::error::{Result, guard, to_js};
 use crate::lease::NativeLease;
+use crate::multi::NativeMultiLease;
 use crate::options::{
     AcquireOptions, ConnectOptions, NativeLockMode, lock_mode, lock_options, locker_options,
 };
@@ -68,6 +69,37 @@ impl NativeLocker {
                 })
                 .await?;
                 Ok(NativeLease::new(lease))
+            })
+        })
+    }
+
+    /// Acquires the mutexes of every name in `names` as one `NativeMultiLease`, all or none, in
+    /// the core's canonical order (`Locker::acquire_many_in`), on behalf of `scope` and with
+    /// `cancel` as for `acquire`: a cancelled wait releases the parts already taken.
+    #[napi]
+    pub fn acquire_many(
+        &self,
+        env: Env,
+        names: Vec<String>,
+        options: Option<AcquireOptions>,
+        scope: f64,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<AsyncBlock<NativeMultiLease>> {
+        guard(|| {
+            let options = lock_options(options)?;
+            let scope = scope_of(scope)?;
+            let locker = self.locker.clone();
+            let cancel = cancel.cloned();
+            promise(&env, async move {
+                let multi = cancellable(cancel, async {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    locker
+                        .acquire_many_in(scope, &names, &options)
+                        .await
+                        .map_err(to_js)
+                })
+                .await?;
+                Ok(NativeMultiLease::new(multi))
             })
         })
     }

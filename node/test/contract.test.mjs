@@ -34,6 +34,9 @@ const FUNCTIONS = {
     'withReadLock',
     'writeLock',
     'withWriteLock',
+    // Several mutexes as one: the core's acquire_many takes acquire's options for every part.
+    'lockMany',
+    'withLocks',
   ],
   try_acquire: ['tryAcquire'],
   campaign: ['campaign', 'withLeadership'],
@@ -207,6 +210,10 @@ async function call(name, passed) {
     case 'readLock':
     case 'writeLock':
       return (await locker[name](fresh('contract'), options)).release();
+    case 'lockMany':
+      return (await locker.lockMany([fresh('contract'), fresh('contract')], options)).release();
+    case 'withLocks':
+      return locker.withLocks([fresh('contract'), fresh('contract')], options, () => {});
     case 'tryAcquire': {
       const lease = await locker.tryAcquire(fresh('contract'), options);
       assert.ok(lease !== null);

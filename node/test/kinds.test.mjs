@@ -23,8 +23,7 @@ const { AbortError, Fence, LockError } = fencelock;
 
 /** What a backend does not offer, and why (as the core's `backends::not_offered`). */
 const NOT_OFFERED = {
-  redlock: 'Redlock has no semaphores or read-write locks yet (INVALID_ARGUMENT)',
-  redis_cluster: 'Redis Cluster has no semaphores or read-write locks yet (INVALID_ARGUMENT)',
+  redlock: 'Redlock offers the mutex only (INVALID_ARGUMENT)',
 };
 
 // Not a test of expiry: long enough that no renewal starves on a busy machine.

@@ -50,12 +50,30 @@ test("the repository README's Node example of semaphores and read-write locks ru
   assert.match(runBlock(block), /^permit \d+ of 3\nread \d+\nwrite \d+\n$/);
 });
 
+test("the repository README's Node example of several names as one lock runs", () => {
+  const block = jsBlocks(join(pkg, '..', 'README.md')).find((b) => b.includes('withLocks('));
+  assert.ok(block, 'README.md has a Node example of several names as one lock');
+  assert.match(
+    runBlock(block),
+    /^holding account-3 with token \d+\nholding account-7 with token \d+\n$/,
+  );
+});
+
 test('the README example of semaphores and read-write locks runs', () => {
   const block = blocks.find((b) => b.includes('semaphore('));
   assert.ok(block, 'README.md has an example of semaphores and read-write locks');
   assert.match(
     runBlock(block),
     /^semaphore of 2: 1 held\nreading with a read lease\nwriting with a write lease, token \d+\n$/,
+  );
+});
+
+test('the README example of several names as one lock runs', () => {
+  const block = blocks.find((b) => b.includes('withLocks('));
+  assert.ok(block, 'README.md has an example of several names as one lock');
+  assert.match(
+    runBlock(block),
+    /^holding account-3 with token \d+\nholding account-7 with token \d+\n$/,
   );
 });
 

@@ -11,6 +11,7 @@ import {
   ERROR_CODES,
   type ErrorCode,
   type Lease,
+  MultiLease,
   type LockInfo,
   type Leadership,
   type Leader,
@@ -123,7 +124,46 @@ async function example(): Promise<bigint> {
   // @ts-expect-error readLock takes no permits
   await locker.readLock('catalog', { permits: 2 });
   if (kind === 'read-write lock' || kind === 'semaphore' || kind === 'mutex') void kind;
+  const many: MultiLease = await locker.lockMany(['b', 'a'], {
+    ttl: 30_000,
+    wait: 10_000,
+    signal: controller.signal,
+    reentrant: true,
+  });
+  const manyNames: string[] = many.names;
+  const manyTokens: Map<string, bigint> = many.tokens;
+  const partA: Lease | undefined = many.part('a');
+  const manyHeld: boolean = many.isHeld && !many.isLost;
+  const manyLost: AbortSignal = many.signal;
+  const manyUntil: Date = many.validUntil;
+  const manyExpires: Date | null = many.expiresAt;
+  many.throwIfLost();
+  await many.extend();
+  await many.extend(5_000);
+  await many.release();
+  if (many instanceof MultiLease) void many;
+  const fromReadonly: readonly string[] = ['x', 'y'];
+  await locker.lockMany(fromReadonly);
+  {
+    await using both = await locker.lockMany(['x', 'y']);
+    void both.tokens.get('x');
+  }
+  const tokenSum: bigint = await locker.withLocks(['x', 'y'], async (locks) => {
+    let sum = 0n;
+    for (const [, t] of locks.tokens) sum += t;
+    return sum;
+  });
+  const partToken: bigint | undefined = await locker.withLocks(
+    ['x', 'y'],
+    { wait: 0 },
+    (locks) => locks.part('x')?.token,
+  );
+  // @ts-expect-error lockMany takes an array of names
+  await locker.lockMany('x');
+  // @ts-expect-error names are strings
+  await locker.lockMany([1, 2]);
   const fence = await Fence.open('sqlite:///tmp/data.db', 'counter');
+  if (partA) await fence.fencedExecute(partA, ['SELECT 1']);
   const rows: number[] = await fence.fencedExecute(lease, [
     ['UPDATE t SET n = ? WHERE id = ?', [1, 2n]],
     'SELECT 1',
@@ -175,6 +215,14 @@ async function example(): Promise<bigint> {
     wroteWith,
     permits,
     notAMode,
+    manyNames,
+    manyTokens,
+    manyHeld,
+    manyLost,
+    manyUntil,
+    manyExpires,
+    tokenSum,
+    partToken,
   ];
   return token;
 }

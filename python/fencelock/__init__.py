@@ -18,6 +18,10 @@ Besides the mutex of ``locker.lock(name)``: ``with locker.semaphore(name, permit
 ``with locker.write_lock(name)`` (one writer alone), each with ``async with`` too; a lease's
 ``mode`` says which it holds.
 
+Several names at once: ``with locker.lock_many(["a", "b"]) as lease:`` takes every name or none,
+in one order whatever the order given (no deadlock between overlapping sets); ``lease.part(name)``
+is that name's Lease, to give the fence it guards.
+
 Logs go to ``logging.getLogger("fencelock")``; ``locker.on_event(callback)`` reports each
 lease's lifecycle (acquired, renewed, renewal_retried, suspended, resumed, lost, released,
 deployment_mismatch).
@@ -52,6 +56,8 @@ from ._native import (
     LockInfo,
     LockList,
     LostSignal,
+    MultiLease,
+    MultiLock,
     __version__,
     connect,
     connect_async,
@@ -63,6 +69,8 @@ __all__ = [
     "Locker",
     "Lock",
     "Lease",
+    "MultiLock",
+    "MultiLease",
     "Leadership",
     "Leader",
     "LostSignal",

@@ -1,6 +1,6 @@
 """Type stubs of fencelock's native module (checked against the built module by mypy.stubtest)."""
 
-from collections.abc import Awaitable, Generator, Iterator, Sequence
+from collections.abc import Awaitable, Generator, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union, final
@@ -16,6 +16,8 @@ __all__ = [
     "Leader",
     "Leadership",
     "Lock",
+    "MultiLease",
+    "MultiLock",
     "EventSubscription",
     "LockEvent",
     "LockInfo",
@@ -104,8 +106,8 @@ class Locker:
         `async with`: at most `permits` blocks hold it at once, each with a Lease of its own
         (`mode` "permit"). Every participant must use the same `permits` while the semaphore is
         held or waited on (another raises InvalidArgument on entering). A permit cannot guard a
-        Fence. Options, errors, re-entry and the lost signal as for `lock()`. Redlock and Redis
-        Cluster refuse semaphores with InvalidArgument."""
+        Fence. Options, errors, re-entry and the lost signal as for `lock()`. Redlock refuses
+        semaphores with InvalidArgument."""
     def read_lock(
         self,
         name: str,
@@ -121,7 +123,7 @@ class Locker:
         """The read lock of the read-write lock `name`, for `with` or `async with`: any number of
         readers at once while no writer holds it; once a writer waits, new readers queue behind
         it. Its Lease (`mode` "read") cannot guard a Fence. Options, errors, re-entry and the
-        lost signal as for `lock()`. Redlock and Redis Cluster refuse it with InvalidArgument."""
+        lost signal as for `lock()`. Redlock refuses it with InvalidArgument."""
     def write_lock(
         self,
         name: str,
@@ -138,6 +140,26 @@ class Locker:
         while no reader holds it. Its Lease (`mode` "write") has a token larger than every
         earlier read or write token of the name, and guards a Fence as a mutex's does. Entering
         it while the same thread or task holds the read lock raises Deadlock."""
+    def lock_many(
+        self,
+        names: Iterable[str],
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+        pipelined_release: bool = False,
+    ) -> MultiLock:
+        """The mutexes of every name in `names` as one lock, for `with` or `async with`: entering
+        takes all of them or none, in one canonical order (sorted by name) whatever order they
+        are given in, so blocks taking overlapping sets never deadlock; the block gets a
+        MultiLease and leaving releases every name. `wait` bounds the whole, the other options
+        apply to each name. No names, more than 64, a name twice or a bad name raise
+        InvalidArgument on entering, before anything is taken; a str instead of an iterable of
+        str, or an element that is not a str, raises InvalidArgument (also a TypeError) here.
+        Options, errors, re-entry and leaving after a loss as for `lock()`."""
     def leadership(
         self,
         name: str,
@@ -209,6 +231,36 @@ class Locker:
         reentrant: bool = False,
         pipelined_release: bool = False,
     ) -> Awaitable[Optional[Lease]]: ...
+    def acquire_many(
+        self,
+        names: Iterable[str],
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+        pipelined_release: bool = False,
+    ) -> MultiLease:
+        """Acquires every name in `names`, all or none, in one canonical order (sorted by name),
+        waiting up to `wait` for the whole (forever by default). Timeout names the name that
+        stayed busy (the names already taken are given back); InvalidArgument for no names,
+        more than 64, a name twice or a bad name, before anything is taken. Ctrl-C interrupts
+        the wait, leaving nothing behind. Options as for `lock()`."""
+    def acquire_many_async(
+        self,
+        names: Iterable[str],
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+        pipelined_release: bool = False,
+    ) -> Awaitable[MultiLease]:
+        """Awaitable `acquire_many`; cancelling the await leaves nothing behind."""
     def inspect(self, name: str) -> LockInfo: ...
     def inspect_async(self, name: str) -> Awaitable[LockInfo]: ...
     def list(self, prefix: Optional[str] = None) -> LockList: ...
@@ -293,6 +345,86 @@ class Lease:
     def extend(self, ttl: Optional[_Seconds] = None) -> None: ...
     def extend_async(self, ttl: Optional[_Seconds] = None) -> Awaitable[None]: ...
     def release(self) -> None: ...
+    def release_async(self) -> Awaitable[None]: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
+
+@final
+class MultiLock:
+    """`locker.lock_many(names, ...)`: acquires every name when entered (`with` or
+    `async with`), all or none, and releases them when left. Re-entry per thread or task as
+    for `lock()`."""
+
+    @property
+    def names(self) -> list[str]:
+        """The names, as given."""
+    def __enter__(self) -> MultiLease: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+    def __aenter__(self) -> Awaitable[MultiLease]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...
+
+@final
+class MultiLease:
+    """Proof of holding several locks at once (`locker.acquire_many`, `locker.lock_many`).
+
+    Each name is held by a Lease of its own (`part(name)`) with its own fencing token: a Fence
+    takes the part of the name that guards it. Held while every part is; lost the moment any
+    part is."""
+
+    @property
+    def names(self) -> list[str]:
+        """The names, in the canonical order they were taken in (sorted by name)."""
+    @property
+    def tokens(self) -> dict[str, int]:
+        """Each name's fencing token, in the canonical order."""
+    def part(self, name: str) -> Optional[Lease]:
+        """The Lease of one name (the same object each time), to guard a Fence; None for a
+        name that is not a part."""
+    @property
+    def is_held(self) -> bool:
+        """Every part is still held: none released, none lost."""
+    @property
+    def is_lost(self) -> bool:
+        """Some part is lost."""
+    @property
+    def lost(self) -> LostSignal:
+        """Set the moment any part is lost."""
+    def raise_if_lost(self) -> None:
+        """Raises Lost if a part was lost, NotHeld after release, Closed after fork()."""
+    @property
+    def valid_until(self) -> datetime:
+        """The earliest part's client deadline (UTC-aware)."""
+    @property
+    def expires_at(self) -> Optional[datetime]:
+        """The earliest part's expiry on the backend; None on backends without a ttl."""
+    def extend(self, ttl: Optional[_Seconds] = None) -> None:
+        """A new ttl from now on every part; raises the first part's error."""
+    def extend_async(self, ttl: Optional[_Seconds] = None) -> Awaitable[None]: ...
+    def release(self) -> None:
+        """Releases every part, whatever happens to the others; raises Lost if any part was
+        lost first, else NotHeld if any was already released."""
     def release_async(self) -> Awaitable[None]: ...
     def __enter__(self) -> Self: ...
     def __exit__(

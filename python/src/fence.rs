@@ -8,6 +8,7 @@ use pyo3::types::{
 
 use crate::error::{closed, guard, invalid, to_py};
 use crate::lease::PyLease;
+use crate::multi::PyMultiLease;
 use crate::options::{FENCE_OPTIONS, Options, locker_options, text};
 use crate::runtime::{OnInterrupt, awaitable, wait};
 
@@ -52,6 +53,12 @@ impl PyFence {
 fn fence_token(value: &Bound<'_, PyAny>) -> PyResult<FenceToken> {
     if let Ok(lease) = value.cast::<PyLease>() {
         return Ok(lease.get().core().fence_token());
+    }
+    if value.is_instance_of::<PyMultiLease>() {
+        return Err(invalid(
+            "token must be a fencelock.Lease or an int, not a MultiLease, whose names each have \
+             a token of their own: pass lease.part(name) for the name that guards this resource",
+        ));
     }
     if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() {
         let token: u64 = value

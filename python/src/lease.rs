@@ -114,8 +114,17 @@ pub(crate) fn exit_async<'py>(
 /// Releases, finishing the release on the runtime even if the awaiting task is cancelled, so a
 /// cancelled `async with` exit leaves nothing behind.
 async fn release_in_background(lease: Lease) -> fencelock::Result<()> {
+    in_background(async move { lease.release().await }).await
+}
+
+/// Runs `release` as a task of its own on the runtime and answers what it answers: dropping
+/// the caller's future (a cancelled await) does not cut it short.
+pub(crate) async fn in_background<F>(release: F) -> fencelock::Result<()>
+where
+    F: std::future::Future<Output = fencelock::Result<()>> + Send + 'static,
+{
     let rt = crate::runtime::runtime()?;
-    match rt.spawn(async move { lease.release().await }).await {
+    match rt.spawn(release).await {
         Ok(result) => result,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => Err(Error::internal("the release task was cancelled")),

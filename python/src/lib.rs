@@ -2,11 +2,12 @@
 //!
 //! The source files mirror the core's modules: `locker.rs` (Locker, the `with` objects of
 //! `lock()`, `semaphore()`, `read_lock()`, `write_lock()` and `leadership()`, `connect`),
-//! `lease.rs`, `signal.rs` (the lost signal), `fence.rs`, `error.rs` (the one mapping of error
-//! codes to Python exceptions), `options.rs` (Python arguments to core options) and `runtime.rs`
-//! (the process's tokio runtime, and how Python waits on it); `contract.rs` hands the core's
-//! contract (docs/design.md §9.3) to the tests. The pure-Python package
-//! (`python/fencelock/`) defines the exception classes and re-exports all of this.
+//! `lease.rs`, `multi.rs` (`lock_many()`'s `with` object and the MultiLease), `signal.rs` (the
+//! lost signal), `fence.rs`, `error.rs` (the one mapping of error codes to Python exceptions),
+//! `options.rs` (Python arguments to core options) and `runtime.rs` (the process's tokio
+//! runtime, and how Python waits on it); `contract.rs` hands the core's contract
+//! (docs/design.md §9.3) to the tests. The pure-Python package (`python/fencelock/`) defines
+//! the exception classes and re-exports all of this.
 //!
 //! No panic crosses into Python: every exported function runs inside `error::guard`, and every
 //! awaitable inside a `catch_unwind`, so a panic surfaces as `fencelock.InternalError`.
@@ -21,6 +22,7 @@ mod holder;
 mod lease;
 mod locker;
 mod metrics;
+mod multi;
 mod observe;
 mod options;
 mod runtime;
@@ -39,6 +41,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<observe::PyEventSubscription>()?;
     m.add_class::<observe::PyLogSubscription>()?;
     m.add_class::<lease::PyLease>()?;
+    m.add_class::<multi::PyMultiLease>()?;
+    m.add_class::<multi::PyMultiLock>()?;
     m.add_class::<signal::PyLostSignal>()?;
     m.add_class::<fence::PyFence>()?;
     m.add_class::<election::PyLeadership>()?;

@@ -1,5 +1,6 @@
 //! `fencelock.Locker`, the context manager of `locker.lock(...)`, `semaphore(...)`,
-//! `read_lock(...)`, `write_lock(...)` and `leadership(...)`, `LockInfo`, and `connect`.
+//! `read_lock(...)`, `write_lock(...)` and `leadership(...)`, `LockInfo`, and `connect`; the
+//! re-entry scopes of those context managers, which `lock_many(...)`'s (`multi.rs`) shares.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use crate::election::{PyLeader, PyLeadership};
 use crate::error::{closed, guard, invalid, to_py};
 use crate::holder::holder_dict;
 use crate::lease::{PyLease, exit_async, exit_blocking};
+use crate::multi::{PyMultiLease, PyMultiLock, lock_names};
 use crate::observe::{PyEventSubscription, ensure_log_bridge};
 use crate::options::{
     LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options,
@@ -54,7 +56,7 @@ impl PyLocker {
         }
     }
 
-    fn forked(&self) -> bool {
+    pub(crate) fn forked(&self) -> bool {
         self.pid != std::process::id()
     }
 
@@ -91,7 +93,7 @@ impl PyLocker {
 
 /// The caller's execution scope for re-entry: its asyncio task, else its thread
 /// (`fencelock._scope.current_scope`, where the reasons are written down).
-fn current_scope(py: Python<'_>) -> PyResult<Scope> {
+pub(crate) fn current_scope(py: Python<'_>) -> PyResult<Scope> {
     static CURRENT_SCOPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let function = CURRENT_SCOPE.get_or_try_init(py, || {
         py.import("fencelock._scope")?
@@ -102,7 +104,7 @@ fn current_scope(py: Python<'_>) -> PyResult<Scope> {
     Ok(Scope::new(number))
 }
 
-fn acquire_options(
+pub(crate) fn acquire_options(
     options: Option<&Bound<'_, PyDict>>,
     known: &[&str],
     call: &str,
@@ -142,7 +144,7 @@ impl PyLocker {
     /// waited on (another number raises `fencelock.InvalidArgument` on entering); once it is idle
     /// a new number replaces the old. A permit's token cannot guard a `Fence`: its holders run
     /// at once. Options, waiting, errors, re-entry and the lost signal are as for `lock()`.
-    /// Redlock and Redis Cluster do not offer semaphores: `fencelock.InvalidArgument`.
+    /// Redlock does not offer semaphores: `fencelock.InvalidArgument`.
     #[pyo3(
         signature = (name, permits, **options),
         text_signature = "($self, name, permits, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
@@ -164,7 +166,7 @@ impl PyLocker {
     /// queue behind it. The block gets a Lease with `mode` "read", whose token cannot guard a
     /// `Fence`. Options, waiting, errors, re-entry and the lost signal are as for `lock()`; a
     /// thread or task holding the write lock may re-enter it as a reader with `reentrant=True`.
-    /// Redlock and Redis Cluster do not offer read-write locks: `fencelock.InvalidArgument`.
+    /// Redlock does not offer read-write locks: `fencelock.InvalidArgument`.
     #[pyo3(
         signature = (name, **options),
         text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
@@ -402,6 +404,87 @@ impl PyLocker {
         })
     }
 
+    /// A lock on every name in `names` (an iterable of str) at once, to use with `with` or
+    /// `async with`: entering takes all of them or none, in one canonical order (sorted by name)
+    /// whatever order they are given in, so two blocks taking overlapping sets never deadlock;
+    /// the block gets a `fencelock.MultiLease`, and leaving releases every name. `wait` bounds
+    /// the whole; the other options apply to each name. No names, more than 64, a name given
+    /// twice or a bad name raise `fencelock.InvalidArgument` on entering, before anything is
+    /// taken. Options, errors, re-entry and leaving after a loss are as for `lock()`.
+    #[pyo3(
+        signature = (names, **options),
+        text_signature = "($self, names, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
+    )]
+    fn lock_many(
+        slf: &Bound<'_, Self>,
+        names: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyMultiLock> {
+        guard(|| PyMultiLock::new(slf, &names, options))
+    }
+
+    /// Acquires every name in `names` (an iterable of str) and returns their
+    /// `fencelock.MultiLease`: all of them or none, taken in one canonical order (sorted by
+    /// name), waiting up to `wait` seconds for the whole (forever by default). Raises
+    /// `fencelock.Timeout` naming the name that stayed busy, after giving back the names
+    /// already taken; `fencelock.InvalidArgument` for no names, more than 64, a name given twice
+    /// or a bad name, before anything is taken. Ctrl-C interrupts the wait, leaving nothing
+    /// behind. Options as for `lock()`, each applying to every name.
+    #[pyo3(
+        signature = (names, **options),
+        text_signature = "($self, names, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
+    )]
+    fn acquire_many(
+        &self,
+        py: Python<'_>,
+        names: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyMultiLease> {
+        guard(|| {
+            let names = lock_names(&names)?;
+            let options = acquire_options(options, LOCK_OPTIONS, "acquire_many")?;
+            let locker = self.core()?.clone();
+            let scope = current_scope(py)?;
+            let lease = wait(
+                py,
+                async move {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    locker.acquire_many_in(scope, &names, &options).await
+                },
+                OnInterrupt::Cancel,
+            )?;
+            PyMultiLease::new(py, lease)
+        })
+    }
+
+    /// Awaitable `acquire_many`: `lease = await locker.acquire_many_async(names, ...)`.
+    /// Cancelling the await stops waiting and leaves nothing behind.
+    #[pyo3(
+        signature = (names, **options),
+        text_signature = "($self, names, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
+    )]
+    fn acquire_many_async<'py>(
+        &self,
+        py: Python<'py>,
+        names: Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let names = lock_names(&names)?;
+            let options = acquire_options(options, LOCK_OPTIONS, "acquire_many_async")?;
+            let locker = self.core()?.clone();
+            let scope = current_scope(py)?;
+            awaitable(py, async move {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                let lease = locker
+                    .acquire_many_in(scope, &names, &options)
+                    .await
+                    .map_err(to_py)?;
+                Python::attach(|py| PyMultiLease::new(py, lease))
+            })
+        })
+    }
+
     /// Who holds `name`, read without acquiring it.
     fn inspect(&self, py: Python<'_>, name: Bound<'_, PyAny>) -> PyResult<PyLockInfo> {
         guard(|| {
@@ -628,27 +711,60 @@ fn try_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<LockOptions> {
     acquire_options(options, TRY_LOCK_OPTIONS, "try_acquire")
 }
 
-/// The leases of one `lock()` object's open `with` blocks, per scope, innermost last (nested
-/// blocks of one object need a stack: with `reentrant=True` they nest). `None` while that block
-/// is still acquiring.
-type Scopes = Arc<Mutex<HashMap<Scope, Vec<Option<fencelock::Lease>>>>>;
+/// The leases of one `lock()` (or `lock_many()`) object's open `with` blocks, per scope,
+/// innermost last (nested blocks of one object need a stack: with `reentrant=True` they nest).
+/// `None` while that block is still acquiring.
+pub(crate) type Scopes<L> = Arc<Mutex<HashMap<Scope, Vec<Option<L>>>>>;
 
-fn scopes_lock(
-    scopes: &Scopes,
-) -> std::sync::MutexGuard<'_, HashMap<Scope, Vec<Option<fencelock::Lease>>>> {
+pub(crate) fn new_scopes<L>() -> Scopes<L> {
+    Arc::new(Mutex::new(HashMap::new()))
+}
+
+pub(crate) fn scopes_lock<L>(
+    scopes: &Scopes<L>,
+) -> std::sync::MutexGuard<'_, HashMap<Scope, Vec<Option<L>>>> {
     scopes.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Opens a block in `scope`: its lease comes with [`Claim::fulfil`].
+pub(crate) fn claim<L>(scopes: &Scopes<L>, scope: Scope) -> Claim<L> {
+    scopes_lock(scopes).entry(scope).or_default().push(None);
+    Claim {
+        scopes: scopes.clone(),
+        scope,
+        done: false,
+    }
+}
+
+/// Closes the innermost block of `scope`: its lease, if its acquire completed.
+pub(crate) fn take<L>(scopes: &Scopes<L>, scope: Scope) -> Option<L> {
+    let mut scopes = scopes_lock(scopes);
+    let stack = scopes.get_mut(&scope)?;
+    let lease = stack.pop().flatten();
+    if stack.is_empty() {
+        scopes.remove(&scope);
+    }
+    lease
+}
+
+/// In a forked child, the parent's leases of open blocks are forgotten, never dropped.
+pub(crate) fn drop_scopes<L>(scopes: &Scopes<L>, locker: &Py<PyLocker>) {
+    let scopes = std::mem::take(&mut *scopes_lock(scopes));
+    if !scopes.is_empty() && locker.get().forked() {
+        std::mem::forget(scopes);
+    }
 }
 
 /// A `with` block being entered: removed again if its acquire never completes (an error, a
 /// Ctrl-C, a cancelled task), so the block's exit finds nothing of it.
-struct Claim {
-    scopes: Scopes,
+pub(crate) struct Claim<L> {
+    scopes: Scopes<L>,
     scope: Scope,
     done: bool,
 }
 
-impl Claim {
-    fn fulfil(mut self, lease: fencelock::Lease) {
+impl<L> Claim<L> {
+    pub(crate) fn fulfil(mut self, lease: L) {
         let mut scopes = scopes_lock(&self.scopes);
         if let Some(slot) = scopes
             .get_mut(&self.scope)
@@ -660,7 +776,7 @@ impl Claim {
     }
 }
 
-impl Drop for Claim {
+impl<L> Drop for Claim<L> {
     fn drop(&mut self) {
         if !self.done {
             let mut scopes = scopes_lock(&self.scopes);
@@ -685,17 +801,14 @@ pub struct PyLock {
     /// The name in its mode (an election's is its mutex): every kind enters through it.
     lock: Lock,
     options: LockOptions,
-    scopes: Scopes,
+    scopes: Scopes<fencelock::Lease>,
     /// Made by `locker.leadership(...)`: entering yields a Leadership instead of the Lease.
     leadership: bool,
 }
 
 impl Drop for PyLock {
     fn drop(&mut self) {
-        let scopes = std::mem::take(&mut *scopes_lock(&self.scopes));
-        if !scopes.is_empty() && self.locker.get().forked() {
-            std::mem::forget(scopes);
-        }
+        drop_scopes(&self.scopes, &self.locker);
     }
 }
 
@@ -730,31 +843,9 @@ impl PyLock {
             locker: locker.clone().unbind(),
             lock,
             options,
-            scopes: Arc::new(Mutex::new(HashMap::new())),
+            scopes: new_scopes(),
             leadership,
         })
-    }
-
-    fn claim(&self, scope: Scope) -> Claim {
-        scopes_lock(&self.scopes)
-            .entry(scope)
-            .or_default()
-            .push(None);
-        Claim {
-            scopes: self.scopes.clone(),
-            scope,
-            done: false,
-        }
-    }
-
-    fn take(&self, scope: Scope) -> Option<fencelock::Lease> {
-        let mut scopes = scopes_lock(&self.scopes);
-        let stack = scopes.get_mut(&scope)?;
-        let lease = stack.pop().flatten();
-        if stack.is_empty() {
-            scopes.remove(&scope);
-        }
-        lease
     }
 
     /// What the `with` block gets: the Lease, or for an election the Leadership around it.
@@ -768,10 +859,10 @@ impl PyLock {
     }
 
     /// The lock to acquire (CLOSED in a forked child), the caller's scope, and its claim.
-    fn enter(&self, py: Python<'_>) -> PyResult<(Lock, Scope, Claim)> {
+    fn enter(&self, py: Python<'_>) -> PyResult<(Lock, Scope, Claim<fencelock::Lease>)> {
         self.locker.get().core()?;
         let scope = current_scope(py)?;
-        Ok((self.lock.clone(), scope, self.claim(scope)))
+        Ok((self.lock.clone(), scope, claim(&self.scopes, scope)))
     }
 }
 
@@ -806,7 +897,7 @@ impl PyLock {
         traceback: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _ = (exc_value, traceback);
-        guard(|| match self.take(current_scope(py)?) {
+        guard(|| match take(&self.scopes, current_scope(py)?) {
             None => Ok(false),
             Some(lease) => exit_blocking(py, lease, exc_type.is_some_and(|t| !t.is_none())),
         })
@@ -836,7 +927,7 @@ impl PyLock {
         let _ = (exc_value, traceback);
         guard(|| {
             let propagating = exc_type.is_some_and(|t| !t.is_none());
-            match self.take(current_scope(py)?) {
+            match take(&self.scopes, current_scope(py)?) {
                 None => awaitable(py, async { Ok(false) }),
                 Some(lease) => exit_async(py, lease, propagating),
             }

@@ -1,6 +1,6 @@
 """Semaphores and read-write locks (issue 29): `locker.semaphore(name, permits)`,
 `locker.read_lock(name)` and `locker.write_lock(name)`, with `with` and `async with`, on every
-backend that offers them; Redlock and Redis Cluster refuse them (docs/design.md §1.8).
+backend that offers them; Redlock refuses them (docs/design.md §1.8).
 
 The core's conformance suite tests the semantics in depth on every backend; these tests prove the
 Python face of them: the options, errors, re-entry per thread or task and lost signal of
@@ -23,8 +23,8 @@ from test_operations import wait_until
 
 import fencelock
 
-#: The URL schemes of the backends that do not offer semaphores and read-write locks (yet).
-NOT_OFFERED = ("redlock://", "redis+cluster://")
+#: The URL schemes of the backends that do not offer semaphores and read-write locks.
+NOT_OFFERED = ("redlock://",)
 
 
 def offers_kinds(locker: fencelock.Locker) -> bool:

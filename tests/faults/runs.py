@@ -202,6 +202,7 @@ class Worker:
             fence_url=self.run.fence_url,
             resource=self.run.resource,
             lock=self.run.lock,
+            also=self.run.also,
             op_timeout_ms=3000,
             timeout=60,
         )
@@ -286,6 +287,8 @@ class Run:
     workers: list[Worker] = field(default_factory=list)
     proxies: list[Proxy] = field(default_factory=list)
     forgetful: bool = False
+    # Names every worker takes with the lock as one multi-name lock (the multi-* scenarios).
+    also: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%S")

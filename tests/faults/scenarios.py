@@ -463,3 +463,25 @@ async def zk_leader_loss(run: Run, p: dict[str, Any]) -> None:
 
 
 SCENARIOS["soak"] = contention
+
+
+def take_with_others(run: Run) -> None:
+    """Makes every worker's exclusive lease a multi-name lock over the lock and two more names
+    (docs/design.md §1.9): the lock is the part they fence with, so the checker judges the
+    multi-lock by it exactly as it judges a mutex."""
+    run.also = [f"{run.lock}/b", f"{run.lock}/c"]
+
+
+@scenario("multi-contention")
+async def multi_contention(run: Run, p: dict[str, Any]) -> None:
+    """As contention, each client taking three names as one lock."""
+    take_with_others(run)
+    await contention(run, p)
+
+
+@scenario("multi-sigstop")
+async def multi_sigstop(run: Run, p: dict[str, Any]) -> None:
+    """As sigstop, each client taking three names as one lock: the stopped holder's whole is
+    lost past its deadline and its part's writes are refused."""
+    take_with_others(run)
+    await sigstop(run, p)

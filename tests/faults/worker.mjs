@@ -64,6 +64,10 @@ class Worker {
     w.locker = await fencelock.connect(cmd.lock_url, opts);
     w.fence = await fencelock.Fence.open(cmd.fence_url, cmd.resource, opts);
     w.lock = cmd.lock;
+    // Names taken with `lock` as one multi-name lock by every exclusive acquire (`also` at
+    // init); the worker's lease is then the multi-lock's part for `lock`.
+    w.also = Array.isArray(cmd.also) ? cmd.also : [];
+    w.multi = null;
     w.lease = null;
     w.last = null;
     w.sections = 0;
@@ -96,13 +100,20 @@ class Worker {
       case 'write':
         return this.locker.writeLock(this.lock, opts);
       default:
-        return this.locker.acquire(this.lock, opts);
+        return this.also.length ? this.takeMany(opts) : this.locker.acquire(this.lock, opts);
     }
+  }
+
+  /** The lock and `also` as one multi-name lock; the lease is its part for the lock. */
+  async takeMany(opts) {
+    this.multi = await this.locker.lockMany([this.lock, ...this.also], opts);
+    return this.multi.part(this.lock);
   }
 
   async acquire(cmd, requested) {
     // A new lease ends the work done under the previous one.
     this.endSection();
+    this.multi = null;
     const tReq = nowUs();
     const lease = await this.take(cmd, requested);
     const t = nowUs();
@@ -119,14 +130,16 @@ class Worker {
       expires_at: expiresAtUs(lease),
       deadline: deadlineUs(lease),
     });
+    // A multi-lock is lost when any part is: the holder hears the whole's signal.
+    const signal = (this.multi ?? lease).signal;
     const onLost = () =>
       this.rec('lost_signal', {
         cs,
         t: nowUs(),
-        reason: String(lease.signal.reason?.message ?? ''),
+        reason: String(signal.reason?.message ?? ''),
       });
-    if (lease.signal.aborted) onLost();
-    else lease.signal.addEventListener('abort', onLost, { once: true });
+    if (signal.aborted) onLost();
+    else signal.addEventListener('abort', onLost, { once: true });
     this.lease = lease;
     this.permits = permits;
     this.last = { cs, token: lease.token };
@@ -136,7 +149,7 @@ class Worker {
   probe() {
     if (!this.lease) return { lost: null };
     const t = nowUs();
-    const lost = this.lease.isLost;
+    const lost = (this.multi ?? this.lease).isLost;
     this.rec('probe', {
       cs: this.cs(),
       t,
@@ -255,8 +268,9 @@ class Worker {
 
   async release() {
     this.endSection();
-    const lease = this.lease;
+    const lease = this.multi ?? this.lease;
     this.lease = null;
+    this.multi = null;
     if (!lease) return {};
     let code = null;
     try {

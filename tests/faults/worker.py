@@ -65,6 +65,10 @@ class Worker:
             cmd["fence_url"], cmd["resource"], operation_timeout=op_timeout
         )
         self.lock = cmd["lock"]
+        # Names taken with `lock` as one multi-name lock by every exclusive acquire (`also` at
+        # init); the worker's lease is then the multi-lock's part for `lock`.
+        self.also: list[str] = list(cmd.get("also") or [])
+        self.multi: Any = None
         self.lease: Any = None
         self.last: Optional[tuple[str, int]] = None
         self.sections = 0
@@ -84,6 +88,9 @@ class Worker:
 
     def take(self, mode: str, permits: Optional[int], ttl: float, wait: Optional[float]) -> Any:
         """A lease in the mode asked for: a mutex's, a semaphore's permit, a read or a write."""
+        if mode == "exclusive" and self.also:
+            self.multi = self.locker.acquire_many([self.lock, *self.also], ttl=ttl, wait=wait)
+            return self.multi.part(self.lock)
         if mode == "exclusive":
             return self.locker.acquire(self.lock, ttl=ttl, wait=wait)
         if mode == "permit":
@@ -103,6 +110,7 @@ class Worker:
     def acquire(self, cmd: dict[str, Any], mode: Optional[str] = None) -> dict[str, Any]:
         # A new lease ends the work done under the previous one.
         self.end_section()
+        self.multi = None
         ttl = seconds(cmd, "ttl_ms", 10.0) or 10.0
         wait = seconds(cmd, "wait_ms", None)
         permits = cmd.get("permits")
@@ -124,9 +132,12 @@ class Worker:
             deadline=deadline_us(lease),
         )
 
+        # A multi-lock is lost when any part is: the holder hears the whole's signal.
+        signal = (self.multi or lease).lost
+
         def on_lost() -> None:
-            lease.lost.wait()
-            self.rec("lost_signal", cs=cs, t=now_us(), reason=lease.lost.reason)
+            signal.wait()
+            self.rec("lost_signal", cs=cs, t=now_us(), reason=signal.reason)
 
         threading.Thread(target=on_lost, daemon=True).start()
         self.lease = lease
@@ -137,7 +148,7 @@ class Worker:
         if self.lease is None:
             return {"lost": None}
         t = now_us()
-        lost = self.lease.is_lost
+        lost = (self.multi or self.lease).is_lost
         self.rec(
             "probe",
             cs=self.cs(),
@@ -243,7 +254,8 @@ class Worker:
 
     def release(self) -> dict[str, Any]:
         self.end_section()
-        lease, self.lease = self.lease, None
+        lease = self.multi or self.lease
+        self.lease = self.multi = None
         if lease is None:
             return {}
         code = None

@@ -20,6 +20,7 @@ import dev.fencelock.Lease;
 import dev.fencelock.LockMode;
 import dev.fencelock.LockOptions;
 import dev.fencelock.Locker;
+import dev.fencelock.MultiLease;
 import dev.fencelock.Statement;
 
 import java.io.BufferedOutputStream;
@@ -172,6 +173,12 @@ public final class FaultsWorker {
     final Locker locker;
     final Fence fence;
     final String lock;
+    /**
+     * Names taken with `lock` as one multi-name lock by every exclusive acquire (`also` at init);
+     * the worker's lease is then the multi-lock's part for `lock`.
+     */
+    final List<String> also = new ArrayList<>();
+    MultiLease multi;
     Lease lease;
     /** The current lease's semaphore permits (null unless it is a permit). */
     Integer leasePermits;
@@ -195,6 +202,9 @@ public final class FaultsWorker {
             (String) cmd.get("resource"),
             FenceOptions.builder().operationTimeout(opTimeout).build());
         lock = (String) cmd.get("lock");
+        if (cmd.get("also") instanceof List<?> names) {
+            for (Object n : names) also.add((String) n);
+        }
     }
 
     void rec(String kind, Object... fields) {
@@ -214,6 +224,7 @@ public final class FaultsWorker {
             .ttl(ms(cmd, "ttl_ms", Duration.ofSeconds(10)))
             .wait(ms(cmd, "wait_ms", null))
             .build();
+        multi = null;
         long tReq = nowUs();
         Lease acquired;
         switch (requested.mode) {
@@ -227,7 +238,14 @@ public final class FaultsWorker {
                 acquired = locker.writeLock(lock).acquireBlocking(options);
                 break;
             default:
-                acquired = locker.acquireBlocking(lock, options);
+                if (also.isEmpty()) {
+                    acquired = locker.acquireBlocking(lock, options);
+                } else {
+                    List<String> names = new ArrayList<>(also);
+                    names.add(0, lock);
+                    multi = locker.lockManyBlocking(names, options);
+                    acquired = multi.part(lock);
+                }
         }
         long t = nowUs();
         sections += 1;
@@ -237,7 +255,12 @@ public final class FaultsWorker {
         Integer permits = mode == LockMode.PERMIT ? requested.permits : null;
         rec("acquired", "cs", cs, "token", token, "t_req", tReq, "t", t, "mode", modeName(mode), "permits", permits,
             "expires_at", expiresAtUs(acquired), "deadline", deadlineUs(acquired));
-        acquired.onLost((reason, message) -> rec("lost_signal", "cs", cs, "t", nowUs(), "reason", reason.name()));
+        // A multi-lock is lost when any part is: the holder hears the whole's signal.
+        if (multi != null) {
+            multi.onLost((reason, message) -> rec("lost_signal", "cs", cs, "t", nowUs(), "reason", reason.name()));
+        } else {
+            acquired.onLost((reason, message) -> rec("lost_signal", "cs", cs, "t", nowUs(), "reason", reason.name()));
+        }
         lease = acquired;
         leasePermits = permits;
         lastCs = cs;
@@ -249,7 +272,7 @@ public final class FaultsWorker {
     Map<String, Object> probe() {
         if (lease == null) return obj("lost", null);
         long t = nowUs();
-        boolean lost = lease.isLost();
+        boolean lost = multi != null ? multi.isLost() : lease.isLost();
         rec("probe", "cs", cs(), "t", t, "lost", lost, "expires_at", expiresAtUs(lease), "deadline", deadlineUs(lease));
         return obj("lost", lost);
     }
@@ -338,12 +361,15 @@ public final class FaultsWorker {
     Map<String, Object> release() {
         endSection();
         Lease current = lease;
+        MultiLease whole = multi;
         lease = null;
+        multi = null;
         leasePermits = null;
         if (current == null) return obj();
         String code = null;
         try {
-            current.releaseBlocking();
+            if (whole != null) whole.releaseBlocking();
+            else current.releaseBlocking();
         } catch (FencelockException e) {
             code = e.getCode().name();
         }

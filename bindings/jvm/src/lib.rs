@@ -3,7 +3,8 @@
 //!
 //! The source files mirror the core's modules and the other bindings': `locker.rs` (Locker,
 //! `connect`, the acquire of every mode, lock info), `mode.rs` (lock modes and kinds: mutex,
-//! semaphore, read-write lock), `lease.rs` (Lease and its lost signal), `election.rs` (campaign,
+//! semaphore, read-write lock), `lease.rs` (Lease and its lost signal), `multi.rs` (several
+//! names as one lock: the multi-name acquire and its lease), `election.rs` (campaign,
 //! leader), `fence.rs`, `observe.rs` (lifecycle events and log records), `error.rs` (the one
 //! mapping of core errors and panics), `options.rs` (JVM values to core options), `runtime.rs`
 //! (the one tokio runtime, and how its futures reach Kotlin) and `contract.rs` (the core's
@@ -24,6 +25,7 @@ mod lease;
 mod locker;
 mod metrics;
 mod mode;
+mod multi;
 mod observe;
 mod options;
 mod runtime;
@@ -41,6 +43,9 @@ pub use locker::{
 };
 pub use metrics::{NativeInstrument, NativeMeasurement, NativeMetricsSink, metric_instruments};
 pub use mode::{NativeLockKind, NativeLockMode};
+pub use multi::{
+    NativeAcquireManyStart, NativeMultiLease, NativeMultiPart, NativePendingAcquireMany,
+};
 pub use observe::{
     NativeEventSubscription, NativeLockEvent, NativeLockEventKind, NativeLogLevel, NativeLogRecord,
     NativeLogSubscription, subscribe_logs,

@@ -13,7 +13,7 @@ use crate::error::NativeError;
 use crate::lease::NativeLease;
 use crate::mode::{NativeLockKind, NativeLockMode, lock_mode, permits_to_jvm};
 use crate::options::{NativeConnectOptions, NativeLockOptions, lock_options, locker_options};
-use crate::runtime::{OnDrop, run};
+use crate::runtime::{OnDrop, Pending, run};
 
 /// Connects to the backend `url` selects; with `metrics`, the Locker's measurements go to it.
 #[uniffi::export]
@@ -41,7 +41,7 @@ pub struct NativeLocker {
 }
 
 /// A scope id from Kotlin: a thread's or a coroutine's, never reused in the process.
-fn scope_of(id: i64) -> Result<Scope, NativeError> {
+pub(crate) fn scope_of(id: i64) -> Result<Scope, NativeError> {
     u64::try_from(id)
         .map(Scope::new)
         .map_err(|_| crate::error::invalid(format!("scope id must not be negative, got {id}")))
@@ -311,37 +311,13 @@ pub enum NativeAcquireStart {
     Waiting { pending: Arc<NativePendingAcquire> },
 }
 
-type Answer = std::thread::Result<fencelock::Result<Option<fencelock::Lease>>>;
-
 /// An acquire running on the runtime, waited for by a blocking JVM thread in slices, so that
 /// `Thread.interrupt()` is seen between them; [`NativePendingAcquire::cancel`] aborts it (the
 /// core's acquire is cancel-safe), and so does dropping it.
 #[derive(uniffi::Object)]
 pub struct NativePendingAcquire {
-    answered: std::sync::Mutex<std::sync::mpsc::Receiver<Answer>>,
-    task: tokio::task::AbortHandle,
-}
-
-/// The acquire's answer if it comes within `slice_millis`: `Some(None)` is a try-acquire's busy.
-fn wait_for_answer(
-    answered: &std::sync::mpsc::Receiver<Answer>,
-    slice_millis: u32,
-) -> fencelock::Result<Option<Option<fencelock::Lease>>> {
-    use std::sync::mpsc::RecvTimeoutError;
-    match answered.recv_timeout(Duration::from_millis(u64::from(slice_millis))) {
-        Ok(Ok(outcome)) => outcome.map(Some),
-        Ok(Err(payload)) => Err(fencelock::Error::from_panic(payload.as_ref())),
-        Err(RecvTimeoutError::Timeout) => Ok(None),
-        Err(RecvTimeoutError::Disconnected) => Err(fencelock::Error::internal(
-            "the acquire was dropped by fencelock's runtime",
-        )),
-    }
-}
-
-impl Drop for NativePendingAcquire {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    /// `Some(None)` is a try-acquire's busy.
+    pending: Pending<Option<fencelock::Lease>>,
 }
 
 #[uniffi::export]
@@ -349,8 +325,7 @@ impl NativePendingAcquire {
     /// Waits up to `slice_millis` for the outcome.
     pub fn wait(&self, slice_millis: u32) -> Result<NativeAcquireOutcome, NativeError> {
         crate::error::guard(|| {
-            let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
-            Ok(match wait_for_answer(&answered, slice_millis)? {
+            Ok(match self.pending.wait(slice_millis)? {
                 Some(Some(lease)) => NativeAcquireOutcome::Acquired {
                     token: lease.token() as i64,
                     lease: NativeLease::new(lease),
@@ -362,7 +337,7 @@ impl NativePendingAcquire {
     }
 
     pub fn cancel(&self) {
-        self.task.abort();
+        self.pending.abort();
     }
 }
 
@@ -384,32 +359,22 @@ impl NativeLocker {
             let lock = self.lock(&name, mode)?;
             let options = lock_options(options)?;
             let scope = scope_of(scope)?;
-            let (answer, answered) = std::sync::mpsc::sync_channel(1);
-            let task = crate::runtime::runtime()?.spawn(async move {
-                use futures_util::FutureExt;
-                let outcome = std::panic::AssertUnwindSafe(async move {
-                    if try_once {
-                        lock.try_acquire_in(scope, &options).await
-                    } else {
-                        lock.acquire_in(scope, &options).await.map(Some)
-                    }
-                })
-                .catch_unwind()
-                .await;
-                let _ = answer.send(outcome);
-            });
+            let pending = Pending::spawn(async move {
+                if try_once {
+                    lock.try_acquire_in(scope, &options).await
+                } else {
+                    lock.acquire_in(scope, &options).await.map(Some)
+                }
+            })?;
             // Answered (or failed) within the first wait: the task is over, nothing to abort.
-            Ok(match wait_for_answer(&answered, first_wait_millis)? {
+            Ok(match pending.wait(first_wait_millis)? {
                 Some(Some(lease)) => NativeAcquireStart::Acquired {
                     token: lease.token() as i64,
                     lease: NativeLease::new(lease),
                 },
                 Some(None) => NativeAcquireStart::Busy,
                 None => NativeAcquireStart::Waiting {
-                    pending: Arc::new(NativePendingAcquire {
-                        answered: std::sync::Mutex::new(answered),
-                        task: task.abort_handle(),
-                    }),
+                    pending: Arc::new(NativePendingAcquire { pending }),
                 },
             })
         })

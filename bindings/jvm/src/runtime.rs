@@ -99,3 +99,58 @@ where
         .into()),
     }
 }
+
+/// What a spawned call answers: its result, or the panic it caught.
+type Answer<T> = std::thread::Result<fencelock::Result<T>>;
+
+/// A call running on the runtime for a blocking JVM thread, which waits for it in slices so that
+/// `Thread.interrupt()` is seen between them (the blocking acquires: one thread wake-up, where
+/// `runBlocking` over the suspend call costs several). [`Pending::abort`] aborts it, and so does
+/// dropping it; an answer that came but was never taken is dropped with it (a lease in it is
+/// then released in the background, as every dropped lease is).
+pub(crate) struct Pending<T> {
+    answered: std::sync::Mutex<std::sync::mpsc::Receiver<Answer<T>>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl<T: Send + 'static> Pending<T> {
+    /// Spawns `fut` on the runtime; a panic inside becomes INTERNAL when waited for.
+    pub(crate) fn spawn<F>(fut: F) -> Result<Pending<T>, NativeError>
+    where
+        F: Future<Output = fencelock::Result<T>> + Send + 'static,
+    {
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        let task = runtime()?.spawn(async move {
+            let _ = answer.send(AssertUnwindSafe(fut).catch_unwind().await);
+        });
+        Ok(Pending {
+            answered: std::sync::Mutex::new(answered),
+            task: task.abort_handle(),
+        })
+    }
+
+    /// The call's answer if it comes within `slice_millis`, else `None`.
+    pub(crate) fn wait(&self, slice_millis: u32) -> fencelock::Result<Option<T>> {
+        use std::sync::mpsc::RecvTimeoutError;
+        let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        match answered.recv_timeout(std::time::Duration::from_millis(u64::from(slice_millis))) {
+            Ok(Ok(outcome)) => outcome.map(Some),
+            Ok(Err(payload)) => Err(fencelock::Error::from_panic(payload.as_ref())),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(fencelock::Error::internal(
+                "the call was dropped by fencelock's runtime",
+            )),
+        }
+    }
+
+    /// Aborts the call (aborting one that already ended does nothing).
+    pub(crate) fn abort(&self) {
+        self.task.abort();
+    }
+}
+
+impl<T> Drop for Pending<T> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -5,6 +5,7 @@
 //! whatever else happens: [`Lease::is_lost`] computes it on every read, and the watchdog
 //! thread fires the lost signal at that moment even if the renewal task is stuck.
 
+pub(crate) mod multi;
 pub(crate) mod reentry;
 mod release;
 mod renewal;

@@ -4,8 +4,10 @@
 mod acquire;
 mod inner;
 mod lock;
+mod many;
 
 pub use lock::Lock;
+pub use many::MAX_NAMES_AT_ONCE;
 
 use std::collections::HashMap;
 use std::fmt;

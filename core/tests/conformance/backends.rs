@@ -152,10 +152,9 @@ impl Target {
     }
 }
 
-/// Whether the backend offers semaphores and read-write locks (issue 28 leaves Redlock and Redis
-/// Cluster to a later issue).
+/// Whether the backend offers semaphores and read-write locks: every one but Redlock.
 pub fn offers_semaphores_and_read_write_locks(target: Target) -> bool {
-    !matches!(target, Target::Redlock | Target::RedisCluster)
+    target != Target::Redlock
 }
 
 /// What a backend does not offer, by scenario, with the reason: the one table the suite reads.
@@ -164,9 +163,8 @@ pub fn not_offered(target: Target, scenario: &str) -> Option<&'static str> {
         || crate::rwlock::NEED_READ_WRITE_LOCKS.contains(&scenario);
     if needs_new_kinds && !offers_semaphores_and_read_write_locks(target) {
         return Some(
-            "semaphores and read-write locks come to Redlock and Redis Cluster in a later \
-             issue; until then the scenarios named *_are_refused_where_the_backend_does_not_\
-             offer_them check the INVALID_ARGUMENT refusal there",
+            "Redlock offers the mutex only; the scenarios named *_are_refused_where_the_\
+             backend_does_not_offer_them check the INVALID_ARGUMENT refusal there",
         );
     }
     match (target, scenario) {

@@ -20,6 +20,7 @@ mod fence;
 mod inspect;
 mod kinds;
 mod loss;
+mod many;
 mod reentry;
 mod release;
 mod rwlock;

@@ -3,7 +3,7 @@
 //! token; re-entry per scope (a writer re-enters a read, a reader asking to write is DEADLOCK);
 //! inspect and list show the kind and every lease; a forced release frees every reader; a write
 //! lease fences and a read lease does not; a name is one kind at a time; and a backend that
-//! does not offer read-write locks (Redlock, Redis Cluster) refuses them with INVALID_ARGUMENT.
+//! does not offer read-write locks (Redlock) refuses them with INVALID_ARGUMENT.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! and may change it once it is idle; a permit lease expires, is lost and is force-released like
 //! a mutex lease; inspect shows every holder; a permit lease cannot be fenced; re-entry follows
 //! the mutex's rules; a name is one kind at a time; and a backend that does not offer
-//! semaphores (Redlock, Redis Cluster) refuses them with INVALID_ARGUMENT.
+//! semaphores (Redlock) refuses them with INVALID_ARGUMENT.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

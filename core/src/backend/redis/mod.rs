@@ -1,4 +1,4 @@
-//! The Redis backend, one instance (docs/design.md §3.2).
+//! The Redis backend, one instance or a Cluster (docs/design.md §3.2).
 //!
 //! - acquire is one Lua script, one round trip: if the lock key exists it answers the
 //!   remaining PTTL; otherwise it mints `max(counter + 1, server TIME in µs)`, stores it as the
@@ -23,10 +23,10 @@
 //! expires the key by its own clock, which may run that much ahead. Tokens are floored by the server's TIME, so a Redis restarted without
 //! persistence still hands out larger tokens, provided its clock did not step backwards.
 //!
-//! - semaphores and read-write locks (one instance only: a Cluster answers `offers` no for
-//!   them until the next issue) keep their leases and registered waiters in one hash per name,
-//!   in the name's slot, and mint tokens from the mutex's counter; the mutex's acquire and
-//!   theirs refuse a name in use as another kind ([`shared_scripts`]).
+//! - semaphores and read-write locks, on one instance and on a Cluster alike, keep their leases
+//!   and registered waiters in one hash and three sorted sets per name, in the name's slot, and
+//!   mint tokens from the mutex's counter; the mutex's acquire and theirs refuse a name in use
+//!   as another kind ([`shared_scripts`]).
 //!
 //! The operations live by concern: [`lock_ops`] (acquire, renew, release), [`shared`] (the
 //! same for semaphores and read-write locks), [`inspect`] (inspect, list, force release),
@@ -254,10 +254,11 @@ impl Backend for RedisBackend {
         self.settings.max_skew
     }
 
-    /// Semaphores and read-write locks on one instance; a Cluster offers the mutex only (its
-    /// keys already share a slot, so the next issue can add them).
-    fn offers(&self, kind: LockKind) -> bool {
-        kind == LockKind::Mutex || self.kind == BackendKind::Redis
+    /// Every kind, on one instance and on a Cluster: every key a kind's script touches, and
+    /// the channel it publishes on, carries the name's hash tag, so each script runs on the one
+    /// master that owns the name's slot, as it would on one instance.
+    fn offers(&self, _kind: LockKind) -> bool {
+        true
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

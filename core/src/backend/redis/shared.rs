@@ -1,9 +1,10 @@
-//! Semaphores and read-write locks on one Redis instance: acquire, renew, release and abandon,
-//! each one script of [`super::shared_scripts`] (the layout and its reasons are there), run the
-//! way the mutex's scripts are run ([`super::lock_ops`]): on the shared connection, twice in the
-//! `fault-injection-duplicate-scripts` build, and pipelined with `WAIT 1` on the
-//! acknowledgement connection while the master reports replicas. Also the reading of every
-//! acquire script's refusals (the mutex's acquire answers a kind conflict too).
+//! Semaphores and read-write locks on one Redis instance or a Cluster: acquire, renew, release
+//! and abandon, each one script of [`super::shared_scripts`] (the layout and its reasons are
+//! there), run the way the mutex's scripts are run ([`super::lock_ops`]): on the shared
+//! connection (a Cluster routes each by its first key to the master of the name's slot), twice
+//! in the `fault-injection-duplicate-scripts` build, and pipelined with `WAIT 1` on the
+//! acknowledgement connection while one instance's master reports replicas. Also the reading of
+//! every acquire script's refusals (the mutex's acquire answers a kind conflict too).
 
 use std::time::Duration;
 

@@ -1,6 +1,9 @@
-//! The Lua scripts of semaphores and read-write locks on one Redis instance (the "shared"
-//! kinds: several leases of one name at once). Each runs atomically, in one round trip, on keys
-//! that all carry the name's hash tag `{ENC}` (one slot, so a Cluster can follow).
+//! The Lua scripts of semaphores and read-write locks on one Redis instance or a Cluster (the
+//! "shared" kinds: several leases of one name at once). Each runs atomically, in one round trip,
+//! on keys that all carry the name's hash tag `{ENC}` and are all passed in KEYS (a Cluster runs
+//! a script on the master of its keys' slot, which may not hold a key of another slot), and
+//! publishes on the name's channel, which carries the tag too (on a Cluster, SPUBLISH reaches
+//! the waiters subscribed to that slot's shard).
 //!
 //! Stored layout (version [`SHARED_LAYOUT_VERSION`], the `v` field):
 //! - `<prefix>:{ENC}:shared` hash: `v`, `kind` (`semaphore` or `read-write lock`), `permits`

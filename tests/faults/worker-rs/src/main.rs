@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fencelock::{
     BootInstant, Error, Fence, Lease, LockKind, LockMode, LockOptions, Locker, LockerOptions,
-    SqlValue, Statement,
+    MultiLease, SqlValue, Statement,
 };
 use serde_json::{Value, json};
 
@@ -97,6 +97,10 @@ struct Worker {
     locker: Locker,
     fence: Fence,
     lock: String,
+    /// Names taken with `lock` as one multi-name lock by every exclusive acquire (`also` at
+    /// init); the worker's lease is then the multi-lock's part for `lock`.
+    also: Vec<String>,
+    multi: Option<MultiLease>,
     lease: Option<Lease>,
     last_token: Option<(String, u64)>,
     sections: u64,
@@ -127,7 +131,16 @@ impl Worker {
             LockOptions::default().with_ttl(ms(cmd, "ttl_ms").unwrap_or(Duration::from_secs(10)));
         options = options.with_wait(ms(cmd, "wait_ms"));
         let t_req = now_us();
+        self.multi = None;
         let lease = match mode {
+            LockMode::Exclusive if !self.also.is_empty() => {
+                let mut names = vec![self.lock.as_str()];
+                names.extend(self.also.iter().map(String::as_str));
+                let multi = self.locker.acquire_many(&names, &options).await?;
+                let part = multi.part(&self.lock).cloned();
+                self.multi = Some(multi);
+                part.ok_or_else(|| Error::invalid("the multi-lock has no part for the lock"))?
+            }
             LockMode::Exclusive => self.locker.acquire(&self.lock, &options).await?,
             LockMode::Permit { permits } => {
                 self.locker
@@ -152,7 +165,11 @@ impl Worker {
                    "mode": lease.mode().as_str(), "permits": permits_of(lease.mode()),
                    "expires_at": expires_at_us(&lease), "deadline": boot_to_wall_us(lease.deadline())}),
         ));
-        let signal = lease.lost_signal();
+        // A multi-lock is lost when any part is: the holder hears the whole's signal.
+        let signal = match &self.multi {
+            Some(multi) => multi.lost_signal(),
+            None => lease.lost_signal(),
+        };
         let (name, lang) = (self.name.clone(), self.lang.clone());
         tokio::spawn(async move {
             let reason = signal.wait().await;
@@ -171,7 +188,10 @@ impl Worker {
             return json!({"lost": Value::Null});
         };
         let t = now_us();
-        let lost = lease.is_lost();
+        let lost = match &self.multi {
+            Some(multi) => multi.is_lost(),
+            None => lease.is_lost(),
+        };
         let rec = self.rec(
             "probe",
             json!({"cs": self.cs(), "t": t, "lost": lost, "expires_at": expires_at_us(lease),
@@ -282,7 +302,10 @@ impl Worker {
         let Some(lease) = self.lease.take() else {
             return Ok(json!({}));
         };
-        let result = lease.release().await;
+        let result = match self.multi.take() {
+            Some(multi) => multi.release().await,
+            None => lease.release().await,
+        };
         let code = result.as_ref().err().map(|e| e.code().as_str());
         emit(self.rec(
             "released",
@@ -436,6 +459,17 @@ async fn init(cmd: &Value) -> Result<Worker, Error> {
         locker,
         fence,
         lock: s("lock"),
+        also: cmd["also"]
+            .as_array()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        multi: None,
         lease: None,
         last_token: None,
         sections: 0,

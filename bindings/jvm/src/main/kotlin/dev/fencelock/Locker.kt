@@ -1,5 +1,6 @@
 package dev.fencelock
 
+import dev.fencelock.ffi.NativeAcquireManyStart
 import dev.fencelock.ffi.NativeAcquireOutcome
 import dev.fencelock.ffi.NativeAcquireStart
 import dev.fencelock.ffi.NativeHolder
@@ -26,7 +27,8 @@ import dev.fencelock.ffi.connect as nativeConnect
  * [withLeadership] and [leader] for leader election); Java and other blocking code calls the
  * `…Blocking` ones (and [runAsLeader]), or the `…Async` ones for a `CompletableFuture`.
  * [semaphore], [readLock] and [writeLock] make a [Lock] with the same acquire forms for a
- * semaphore's permits and a read-write lock's two sides.
+ * semaphore's permits and a read-write lock's two sides; [lockMany] (with `lockManyBlocking` and
+ * `lockManyAsync`) takes several names as one [MultiLease].
  * One Locker is meant to be shared by the whole process: its connections serve every lock,
  * waiter and renewal. [close] releases what it still holds and closes the connections.
  */
@@ -72,7 +74,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * fleet-wide, each with its own token; acquire them through the returned [Lock]. Every
      * participant must use the same number while the semaphore is held or waited on. Throws
      * [LockInvalidArgumentException] for a bad name or count, or on a backend without semaphores
-     * (Redlock, Redis Cluster).
+     * (Redlock).
      */
     fun semaphore(name: String, permits: Int): Lock = lock(name, NativeLockMode.Permit(permits))
 
@@ -80,7 +82,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * The read side of the read-write lock [name]: any number of readers at once while no writer
      * holds it; a reader arriving while a writer waits queues behind the writer. Throws
      * [LockInvalidArgumentException] for a bad name, or on a backend without read-write locks
-     * (Redlock, Redis Cluster).
+     * (Redlock).
      */
     fun readLock(name: String): Lock = lock(name, NativeLockMode.Read)
 
@@ -109,6 +111,21 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         val lease = acquireIn(name, mode, options, scope)
         return holding(lease) { withContext(LockScope(scope)) { block(lease) } }
     }
+
+    /**
+     * Acquires the mutexes of every name in [names] as one [MultiLease] (docs/design.md §1.9): all
+     * of them or none. The names are taken one after another in their canonical order (sorted by
+     * name, byte for byte, whatever order they were given in), so two callers taking overlapping
+     * sets never deadlock; `options.wait` bounds the whole, and [options] applies to every part.
+     * Throws [LockInvalidArgumentException] for no names, more than 64, a name given twice, a bad
+     * name or an element that is not a `String` (before anything is taken); otherwise the first
+     * part's error ([LockTimeoutException] naming the name that stayed busy) after the parts
+     * already taken were released. Re-entry counts per coroutine, each part as [acquire]'s
+     * ([LockDeadlockException] for a name this coroutine holds, unless `reentrant`). Cancelling
+     * the coroutine stops the wait and leaves nothing behind.
+     */
+    suspend fun lockMany(names: List<String>, options: LockOptions = LockOptions.DEFAULTS): MultiLease =
+        lockManyIn(names, options, Scopes.ofCoroutine())
 
     /**
      * Campaigns for leadership of the election [name]: waits up to `options.wait` (forever by
@@ -263,6 +280,64 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
             }
         } finally {
             pending.destroy()
+        }
+    }
+
+    /**
+     * [lockMany] for Java and other blocking code; re-entry counts per thread. Interrupting the
+     * thread stops the wait, leaves nothing behind and throws [CancellationException].
+     */
+    @JvmOverloads
+    fun lockManyBlocking(names: List<String>, options: LockOptions = LockOptions.DEFAULTS): MultiLease {
+        // Waited for as [waitFor] waits for one name: on the native call, in interruptible slices.
+        Runtime.ensureLoaded()
+        val pending = when (
+            val start = ffi {
+                native.startAcquireMany(textNames(names), options.toNative(), Scopes.ofThread(), SLICE_MILLIS)
+            }
+        ) {
+            is NativeAcquireManyStart.Acquired -> return MultiLease(start.multi)
+            is NativeAcquireManyStart.Waiting -> start.pending
+        }
+        try {
+            while (true) {
+                if (Thread.interrupted()) {
+                    pending.cancel()
+                    Thread.currentThread().interrupt()
+                    throw CancellationException("the calling thread was interrupted")
+                }
+                ffi { pending.wait(SLICE_MILLIS) }?.let { return MultiLease(it) }
+            }
+        } finally {
+            pending.destroy()
+        }
+    }
+
+    /** [lockMany] as a `CompletableFuture`; cancelling the future cancels the acquire. */
+    @JvmOverloads
+    fun lockManyAsync(
+        names: List<String>,
+        options: LockOptions = LockOptions.DEFAULTS,
+    ): CompletableFuture<MultiLease> {
+        val scope = Scopes.fresh()
+        return Runtime.futures.future { lockManyIn(names, options, scope) }
+    }
+
+    /** The multi-name acquire of the suspend and future forms: the core's `acquire_many_in`. */
+    private suspend fun lockManyIn(names: List<String>, options: LockOptions, scope: Long): MultiLease =
+        MultiLease(ffi { native.acquireMany(textNames(names), options.toNative(), scope) })
+
+    /**
+     * [names] checked to be strings: Java may hand over a raw list holding other things (or nulls),
+     * which are refused rather than left to a `ClassCastException` inside the binding.
+     */
+    private fun textNames(names: List<String>): List<String> {
+        val given: List<Any?> = names
+        return given.mapIndexed { i, name ->
+            name as? String
+                ?: invalidArgument(
+                    "lockMany takes lock names as strings; element $i is ${name?.javaClass?.name ?: "null"}",
+                )
         }
     }
 

@@ -41,6 +41,17 @@ class ReadmeExampleTest {
         compileAndRun(readme, "Watch", "(?s).*reports/nightly token \\d+ held by pid \\d+.*");
     }
 
+    @Test
+    void theJvmReadmeMultiLockExampleCompilesAndRuns() throws Exception {
+        Path readme = Path.of(System.getProperty("user.dir"), "README.md");
+        // The names come back in the canonical order, whatever order they were given in.
+        compileAndRun(
+                readme,
+                "Transfer",
+                "(?s).*holding \\[account/alice, account/bob\\] with tokens \\{account/alice=\\d+, account/bob=\\d+\\}"
+                        + "\\s+alice's part holds token \\d+.*");
+    }
+
     /** Compiles the ```java block of `readme` that declares `exampleClass` and runs it in a JVM of its own. */
     private static void compileAndRun(Path readme, String exampleClass, String expectedOutput) throws Exception {
         String text = Files.readString(readme);

@@ -66,13 +66,13 @@ object Backends {
     }
 
     /** The backends that refuse semaphores and read-write locks with INVALID_ARGUMENT (docs/design.md §1.8). */
-    private val withoutKinds = setOf("redlock", "redis-cluster")
+    private val withoutKinds = setOf("redlock")
 
-    /** The backends that offer semaphores and read-write locks. */
+    /** The backends that offer semaphores and read-write locks, Redis Cluster included. */
     @JvmStatic
-    fun withSemaphores(): List<String> = names().filter { it !in withoutKinds }
+    fun withSemaphores(): List<String> = (names() + extra.keys).filter { it !in withoutKinds }
 
-    /** The backends that refuse semaphores and read-write locks: Redlock and Redis Cluster. */
+    /** The backends that refuse semaphores and read-write locks: Redlock. */
     @JvmStatic
     fun withoutSemaphores(): List<String> = (names() + extra.keys).filter { it in withoutKinds }
 

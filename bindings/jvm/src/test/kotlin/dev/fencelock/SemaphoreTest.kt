@@ -18,7 +18,7 @@ import java.util.concurrent.TimeUnit
  * Semaphores (issue 29) on every backend that offers them: at most N permit leases at once, each
  * with its own token, in the suspend, blocking and `CompletableFuture` forms; inspect shows the
  * kind, the count and every holder; re-entry per thread and per coroutine; a forced release is
- * heard as a loss; and the backends without semaphores (Redlock, Redis Cluster) refuse them.
+ * heard as a loss; and the backend without semaphores (Redlock) refuses them.
  */
 class SemaphoreTest {
     companion object {
@@ -209,7 +209,7 @@ class SemaphoreTest {
 
     @ParameterizedTest
     @MethodSource("refusing")
-    fun `Redlock and Redis Cluster refuse semaphores and read-write locks with INVALID_ARGUMENT`(backend: String) {
+    fun `Redlock refuses semaphores and read-write locks with INVALID_ARGUMENT`(backend: String) {
         Backends.connect(backend).use { locker ->
             val name = Backends.uniqueName("sem-refused")
             for (permits in listOf(1, 2)) {
