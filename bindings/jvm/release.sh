@@ -41,7 +41,8 @@ rm -rf "$stage"
 mkdir -p "$stage/native"
 cp "$library" "$stage/native/libfencelock_jvm.so"
 
-mvn -B -q -f "$here/pom.xml" package -DskipTests \
+# maven.test.skip: the tests are neither run nor compiled here (bindings/jvm/run-tests.sh does both).
+mvn -B -q -f "$here/pom.xml" package -Dmaven.test.skip=true \
     -Drevision="$version" \
     -Dcargo.build.skip=true \
     -Dcargo.target.dir="$stage" -Dcargo.profile.dir=native \
