@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::Lease;
 use crate::error::{Error, ErrorCode, Result};
 use crate::signal::LostSignal;
+use crate::sync::join_all;
 
 /// The leases of several names taken together by [`crate::Locker::acquire_many`], in the
 /// canonical order they were acquired in (by name, byte for byte). Cheap to clone: clones share
@@ -98,20 +99,16 @@ impl MultiLease {
         self.parts.iter().filter_map(Lease::expires_at).min()
     }
 
-    /// Sets a new ttl from now on every part (the current ttl when `None`).
+    /// Sets a new ttl from now on every part (the current ttl when `None`), all parts at once:
+    /// the whole costs the slowest part's extension, not their sum (a ZooKeeper extension waits
+    /// for the session's answer).
     ///
     /// # Errors
-    /// The first part's error, as [`Lease::extend`]'s; the parts after it are still extended,
-    /// so a part that failed alone does not shorten the others.
+    /// The first part's error in the canonical order, as [`Lease::extend`]'s; the other parts
+    /// are extended all the same, so a part that failed alone does not shorten the others.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
-        let mut outcome = Ok(());
-        for part in &self.parts {
-            let result = part.extend(ttl).await;
-            if outcome.is_ok() {
-                outcome = result;
-            }
-        }
-        outcome
+        let extensions = self.parts.iter().map(|part| part.extend(ttl)).collect();
+        join_all(extensions).await.into_iter().collect()
     }
 
     /// Releases every part, last acquired first, whatever happens to the others.
