@@ -1,6 +1,8 @@
 """fencelock from Python against the locks Python users would otherwise pick, in one run.
 
-    bench/python/run.sh [--only WORD ...] [--seconds S] [--write]
+    bench/python/run.sh [--suite locks|shared] [--only WORD ...] [--seconds S] [--runs N] [--write]
+
+The default suite, "locks", compares mutexes, as follows.
 
 For every contestant (contestants.py), on the same servers, one after the other:
 - uncontended: one process acquires and releases a lock nobody else wants, for S seconds;
@@ -20,6 +22,20 @@ For every contestant (contestants.py), on the same servers, one after the other:
 Ratios compare fencelock with the other contestants of its family (Redis, Redlock, ZooKeeper):
 throughput as fencelock / other, handoff as other / fencelock, so above 1.00x means fencelock
 is faster. No speed is asserted anywhere: this prints and records.
+
+The suite "shared" compares semaphores (3 permits) and read locks (contestants.shared_specs), in
+--runs runs (default 4); in each run every contestant takes its turn, so all of them see the
+machine's load of that stretch of time. Per contestant and run:
+- uncontended: one process takes a permit (or the read lock) nobody else wants and gives it
+  back, for S seconds: cycles/s, p50/p99 of one cycle;
+- contended: 8 processes for S seconds. On a semaphore each takes a permit, works 2 ms inside
+  (--hold-ms), gives it back and works 1 ms elsewhere (--think-ms), so about 5 of them wait at
+  any moment. On a read lock the 8 readers cycle back to back (nothing inside, nothing between),
+  so it measures how read cycles run side by side. Reported: sections/s, the p50/p99 wait
+  (from asking to holding) and the most holders seen at once, from the timestamps; on a
+  semaphore more than 3 at once is counted as "over the limit" and must be 0.
+Ratios are per run (fencelock / rival: cycles/s, sections/s, and rival / fencelock for the wait
+p50) and their median over the runs; every run's ratios are listed with the load average.
 """
 
 from __future__ import annotations
@@ -32,7 +48,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import contestants  # noqa: E402
@@ -41,6 +57,8 @@ from contestants import Spec  # noqa: E402
 CONTENDERS = 8
 MARKER_BEGIN = "<!-- python-compare:begin -->"
 MARKER_END = "<!-- python-compare:end -->"
+SHARED_MARKER_BEGIN = "<!-- python-shared:begin -->"
+SHARED_MARKER_END = "<!-- python-shared:end -->"
 
 
 @dataclass
@@ -143,7 +161,8 @@ def contender(
         out.put((os.getpid(), sections, f"{type(error).__name__}: {error}"))
 
 
-Timeline = List[Tuple[float, float, int]]
+# (acquired, releasing, process), or (asked, acquired, releasing, process) in the shared suite.
+Timeline = List[Tuple[float, ...]]
 
 
 def run_processes(
@@ -153,8 +172,9 @@ def run_processes(
     out: "mp.Queue",
     seconds: float,
 ) -> Timeline:
-    """Starts one process per argument tuple and merges their (acquired, releasing) sections,
-    each tagged with its process, in acquisition order; raises if any process failed."""
+    """Starts one process per argument tuple and merges their sections ((acquired, releasing),
+    or (asked, acquired, releasing) in the shared suite), each tagged with its process, sorted;
+    raises if any process failed."""
     workers = [context.Process(target=target, args=args) for args in arguments]
     for worker in workers:
         worker.start()
@@ -163,7 +183,7 @@ def run_processes(
     for _ in workers:
         # A waiter of a slow lock may finish a poll interval late; bound it all the same.
         who, sections, error = out.get(timeout=seconds + 120)
-        timeline.extend((acquired, releasing, who) for acquired, releasing in sections)
+        timeline.extend((*section, who) for section in sections)
         if error:
             errors.append(error)
     for worker in workers:
@@ -330,16 +350,291 @@ def versions() -> str:
     return ", ".join(found)
 
 
-def write_results(path: Path, section: str) -> None:
+def write_results(
+    path: Path, section: str, begin: str = MARKER_BEGIN, end: str = MARKER_END
+) -> None:
     text = path.read_text()
-    block = f"{MARKER_BEGIN}\n{section}\n{MARKER_END}"
-    if MARKER_BEGIN in text:
-        head, rest = text.split(MARKER_BEGIN, 1)
-        _, tail = rest.split(MARKER_END, 1)
+    block = f"{begin}\n{section}\n{end}"
+    if begin in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
         text = head + block + tail
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+# The shared suite: semaphores and read locks.
+
+
+@dataclass
+class SharedContended:
+    sections_per_s: float
+    wait_p50_ms: float
+    wait_p99_ms: float
+    most_holders: int
+    over_limit: int
+    sections: int
+
+
+@dataclass
+class SharedResult:
+    spec: Spec
+    uncontended: Optional[Uncontended] = None
+    contended: Optional[SharedContended] = None
+    error: Optional[str] = None
+
+
+def sharer(
+    spec: Spec,
+    name: str,
+    start_at: float,
+    stop_at: float,
+    hold: float,
+    think: float,
+    out: "mp.Queue",
+) -> None:
+    """One of the 8 processes on a semaphore or read lock: (asked, acquired, releasing) per
+    section, on CLOCK_MONOTONIC. The section [acquired, releasing] lies inside the real hold
+    (acquire has returned, release not yet called), so overlaps seen here are real."""
+    sections: List[Tuple[float, float, float]] = []
+    try:
+        client = contestants.build(spec)
+        while time.monotonic() < start_at:
+            time.sleep(0.001)
+        while time.monotonic() < stop_at:
+            asked = time.monotonic()
+            handle = client.acquire(name)
+            acquired = time.monotonic()
+            if hold:
+                time.sleep(hold)
+            releasing = time.monotonic()
+            client.release(handle)
+            sections.append((asked, acquired, releasing))
+            if think:
+                time.sleep(think)
+        client.close()
+        out.put((os.getpid(), sections, None))
+    except BaseException as error:  # reported by the parent, never swallowed
+        out.put((os.getpid(), sections, f"{type(error).__name__}: {error}"))
+
+
+def most_at_once(timeline: Timeline, limit: int) -> Tuple[int, int]:
+    """The most sections of an (asked, acquired, releasing, process) timeline held at once, and
+    how many sections began while `limit` others were held (0 when there is no limit)."""
+    events = sorted(
+        [(acquired, 1) for _, acquired, _, _ in timeline]
+        + [(releasing, -1) for _, _, releasing, _ in timeline]
+    )
+    holders = most = over = 0
+    for _, change in events:  # at equal times a release (-1) sorts before an acquire
+        holders += change
+        most = max(most, holders)
+        if change > 0 and limit and holders > limit:
+            over += 1
+    return most, over
+
+
+def run_shared_contended(spec: Spec, seconds: float, hold: float, think: float) -> SharedContended:
+    context = mp.get_context("spawn")
+    out: "mp.Queue" = context.Queue()
+    name = unique_name("shared")
+    if spec.kind == "read":
+        hold = think = 0.0  # readers back to back
+    start_at = time.monotonic() + 4.0
+    stop_at = start_at + seconds
+    arguments = [(spec, name, start_at, stop_at, hold, think, out) for _ in range(CONTENDERS)]
+    timeline = run_processes(context, sharer, arguments, out, seconds)
+    if not timeline:
+        raise RuntimeError("no section happened")
+    waits = sorted(acquired - asked for asked, acquired, _, _ in timeline)
+    most, over = most_at_once(timeline, spec.permits if spec.kind == "semaphore" else 0)
+    return SharedContended(
+        sections_per_s=len(timeline) / seconds,
+        wait_p50_ms=percentile(waits, 0.5) * 1e3,
+        wait_p99_ms=percentile(waits, 0.99) * 1e3,
+        most_holders=most,
+        over_limit=over,
+        sections=len(timeline),
+    )
+
+
+def measure_shared(spec: Spec, seconds: float, hold: float, think: float) -> SharedResult:
+    result = SharedResult(spec)
+    try:
+        result.uncontended = run_uncontended(spec, seconds)
+        result.contended = run_shared_contended(spec, seconds, hold, think)
+    except Exception as error:  # one library failing must not hide the others' numbers
+        result.error = f"{type(error).__name__}: {error}"
+    return result
+
+
+def median(values: List[float]) -> Optional[float]:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def rivals_of(specs: List[Spec]) -> List[Tuple[Spec, Spec]]:
+    """(fencelock contestant, rival) pairs: same family (server) and kind."""
+    return [
+        (ours, theirs)
+        for theirs in specs
+        if not theirs.is_fencelock
+        for ours in specs
+        if ours.is_fencelock and (ours.family, ours.kind) == (theirs.family, theirs.kind)
+    ]
+
+
+# (column heading, value of one run's pair) for the ratio columns of the shared suite.
+SharedRatio = Tuple[str, Callable[[SharedResult, SharedResult], Optional[float]]]
+
+
+def _over(numerator: Optional[float], denominator: Optional[float]) -> Optional[float]:
+    return numerator / denominator if numerator and denominator else None
+
+
+SHARED_RATIOS: List[SharedRatio] = [
+    (
+        "uncontended cycles/s",
+        lambda o, t: _over(
+            o.uncontended and o.uncontended.cycles_per_s,
+            t.uncontended and t.uncontended.cycles_per_s,
+        ),
+    ),
+    (
+        "contended sections/s",
+        lambda o, t: _over(
+            o.contended and o.contended.sections_per_s, t.contended and t.contended.sections_per_s
+        ),
+    ),
+    (
+        "contended wait p50 (theirs / ours)",
+        lambda o, t: _over(
+            t.contended and t.contended.wait_p50_ms, o.contended and o.contended.wait_p50_ms
+        ),
+    ),
+]
+
+
+def shared_report(
+    specs: List[Spec], runs: List[Dict[str, SharedResult]], loads: List[Tuple[float, float]]
+) -> str:
+    """Two tables: each contestant's medians over the runs with fencelock's median ratios, then
+    every run's ratios and load average."""
+
+    def med(label: str, pick: Callable[[SharedResult], Optional[float]]) -> Optional[float]:
+        values = [pick(run[label]) for run in runs if not run[label].error]
+        return median([v for v in values if v is not None])
+
+    pairs = rivals_of(specs)
+    lines = [
+        "| contestant | kind | uncontended cycles/s | p50 ms | p99 ms | contended sections/s "
+        "| wait p50 ms | wait p99 ms | most holders at once | over the limit | failed runs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for spec in specs:
+        failed = [run[spec.label].error for run in runs if run[spec.label].error]
+        kind = f"semaphore of {spec.permits}" if spec.kind == "semaphore" else "read lock"
+        solo = [run[spec.label].uncontended for run in runs if run[spec.label].uncontended]
+        shared = [run[spec.label].contended for run in runs if run[spec.label].contended]
+        most = max((c.most_holders for c in shared), default=None)
+        over = sum(c.over_limit for c in shared) if spec.kind == "semaphore" else None
+        lines.append(
+            f"| {spec.label} | {kind} "
+            f"| {fmt(med(spec.label, lambda r: r.uncontended and r.uncontended.cycles_per_s), 0)} "
+            f"| {fmt(median([u.p50_ms for u in solo]), 3)} "
+            f"| {fmt(median([u.p99_ms for u in solo]), 3)} "
+            f"| {fmt(median([c.sections_per_s for c in shared]), 0)} "
+            f"| {fmt(median([c.wait_p50_ms for c in shared]), 3)} "
+            f"| {fmt(median([c.wait_p99_ms for c in shared]), 3)} "
+            f"| {'-' if most is None else most} | {'-' if over is None else over} "
+            f"| {len(failed)}{': ' + failed[0] if failed else ''} |"
+        )
+    lines += [
+        "",
+        "| fencelock / rival | ratio of | "
+        + " | ".join(f"run {i + 1}" for i in range(len(runs)))
+        + " | median |",
+        "|---|---|" + "---|" * (len(runs) + 1),
+    ]
+    for ours, theirs in pairs:
+        for heading, value in SHARED_RATIOS:
+            per_run = [value(run[ours.label], run[theirs.label]) for run in runs]
+            cells = " | ".join("-" if v is None else f"{v:.2f}x" for v in per_run)
+            middle = median([v for v in per_run if v is not None])
+            lines.append(
+                f"| {ours.label} / {theirs.label} | {heading} | {cells} | **{fmt(middle)}x** |"
+            )
+    lines.append(
+        "| load average (1 min) before / after the run | | "
+        + " | ".join(f"{before:.2f} / {after:.2f}" for before, after in loads)
+        + " | |"
+    )
+    return "\n".join(lines)
+
+
+def main_shared(args: argparse.Namespace) -> int:
+    specs = contestants.shared_specs(dict(os.environ), args.only)
+    runs: List[Dict[str, SharedResult]] = []
+    loads: List[Tuple[float, float]] = []
+    for run in range(args.runs):
+        before = os.getloadavg()[0]
+        results: Dict[str, SharedResult] = {}
+        for spec in specs:
+            print(
+                f"run {run + 1}/{args.runs}: measuring {spec.label} "
+                f"(load {os.getloadavg()[0]:.2f}) ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            result = measure_shared(spec, args.seconds, args.hold_ms / 1e3, args.think_ms / 1e3)
+            if result.error:
+                print(f"  failed: {result.error}", file=sys.stderr, flush=True)
+            else:
+                assert result.uncontended is not None and result.contended is not None
+                print(
+                    f"  uncontended {result.uncontended.cycles_per_s:.0f}/s "
+                    f"(p50 {result.uncontended.p50_ms:.3f} ms); contended "
+                    f"{result.contended.sections_per_s:.0f}/s, wait p50 "
+                    f"{result.contended.wait_p50_ms:.3f} ms, most at once "
+                    f"{result.contended.most_holders}, over the limit "
+                    f"{result.contended.over_limit}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            results[spec.label] = result
+        runs.append(results)
+        loads.append((before, os.getloadavg()[0]))
+
+    report = "\n".join(
+        [
+            shared_report(specs, runs, loads),
+            "",
+            f"Command: `{args.command}` ({args.seconds:g} s per measurement; "
+            f"{CONTENDERS} processes; semaphores of {contestants.PERMITS} permits with "
+            f"{args.hold_ms:g} ms inside and {args.think_ms:g} ms between sections; readers back "
+            f"to back). Versions: {versions()}. Python {sys.version.split()[0]}; "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        ]
+    )
+    print(report)
+    if args.write:
+        write_results(args.write, report, SHARED_MARKER_BEGIN, SHARED_MARKER_END)
+    failed = any(result.error for run in runs for result in run.values())
+    broken = [
+        label
+        for run in runs
+        for label, result in run.items()
+        if result.contended and result.contended.over_limit
+    ]
+    for label in sorted(set(broken)):
+        print(f"PERMIT LIMIT VIOLATED: {label}", file=sys.stderr)
+    return 1 if failed or broken else 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -349,8 +644,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--hold-ms", type=float, default=2.0, help="work inside each section")
     parser.add_argument("--think-ms", type=float, default=1.0, help="work between sections")
     parser.add_argument("--write", type=Path, help="replace the comparison section of this file")
-    parser.add_argument("--command", default="bench/python/run.sh", help="shown in the report")
+    parser.add_argument("--command", default=None, help="shown in the report")
+    parser.add_argument(
+        "--suite",
+        choices=["locks", "shared"],
+        default="locks",
+        help="locks: mutexes; shared: semaphores and read locks",
+    )
+    parser.add_argument("--runs", type=int, default=4, help="runs of the shared suite (4)")
     args = parser.parse_args(argv)
+    if args.command is None:
+        args.command = "bench/python/run.sh"
+        if args.suite == "shared":
+            args.command += f" --suite shared --runs {args.runs} --seconds {args.seconds:g}"
+    if args.suite == "shared":
+        return main_shared(args)
 
     specs = contestants.default_specs(dict(os.environ), args.only)
     results = []

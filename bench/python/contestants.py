@@ -3,6 +3,13 @@
 Every contestant is built from a plain spec (picklable, so worker processes rebuild it) and uses
 each library the way its documentation shows, with its defaults unless the spec says otherwise:
 that is what users get. Only the lock's lifetime is set, to the same 30 s everywhere.
+
+Two suites: `default_specs` (mutexes, one holder) and `shared_specs` (semaphores and read locks:
+`Spec.kind` "semaphore" takes one of `Spec.permits` permits, "read" the read side of a
+read-write lock). For the shared suite, each client makes its recipe object once per name (a
+fencelock `Lock`, a kazoo `Semaphore` or `ReadLock`) and enters it on every cycle, as a program
+that takes the same semaphore again and again would; kazoo's `Semaphore` checks its path (two
+round trips) only on an object's first acquire.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 TTL_SECONDS = 30
+#: Permits of every semaphore in the shared suite.
+PERMITS = 3
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,11 @@ class Spec:
     is_fencelock: bool = False
     #: Keyword options of fencelock's acquire (e.g. pipelined_release).
     options: Tuple[Tuple[str, object], ...] = ()
+    #: What one acquire takes: "mutex" (the lock), "semaphore" (one of `permits` permits) or
+    #: "read" (the read side of a read-write lock).
+    kind: str = "mutex"
+    #: A semaphore's number of permits (0 for the other kinds).
+    permits: int = 0
 
 
 class Client:
@@ -48,17 +62,43 @@ def _redis_client(url: str) -> Any:
 
 
 class FencelockClient(Client):
-    def __init__(self, url: str, options: Dict[str, Any]) -> None:
+    """A mutex through `locker.acquire`; a permit or a read lock by entering the `Lock` that
+    `locker.semaphore(name, permits)` or `locker.read_lock(name)` made (once per name), which is
+    what `with locker.semaphore(...)` does."""
+
+    def __init__(self, url: str, options: Dict[str, Any], kind: str = "mutex", permits: int = 0):
         import fencelock
 
         self.locker = fencelock.connect(url)
         self.options = options
+        self.kind = kind
+        self.permits = permits
+        self.locks: Dict[str, Any] = {}
+
+    def _lock(self, name: str) -> Any:
+        lock = self.locks.get(name)
+        if lock is None:
+            if self.kind == "semaphore":
+                lock = self.locker.semaphore(name, self.permits, ttl=TTL_SECONDS, **self.options)
+            elif self.kind == "read":
+                lock = self.locker.read_lock(name, ttl=TTL_SECONDS, **self.options)
+            else:
+                raise ValueError(f"unknown kind {self.kind!r}")
+            self.locks[name] = lock
+        return lock
 
     def acquire(self, name: str) -> Any:
-        return self.locker.acquire(name, ttl=TTL_SECONDS, **self.options)
+        if self.kind == "mutex":
+            return self.locker.acquire(name, ttl=TTL_SECONDS, **self.options)
+        lock = self._lock(name)
+        lock.__enter__()
+        return lock
 
     def release(self, handle: Any) -> None:
-        handle.release()
+        if self.kind == "mutex":
+            handle.release()
+        else:
+            handle.__exit__(None, None, None)
 
     def close(self) -> None:
         self.locker.close()
@@ -151,6 +191,45 @@ class KazooClientAdapter(Client):
         self.client.close()
 
 
+class KazooSemaphoreClient(KazooClientAdapter):
+    """kazoo's `Semaphore` (max_leases permits): queues on an internal kazoo `Lock`, then
+    creates its lease node when fewer than max_leases exist, watching the lease folder."""
+
+    def __init__(self, url: str, permits: int) -> None:
+        super().__init__(url)
+        self.permits = permits
+        self.recipes: Dict[str, Any] = {}
+
+    def acquire(self, name: str) -> Any:
+        semaphore = self.recipes.get(name)
+        if semaphore is None:
+            semaphore = self.client.Semaphore(
+                f"/bench-kazoo/{name}", self.identifier, max_leases=self.permits
+            )
+            self.recipes[name] = semaphore
+        if not semaphore.acquire():
+            raise RuntimeError("kazoo Semaphore.acquire returned False with blocking=True")
+        return semaphore
+
+
+class KazooReadLockClient(KazooClientAdapter):
+    """kazoo's `ReadLock` (kazoo.recipe.lock): a sequential node, held while no write node
+    comes before it."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.recipes: Dict[str, Any] = {}
+
+    def acquire(self, name: str) -> Any:
+        lock = self.recipes.get(name)
+        if lock is None:
+            lock = self.client.ReadLock(f"/bench-kazoo/{name}", self.identifier)
+            self.recipes[name] = lock
+        if not lock.acquire():
+            raise RuntimeError("kazoo ReadLock.acquire returned False with blocking=True")
+        return lock
+
+
 ADAPTERS: Dict[str, Callable[[str], Client]] = {
     "redis-py": RedisPyClient,
     "python-redis-lock": PythonRedisLockClient,
@@ -161,12 +240,18 @@ ADAPTERS: Dict[str, Callable[[str], Client]] = {
 
 def build(spec: Spec) -> Client:
     if spec.library == "fencelock":
-        return FencelockClient(spec.url, dict(spec.options))
-    return ADAPTERS[spec.library](spec.url)
+        return FencelockClient(spec.url, dict(spec.options), spec.kind, spec.permits)
+    if spec.kind == "mutex":
+        return ADAPTERS[spec.library](spec.url)
+    if (spec.library, spec.kind) == ("kazoo", "semaphore"):
+        return KazooSemaphoreClient(spec.url, spec.permits)
+    if (spec.library, spec.kind) == ("kazoo", "read"):
+        return KazooReadLockClient(spec.url)
+    raise ValueError(f"no {spec.kind} adapter for {spec.library}")
 
 
-def default_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List[Spec]:
-    """Every contestant, on the servers of tests/servers.sh (or the URLs in the environment)."""
+def _urls(env: Dict[str, str]) -> Dict[str, str]:
+    """The servers of tests/servers.sh, or the URLs in the environment."""
     redis_url = env.get("FENCELOCK_TEST_REDIS_URL", "redis://127.0.0.1:6379")
     redlock_url = env.get(
         "FENCELOCK_TEST_REDLOCK_URL",
@@ -184,7 +269,29 @@ def default_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List
         "mariadb://fencelock:fencelock-test@127.0.0.1:3306/fencelock_test",
     )
     sqlite_path = env.get("FENCELOCK_BENCH_SQLITE", "/tmp/fencelock-bench-compare.db")
+    return {
+        "redis": redis_url,
+        "redlock": redlock_url,
+        "masters": master_urls,
+        "zookeeper": zk_url,
+        "postgres": postgres_url,
+        "mariadb": mariadb_url,
+        "sqlite": f"sqlite://{sqlite_path}",
+    }
 
+
+def _only(specs: List[Spec], only: Optional[List[str]]) -> List[Spec]:
+    if only:
+        specs = [spec for spec in specs if any(word in spec.label for word in only)]
+    return specs
+
+
+def default_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List[Spec]:
+    """Every mutex contestant, on the servers of tests/servers.sh (or the URLs in the
+    environment)."""
+    urls = _urls(env)
+    redis_url, redlock_url, master_urls = urls["redis"], urls["redlock"], urls["masters"]
+    zk_url, postgres_url, mariadb_url = urls["zookeeper"], urls["postgres"], urls["mariadb"]
     specs = [
         Spec("fencelock redis", "redis", "fencelock", redis_url, True),
         Spec(
@@ -212,8 +319,33 @@ def default_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List
         Spec("kazoo Lock", "zookeeper", "kazoo", zk_url),
         Spec("fencelock postgres", "sql", "fencelock", postgres_url, True),
         Spec("fencelock mariadb", "sql", "fencelock", mariadb_url, True),
-        Spec("fencelock sqlite", "sql", "fencelock", f"sqlite://{sqlite_path}", True),
+        Spec("fencelock sqlite", "sql", "fencelock", urls["sqlite"], True),
     ]
-    if only:
-        specs = [spec for spec in specs if any(word in spec.label for word in only)]
-    return specs
+    return _only(specs, only)
+
+
+def _semaphore(label: str, library: str, family: str, url: str) -> Spec:
+    ours = library == "fencelock"
+    return Spec(label, family, library, url, ours, kind="semaphore", permits=PERMITS)
+
+
+def _read_lock(label: str, library: str, family: str, url: str) -> Spec:
+    return Spec(label, family, library, url, library == "fencelock", kind="read")
+
+
+def shared_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List[Spec]:
+    """Every semaphore and read-lock contestant, in the order they take turns: each rival right
+    after the fencelock contestant it is compared with. Redis has no rival here: redis-py,
+    python-redis-lock and pottery offer no semaphore and no read-write lock (bench/RESULTS.md)."""
+    urls = _urls(env)
+    redis_url, zk_url = urls["redis"], urls["zookeeper"]
+    zk = ("zookeeper", zk_url)
+    specs = [
+        _semaphore("fencelock redis semaphore", "fencelock", "redis", redis_url),
+        _semaphore("fencelock zookeeper semaphore", "fencelock", *zk),
+        _semaphore("kazoo Semaphore", "kazoo", *zk),
+        _read_lock("fencelock redis read lock", "fencelock", "redis", redis_url),
+        _read_lock("fencelock zookeeper read lock", "fencelock", *zk),
+        _read_lock("kazoo ReadLock", "kazoo", *zk),
+    ]
+    return _only(specs, only)

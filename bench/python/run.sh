@@ -5,9 +5,12 @@
 # tests/servers.sh (started here if they are not running).
 #
 #   bench/python/run.sh [--write] [compare.py args...]
+#   bench/python/run.sh --suite shared [--runs N] [--write]
 #
-# --write replaces the comparison section of bench/RESULTS.md with this run's table.
-# FENCELOCK_BENCH_FLOORS=0 skips the Rust floors.
+# --write replaces the comparison section of bench/RESULTS.md with this run's table (the mutex
+# section, or with --suite shared the semaphore and read-lock section).
+# FENCELOCK_BENCH_FLOORS=0 skips the Rust floors; --suite shared skips them too (they measure
+# mutexes only).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -16,8 +19,10 @@ cd "$root"
 
 write=()
 args=()
+floors="${FENCELOCK_BENCH_FLOORS:-1}"
 for arg in "$@"; do
     if [ "$arg" = --write ]; then write=(--write "$root/bench/RESULTS.md"); else args+=("$arg"); fi
+    if [ "$arg" = shared ] || [ "$arg" = --suite=shared ]; then floors=0; fi
 done
 
 bash tests/servers.sh start redis redlock zookeeper postgres mariadb
@@ -39,7 +44,7 @@ rm -rf "$root/target/wheels-bench"
     --interpreter "$venv/bin/python" --out "$root/target/wheels-bench"
 "$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps "$root"/target/wheels-bench/fencelock-*.whl
 
-if [ "${FENCELOCK_BENCH_FLOORS:-1}" != 0 ]; then
+if [ "$floors" != 0 ]; then
     for floor in redis_floor zk_floor sql_floor; do
         printf '\n== Rust floor: %s\n' "$floor"
         cargo run --quiet --release -p fencelock-bench --bin "$floor"
