@@ -123,7 +123,7 @@ pub(crate) fn permits_conflict(name: &str, wanted: u32, stored: u32) -> Error {
     ))
 }
 
-/// The error of a backend that does not offer `mode`'s kind (Redlock: the mutex only).
+/// The error of a backend that does not offer `mode`'s kind (Redlock: no semaphores).
 pub(crate) fn not_offered(backend: &str, mode: LockMode) -> Error {
     let what = match mode.kind() {
         LockKind::Mutex => "mutexes",
@@ -137,9 +137,6 @@ pub(crate) fn not_offered(backend: &str, mode: LockMode) -> Error {
         ("redlock", LockKind::Semaphore) => {
             ": a permit won on a majority of masters does not bound the holders to N (with N of \
              2 or more, N + 1 clients can each win a different majority)"
-        }
-        ("redlock", LockKind::ReadWrite) => {
-            ": not yet (its write tokens need Redlock's second phase extended to read leases)"
         }
         _ => "",
     };

@@ -182,6 +182,107 @@ async fn tokens_increase_across_skewed_counters() {
     unblock(&mut raws, vec![0, 1, 2]).await;
 }
 
+/// The same for read-write locks: a read lease's token (from a master whose counter runs an
+/// hour ahead) is raised by phase 2 on the majority that granted it, so a write lease granted
+/// by another majority afterwards, sharing one master with it, outranks it; and write leases
+/// keep increasing across every split. A master is kept from granting by a write lease of
+/// somebody else, written by hand in the shared layout (docs/redis.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_tokens_outrank_read_tokens_across_skewed_counters() {
+    if !servers_up() {
+        return;
+    }
+    let prefix = format!("rl-rw-skew-{}", std::process::id());
+    let locker = Locker::connect(&with(&redlock_url(), &format!("prefix={prefix}")))
+        .await
+        .unwrap();
+    let name = unique("rl-rw-skew");
+    let key = lock_key(&name, &prefix);
+    let mut raws = Vec::new();
+    for m in masters() {
+        raws.push(raw_redis(&m).await);
+    }
+    let (shared, leases) = (format!("{key}:shared"), format!("{key}:leases"));
+    let block = |raws: &mut Vec<redis::aio::MultiplexedConnection>, which: Vec<usize>| {
+        let (shared, leases) = (shared.clone(), leases.clone());
+        let mut conns: Vec<_> = which.iter().map(|&i| raws[i].clone()).collect();
+        async move {
+            for c in conns.iter_mut() {
+                let expiry = redis::cmd("TIME")
+                    .query_async::<(u64, u64)>(c)
+                    .await
+                    .map(|(s, _)| s * 1000 + 60_000)
+                    .unwrap();
+                let _: () = redis::pipe()
+                    .cmd("HSET")
+                    .arg(&shared)
+                    .arg(&["v", "1", "kind", "read-write lock", "permits", "0"])
+                    .arg("l:someone-else")
+                    .arg("write 1 {}")
+                    .ignore()
+                    .cmd("ZADD")
+                    .arg(&leases)
+                    .arg(expiry)
+                    .arg("someone-else")
+                    .ignore()
+                    .query_async(c)
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    let unblock = |raws: &mut Vec<redis::aio::MultiplexedConnection>, which: Vec<usize>| {
+        let keys = [shared.clone(), leases.clone()];
+        let mut conns: Vec<_> = which.iter().map(|&i| raws[i].clone()).collect();
+        async move {
+            for c in conns.iter_mut() {
+                let _: () = redis::cmd("DEL").arg(&keys).query_async(c).await.unwrap();
+            }
+        }
+    };
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let ahead = now_us + 3_600_000_000; // an hour ahead of every clock
+    let _: () = redis::cmd("SET")
+        .arg(format!("{key}:fence"))
+        .arg(ahead)
+        .query_async(&mut raws[0])
+        .await
+        .unwrap();
+    let waiting = opts(10_000).with_wait(Some(Duration::from_secs(15)));
+    let (read, write) = (
+        locker.read_lock(&name).unwrap(),
+        locker.write_lock(&name).unwrap(),
+    );
+    block(&mut raws, vec![3, 4]).await;
+    let reader = read.acquire(&waiting).await.unwrap();
+    assert!(reader.token() > ahead, "T is the largest phase-1 token");
+    reader.release().await.unwrap();
+    unblock(&mut raws, vec![3, 4]).await;
+    let mut last = reader.token();
+    for blocked in [vec![0, 1], vec![1, 2], vec![2, 4], vec![0, 3], vec![]] {
+        block(&mut raws, blocked.clone()).await;
+        let writer = match write.acquire(&waiting).await {
+            Ok(lease) => lease,
+            Err(e) => panic!(
+                "blocked {blocked:?}: {e}; the lock as the masters see it: {:?}",
+                locker.inspect(&name).await
+            ),
+        };
+        assert!(
+            writer.token() > last,
+            "blocked {blocked:?}: write token {} after {last}: phase 2 did not carry the token",
+            writer.token()
+        );
+        last = writer.token();
+        writer.release().await.unwrap();
+        unblock(&mut raws, blocked).await;
+    }
+    locker.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_are_invalid_arguments() {
     if !servers_up() {

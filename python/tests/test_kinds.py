@@ -1,6 +1,7 @@
 """Semaphores and read-write locks (issue 29): `locker.semaphore(name, permits)`,
 `locker.read_lock(name)` and `locker.write_lock(name)`, with `with` and `async with`, on every
-backend that offers them; Redlock refuses them (docs/design.md §1.8).
+backend that offers them; Redlock offers read-write locks and refuses semaphores (docs/design.md
+§1.8).
 
 The core's conformance suite tests the semantics in depth on every backend; these tests prove the
 Python face of them: the options, errors, re-entry per thread or task and lost signal of
@@ -23,18 +24,20 @@ from test_operations import wait_until
 
 import fencelock
 
-#: The URL schemes of the backends that do not offer semaphores and read-write locks.
-NOT_OFFERED = ("redlock://",)
+#: The URL schemes of the backends that do not offer semaphores (every one offers read-write
+#: locks).
+NO_SEMAPHORES = ("redlock://",)
 
 
-def offers_kinds(locker: fencelock.Locker) -> bool:
-    return not locker.url.startswith(NOT_OFFERED)
+def offers(locker: fencelock.Locker, mode: str) -> bool:
+    return mode != "permit" or not locker.url.startswith(NO_SEMAPHORES)
 
 
 @pytest.fixture
 def kinds_locker(any_locker: fencelock.Locker) -> fencelock.Locker:
-    if not offers_kinds(any_locker):
-        pytest.skip("no semaphores or read-write locks here (test_refused_where_not_offered)")
+    """A backend that offers semaphores and read-write locks alike."""
+    if not offers(any_locker, "permit"):
+        pytest.skip("no semaphores here (test_refused_where_not_offered)")
     return any_locker
 
 
@@ -116,7 +119,7 @@ def makers(locker: fencelock.Locker) -> Dict[str, Callable[..., Lock]]:
 def test_refused_where_not_offered(any_locker: fencelock.Locker) -> None:
     for mode, make in makers(any_locker).items():
         name = fresh(f"offered-{mode}")
-        if offers_kinds(any_locker):
+        if offers(any_locker, mode):
             with make(name, ttl=10, wait=0) as lease:
                 assert lease.mode == mode and lease.name == name
         else:
@@ -193,8 +196,9 @@ def test_every_holder_uses_one_count_and_a_name_is_one_kind(locker: fencelock.Lo
 
 
 def test_readers_share_and_a_writer_excludes(
-    kinds_locker: fencelock.Locker, kinds_rival: fencelock.Locker
+    any_locker: fencelock.Locker, any_rival: fencelock.Locker
 ) -> None:
+    kinds_locker, kinds_rival = any_locker, any_rival
     name = fresh("rw")
     readers = [
         Holding(kinds_locker.read_lock(name, ttl=10, wait=LONG)),
@@ -219,8 +223,9 @@ def test_readers_share_and_a_writer_excludes(
 
 
 def test_a_waiting_writer_goes_before_new_readers(
-    kinds_locker: fencelock.Locker, kinds_rival: fencelock.Locker
+    any_locker: fencelock.Locker, any_rival: fencelock.Locker
 ) -> None:
+    kinds_locker, kinds_rival = any_locker, any_rival
     name = fresh("rw-queue")
     reader = Holding(kinds_locker.read_lock(name, ttl=10))
     holdings = [reader]

@@ -152,19 +152,18 @@ impl Target {
     }
 }
 
-/// Whether the backend offers semaphores and read-write locks: every one but Redlock.
-pub fn offers_semaphores_and_read_write_locks(target: Target) -> bool {
+/// Whether the backend offers semaphores: every one but Redlock (a permit won on a majority
+/// of masters does not bound the holders to N).
+pub fn offers_semaphores(target: Target) -> bool {
     target != Target::Redlock
 }
 
 /// What a backend does not offer, by scenario, with the reason: the one table the suite reads.
 pub fn not_offered(target: Target, scenario: &str) -> Option<&'static str> {
-    let needs_new_kinds = crate::semaphore::NEED_SEMAPHORES.contains(&scenario)
-        || crate::rwlock::NEED_READ_WRITE_LOCKS.contains(&scenario);
-    if needs_new_kinds && !offers_semaphores_and_read_write_locks(target) {
+    if crate::semaphore::NEED_SEMAPHORES.contains(&scenario) && !offers_semaphores(target) {
         return Some(
-            "Redlock offers the mutex only; the scenarios named *_are_refused_where_the_\
-             backend_does_not_offer_them check the INVALID_ARGUMENT refusal there",
+            "Redlock offers no semaphores; the scenario semaphores_are_refused_where_the_\
+             backend_does_not_offer_them checks the INVALID_ARGUMENT refusal there",
         );
     }
     match (target, scenario) {

@@ -2,15 +2,15 @@
 //! readers queue behind it; a write lease's token is larger than every earlier read or write
 //! token; re-entry per scope (a writer re-enters a read, a reader asking to write is DEADLOCK);
 //! inspect and list show the kind and every lease; a forced release frees every reader; a write
-//! lease fences and a read lease does not; a name is one kind at a time; and a backend that
-//! does not offer read-write locks (Redlock) refuses them with INVALID_ARGUMENT.
+//! lease fences and a read lease does not; a name is one kind at a time; on every backend
+//! (on Redlock each on a majority of masters, write tokens raised by phase 2).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencelock::{ErrorCode, Lease, Lock, LockKind, LockMode, Locker, LossReason};
 
-use crate::backends::{Target, offers_semaphores_and_read_write_locks};
+use crate::backends::{Target, offers_semaphores};
 use crate::contract;
 use crate::exclusion::close;
 use crate::fence::SqliteFence;
@@ -22,10 +22,8 @@ use crate::kinds::{
 use crate::release::held;
 use crate::support::unique;
 
-// The scenarios that need read-write locks: not offered where the backend has none
-// ([`crate::backends::not_offered`]); the scenario after them checks the refusal there.
-crate::contract_needing!(
-    NEED_READ_WRITE_LOCKS:
+// The scenarios of read-write locks, which every backend offers.
+crate::contract!(
     many_readers_at_once_and_a_writer_waits_for_the_last,
     a_writer_excludes_readers_and_writers,
     a_waiting_writer_goes_before_readers_that_arrive_after_it,
@@ -38,7 +36,7 @@ crate::contract_needing!(
     a_write_lease_fences_and_a_read_lease_does_not,
     a_name_in_use_as_one_kind_refuses_the_others,
 );
-contract!(read_write_locks_are_refused_where_the_backend_does_not_offer_them);
+contract!(every_backend_offers_read_write_locks);
 
 /// The read and the write side of the read-write lock `name`.
 fn sides(locker: &Locker, name: &str) -> (Lock, Lock) {
@@ -364,14 +362,14 @@ async fn list_shows_held_names_of_every_kind(target: Target) {
     let locker = target.locker().await;
     let base = unique("kinds-list");
     let at = |leaf: &str| format!("{base}/{leaf}");
-    let leases = [
-        locker.acquire(&at("mutex"), &waiting()).await.unwrap(),
-        locker
-            .semaphore(&at("permits"), 2)
-            .unwrap()
-            .acquire(&waiting())
-            .await
-            .unwrap(),
+    let mut leases = vec![locker.acquire(&at("mutex"), &waiting()).await.unwrap()];
+    let mut expected = vec![(at("mutex"), LockKind::Mutex)];
+    if offers_semaphores(target) {
+        let semaphore = locker.semaphore(&at("permits"), 2).unwrap();
+        leases.push(semaphore.acquire(&waiting()).await.unwrap());
+        expected.push((at("permits"), LockKind::Semaphore));
+    }
+    leases.extend([
         locker
             .read_lock(&at("read"))
             .unwrap()
@@ -384,7 +382,11 @@ async fn list_shows_held_names_of_every_kind(target: Target) {
             .acquire(&waiting())
             .await
             .unwrap(),
-    ];
+    ]);
+    expected.extend([
+        (at("read"), LockKind::ReadWrite),
+        (at("write"), LockKind::ReadWrite),
+    ]);
     let listed = locker.list(&at("")).await.unwrap();
     assert!(!listed.truncated);
     let shown: Vec<(String, LockKind)> = listed
@@ -392,12 +394,6 @@ async fn list_shows_held_names_of_every_kind(target: Target) {
         .iter()
         .map(|l| (l.name.clone(), l.kind))
         .collect();
-    let expected = [
-        (at("mutex"), LockKind::Mutex),
-        (at("permits"), LockKind::Semaphore),
-        (at("read"), LockKind::ReadWrite),
-        (at("write"), LockKind::ReadWrite),
-    ];
     assert_eq!(shown, expected, "{:?}", listed.locks);
     assert!(listed.locks.iter().all(|l| l.held), "{:?}", listed.locks);
     for lease in leases {
@@ -518,13 +514,16 @@ async fn a_name_in_use_as_one_kind_refuses_the_others(target: Target) {
         let lease = lock.acquire(&waiting()).await.unwrap();
         let as_mutex = locker.acquire(&name, &waiting()).await;
         assert_kind_conflict(as_mutex, &name, mutex, read_write);
-        let as_semaphore = locker
-            .semaphore(&name, 2)
-            .unwrap()
-            .acquire(&waiting())
-            .await;
-        assert_kind_conflict(as_semaphore, &name, semaphore, read_write);
+        if offers_semaphores(target) {
+            let as_semaphore = locker.semaphore(&name, 2).unwrap();
+            let as_semaphore = as_semaphore.acquire(&waiting()).await;
+            assert_kind_conflict(as_semaphore, &name, semaphore, read_write);
+        }
         lease.release().await.unwrap();
+    }
+    if !offers_semaphores(target) {
+        close(vec![locker, other]).await;
+        return;
     }
 
     let permit = locker
@@ -548,20 +547,18 @@ async fn a_name_in_use_as_one_kind_refuses_the_others(target: Target) {
     close(vec![locker, other]).await;
 }
 
-async fn read_write_locks_are_refused_where_the_backend_does_not_offer_them(target: Target) {
+/// Every backend offers read-write locks (Redlock too: a reader's majority and a writer's
+/// share a master, which refuses one of them), so making either side is never refused.
+async fn every_backend_offers_read_write_locks(target: Target) {
     let locker = target.locker().await;
     let name = unique("rw-offered");
-    let made = [locker.read_lock(&name), locker.write_lock(&name)];
-    let offered = offers_semaphores_and_read_write_locks(target);
-    for (result, mode) in made.into_iter().zip([LockMode::Read, LockMode::Write]) {
-        if offered {
-            assert_eq!(result.unwrap().mode(), mode);
-        } else {
-            // Refused before any I/O.
-            let err = refused(result, "a read-write lock where none is offered");
-            assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
-            assert!(err.message().contains("read-write lock"), "{err}");
-        }
-    }
+    let (read, write) = sides(&locker, &name);
+    assert_eq!(
+        (read.mode(), write.mode()),
+        (LockMode::Read, LockMode::Write)
+    );
+    let lease = write.acquire(&waiting()).await.unwrap();
+    assert_eq!(lease.mode(), LockMode::Write);
+    lease.release().await.unwrap();
     locker.close().await;
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use fencelock::{ErrorCode, Lease, LockKind, LockMode, LossReason, MAX_PERMITS};
 
-use crate::backends::{Target, offers_semaphores_and_read_write_locks};
+use crate::backends::{Target, offers_semaphores};
 use crate::contract;
 use crate::exclusion::close;
 use crate::fence::SqliteFence;
@@ -465,7 +465,7 @@ async fn semaphores_are_refused_where_the_backend_does_not_offer_them(target: Ta
     let locker = target.locker().await;
     let name = unique("sem-offered");
     let made = locker.semaphore(&name, 2);
-    if offers_semaphores_and_read_write_locks(target) {
+    if offers_semaphores(target) {
         assert_eq!(made.unwrap().mode(), LockMode::Permit { permits: 2 });
     } else {
         // Refused before any I/O, whatever the count.

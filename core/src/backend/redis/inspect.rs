@@ -1,7 +1,7 @@
 //! Reading locks without holding them, and clearing them: inspect, list (a SCAN of one server,
 //! or of every master of a Cluster) and an operator's force release, for every kind of a name
 //! (the mutex's key and the shared hash of [`super::shared_scripts`]). Redlock's masters use
-//! [`force_release_key`] and [`scan_keys`] too.
+//! [`scan_keys`] and [`lock_info`] too.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -13,7 +13,6 @@ use super::conn::Conn;
 use super::error::map_error;
 use super::keys::{keys, name_of_lock_key, name_of_shared_key, scan_pattern, shared_scan_pattern};
 use super::reply::{as_i64, as_string};
-use super::scripts::FORCE_RELEASE;
 use super::shared::explain_acl;
 use super::shared_scripts::{FORCE_RELEASE_ANY, INSPECT_ANY};
 use crate::backend::{LeaseInfo, LockInfo, MAX_WAITERS_SHOWN, Waiter};
@@ -82,8 +81,17 @@ impl RedisBackend {
     }
 }
 
+/// The owner id of each lease of an [`INSPECT_ANY`] answer, in the order of [`lock_info`]'s
+/// `leases` (Redlock counts a lease by its owner on a majority of masters; the ids are never
+/// shown).
+pub(in crate::backend) fn lease_owners(reply: &[Value]) -> Vec<Option<String>> {
+    entries(reply.get(6))
+        .map(|lease| lease.get(4).and_then(as_string))
+        .collect()
+}
+
 /// The inspect script's answer ([`INSPECT_ANY`]) as a [`LockInfo`].
-fn lock_info(name: &LockName, reply: &[Value]) -> Result<LockInfo> {
+pub(in crate::backend) fn lock_info(name: &LockName, reply: &[Value]) -> Result<LockInfo> {
     let pttl = reply.first().and_then(as_i64).unwrap_or(-2);
     let counter = reply.get(3).and_then(as_i64).map(|t| t as u64);
     let mut info = LockInfo::free(name, counter);
@@ -152,25 +160,6 @@ fn time_left(ms: &Value) -> Option<Duration> {
     as_i64(ms)
         .filter(|ms| *ms > 0)
         .map(|ms| Duration::from_millis(ms as u64))
-}
-
-/// An operator's release of one lock key, whoever holds it (shared with Redlock's masters):
-/// true when there was a key to delete. `publish` is PUBLISH, or SPUBLISH on a Cluster.
-pub(in crate::backend) async fn force_release_key(
-    conn: &Conn,
-    lock: &str,
-    channel: &str,
-    publish: &str,
-    context: &str,
-) -> Result<bool> {
-    let n: i64 = FORCE_RELEASE
-        .key(lock)
-        .arg(channel)
-        .arg(publish)
-        .invoke_async(&mut conn.clone())
-        .await
-        .map_err(|e| map_error(context, e))?;
-    Ok(n == 1)
 }
 
 /// How many keys one SCAN step looks at.

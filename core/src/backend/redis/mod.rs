@@ -44,7 +44,7 @@ pub(crate) mod pubsub;
 pub(crate) mod replica;
 pub(super) mod reply;
 pub(crate) mod scripts;
-mod shared;
+pub(crate) mod shared;
 pub(crate) mod shared_scripts;
 
 pub(crate) use self::lock_ops::duplicated_scripts;

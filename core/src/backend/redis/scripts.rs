@@ -87,8 +87,9 @@ pub const FENCE_COUNTER_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 ///
 /// The origin mark is written when missing and kept as long as the counter: a server that lost
 /// its data (a restart without persistence) writes a new one, and so does another server behind
-/// the same address. Fences compare it (docs/design.md §3.7). Redlock's masters pass no third
-/// key (a Redlock lease has no origin) and no fourth (Redlock offers the mutex only).
+/// the same address. Fences compare it (docs/design.md §3.7). Redlock's masters pass all four
+/// keys too (the shared hash: a name in use as a read-write lock is refused there as here),
+/// and ignore the origin (a Redlock lease has none).
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| with_gt(ACQUIRE_LUA));
 const ACQUIRE_LUA: &str = r#"
 local pttl = redis.call('PTTL', KEYS[1])
@@ -168,7 +169,10 @@ return 0
 
 /// An operator's release, whoever holds the lock. KEYS: lock. ARGV: release channel, publish
 /// command. The fence counter is not touched: the next token still exceeds every earlier one.
-/// No tombstone: the holder's own release afterwards answers "not held", as it should.
+/// No tombstone: the holder's own release afterwards answers "not held", as it should. Only the
+/// tests replay it now: every backend force-releases with the shared kinds' `FORCE_RELEASE_ANY`,
+/// which does this for a mutex.
+#[cfg(test)]
 pub static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(FORCE_RELEASE_LUA));
 const FORCE_RELEASE_LUA: &str = r#"
 if redis.call('DEL', KEYS[1]) == 1 then

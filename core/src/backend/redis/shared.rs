@@ -27,7 +27,7 @@ use crate::mode::{LockKind, LockMode, kind_conflict, permits_conflict};
 use crate::name::LockName;
 
 /// The `permits` argument of the shared scripts: N for a semaphore, 0 for a read-write lock.
-fn permits_of(mode: LockMode) -> u32 {
+pub(crate) fn permits_of(mode: LockMode) -> u32 {
     match mode {
         LockMode::Permit { permits } => permits,
         _ => 0,
@@ -37,7 +37,7 @@ fn permits_of(mode: LockMode) -> u32 {
 /// Redis refuses a command a script calls that the user's ACL does not grant with a plain
 /// error (NOPERM is only for keys and channels): for the shared scripts that means an ACL set
 /// up for mutexes only, which is AUTH, and says what to grant.
-pub(super) fn explain_acl(err: Error) -> Error {
+pub(crate) fn explain_acl(err: Error) -> Error {
     if err.code() == ErrorCode::Backend && err.message().contains("can't run this command") {
         return Error::auth(format!(
             "{}: the Redis user may not run a command that semaphores and read-write locks need \
@@ -51,7 +51,7 @@ pub(super) fn explain_acl(err: Error) -> Error {
 /// An acquire script's answer (the mutex's or a shared one) as an [`Attempt`], or the typed
 /// error of its refusal: the name is in use as another kind, a semaphore is in use with
 /// another N, or the stored layout is newer than this fencelock reads.
-pub(super) fn parse_acquire_reply(reply: &Value, req: &AcquireRequest<'_>) -> Result<Attempt> {
+pub(crate) fn parse_acquire_reply(reply: &Value, req: &AcquireRequest<'_>) -> Result<Attempt> {
     let name = req.name.as_str();
     let Value::Array(items) = reply else {
         return parse_attempt(reply);

@@ -230,6 +230,46 @@ if writer then redis.call(ARGV[3], ARGV[2], 'released') end
 return 1
 "#;
 
+/// Redlock's fencing phase 2 for a shared lease (the mutex's is `redlock::scripts::RAISE`).
+/// KEYS: shared hash, leases, waiters, writers, counter. ARGV: owner, T, counter ttl ms. If the
+/// owner's lease is live, raises the counter to at least T and records T as the lease's token;
+/// answers 1. Answers 0 (and writes nothing) when it is not.
+pub static SHARED_RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(&with_prelude(RAISE_LUA)));
+const RAISE_LUA: &str = r#"
+if tonumber(redis.call('ZSCORE', leases, ARGV[1]) or '0') <= now then return 0 end
+local entry = redis.call('HGET', shared, 'l:' .. ARGV[1])
+local mode, described = string.match(entry or '', '^(%l+) %d+ (.*)$')
+if not mode then return 0 end
+local counter = redis.call('GET', KEYS[5])
+if (not counter) or gt(ARGV[2], counter) then
+  redis.call('SET', KEYS[5], ARGV[2], 'PX', ARGV[3])
+end
+redis.call('HSET', shared, 'l:' .. ARGV[1], mode .. ' ' .. ARGV[2] .. ' ' .. described)
+return 1
+"#;
+
+/// Redlock's giving back of the grants of an attempt that did not win a majority, keeping its
+/// place: the owner's lease on this master (if any) becomes a waiter registration until ttl
+/// from now, as a `held` answer would have left it, so a writer that lost a split vote still
+/// holds back the readers that arrive after it. KEYS: shared hash, leases, waiters, writers.
+/// ARGV: owner, mode, holder, ttl ms, release channel, publish command. Answers 1.
+pub static SHARED_STEP_BACK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&with_prelude(STEP_BACK_LUA)));
+const STEP_BACK_LUA: &str = r#"
+prune()
+local mine = redis.call('ZREM', leases, ARGV[1]) == 1
+redis.call('HDEL', shared, 'l:' .. ARGV[1])
+if mine or redis.call('ZSCORE', waiters, ARGV[1]) then
+  local expiry = ms(now + tonumber(ARGV[4]))
+  redis.call('ZADD', waiters, expiry, ARGV[1])
+  if ARGV[2] == 'write' then redis.call('ZADD', writers, expiry, ARGV[1]) end
+  redis.call('HSET', shared, 'w:' .. ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
+end
+settle()
+if mine then redis.call(ARGV[6], ARGV[5], 'released') end
+return 1
+"#;
+
 /// An operator's release of a name whatever its kind. KEYS: shared hash, leases, waiters,
 /// writers, the mutex's lock key. ARGV: release channel, publish command. Deletes them all (the
 /// counter stays: later tokens still exceed every earlier one) and publishes; no tombstone, so
@@ -253,8 +293,9 @@ return 0
 /// lock key, counter. ARGV: the most waiters to list. Answers `{pttl, token, holder, counter,
 /// kind, permits, leases, waiters}`: the mutex's PTTL (-2 when free), token and holder; the
 /// last token minted; and for the other kinds (false when the name is not in use as one) the
-/// kind, N, every live lease as `{mode, token, ms left, holder}` and the waiters that lapse
-/// first as `{mode, ms left, holder, owner}`. Writes nothing.
+/// kind, N, every live lease as `{mode, token, ms left, holder, owner}` and the waiters that
+/// lapse first as `{mode, ms left, holder, owner}` (Redlock counts a lease or a waiter by its
+/// owner on a majority of masters). Writes nothing.
 pub static INSPECT_ANY: LazyLock<Script> =
     LazyLock::new(|| Script::new(&with_prelude(INSPECT_LUA)));
 const INSPECT_LUA: &str = r#"
@@ -272,7 +313,9 @@ if redis.call('PTTL', shared) ~= -2 then
   for i = 1, #live, 2 do
     local entry = redis.call('HGET', shared, 'l:' .. live[i]) or ''
     local mode, token, described = string.match(entry, '^(%l+) (%d+) (.*)$')
-    if mode then listed[#listed + 1] = {mode, token, tonumber(live[i + 1]) - now, described} end
+    if mode then
+      listed[#listed + 1] = {mode, token, tonumber(live[i + 1]) - now, described, live[i]}
+    end
   end
   local waiting = redis.call('ZRANGEBYSCORE', waiters, '(' .. ms(now), '+inf', 'WITHSCORES',
     'LIMIT', 0, tonumber(ARGV[1]))
@@ -327,9 +370,13 @@ mod tests {
 
     #[test]
     fn every_script_is_distinct() {
+        let scripts: Vec<&Script> = all()
+            .into_iter()
+            .chain([&*SHARED_RAISE, &*SHARED_STEP_BACK])
+            .collect();
         let hashes: std::collections::HashSet<String> =
-            all().iter().map(|s| s.get_hash().to_string()).collect();
-        assert_eq!(hashes.len(), all().len());
+            scripts.iter().map(|s| s.get_hash().to_string()).collect();
+        assert_eq!(hashes.len(), scripts.len());
     }
 
     #[test]
@@ -349,6 +396,8 @@ mod tests {
             ABANDON_LUA,
             FORCE_RELEASE_LUA,
             INSPECT_LUA,
+            RAISE_LUA,
+            STEP_BACK_LUA,
         ] {
             let source = with_prelude(body);
             for call in source.split("redis.call(").skip(1) {

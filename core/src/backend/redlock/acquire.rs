@@ -6,18 +6,22 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use redis::Script;
+
 use super::fanout::{error_summary, fan_out, fatal_error};
 use super::health::{abstains, abstention_left};
 use super::instance::Phase1;
 use super::{RedlockBackend, SLACK, ok_count};
 use crate::backend::redis::keys::keys;
-use crate::backend::redis::scripts::{FENCE_COUNTER_TTL_MS, LAYOUT_VERSION};
+use crate::backend::redis::reply::as_i64;
+use crate::backend::redis::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, LAYOUT_VERSION};
+use crate::backend::redis::shared::permits_of;
+use crate::backend::redis::shared_scripts::{SHARED_ACQUIRE, SHARED_LAYOUT_VERSION, SHARED_RAISE};
 use crate::backend::redis::{ms, owner_hex};
 use crate::backend::{AcquireRequest, Attempt};
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
-use crate::ids::OwnerId;
-use crate::name::LockName;
+use crate::mode::LockKind;
 
 impl RedlockBackend {
     /// Phase 1, then phase 2 when a majority granted; every grant is released again when the
@@ -29,7 +33,8 @@ impl RedlockBackend {
         let valid_until = started.checked_add(req.ttl - margin).unwrap_or(started);
         let per = self.per_master(req.ttl);
         let (n, q) = (self.instances.len(), self.quorum);
-        let (answers, eligible) = self.phase1(req, per).await;
+        let acquire = acquire_script(&self.settings.prefix, req)?;
+        let (answers, eligible) = self.phase1(req, acquire, per).await;
         let granted: Vec<(usize, u64)> = answers
             .iter()
             .enumerate()
@@ -44,16 +49,14 @@ impl RedlockBackend {
         if granted.len() >= q {
             let t = granted.iter().map(|(_, t)| *t).max().unwrap_or(0);
             let masters: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
-            let fenced = self
-                .phase2(req.name, req.owner, t, &masters, per, req.ttl)
-                .await;
+            let fenced = self.phase2(req, t, &masters, per).await;
             if matches!(fenced, Ok(true)) && !valid_until.has_passed() {
                 return Ok(Attempt::Acquired {
                     token: t,
                     origin: None,
                 });
             }
-            self.release_all(req.name, req.owner).await;
+            self.give_back(req).await;
             fenced?;
             return Err(Error::unavailable(format!(
                 "redlock fencing (phase 2) of lock {:?} did not reach {q} of {n} masters within the validity",
@@ -62,7 +65,7 @@ impl RedlockBackend {
         }
         // No majority: give back every grant (late ones included: a release follows the
         // acquire on the same connection), then say why.
-        let _ = self.release_all(req.name, req.owner).await;
+        self.give_back(req).await;
         if let Some(e) = fatal_error(&answers) {
             return Err(e);
         }
@@ -150,16 +153,11 @@ impl RedlockBackend {
     async fn phase1(
         &self,
         req: &AcquireRequest<'_>,
+        acquire: (&Script, Vec<String>, Vec<String>),
         per: Duration,
     ) -> (Vec<Option<Result<Phase1>>>, Vec<bool>) {
-        let k = keys(&self.settings.prefix, req.name);
-        let args = [
-            owner_hex(req.owner),
-            ms(req.ttl).to_string(),
-            req.holder.to_string(),
-            LAYOUT_VERSION.to_string(),
-            FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
-        ];
+        let (script, keys, args) = acquire;
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let (n, q) = (self.instances.len(), self.quorum);
         let cached = self.eligible_now();
         let (max_ttl, skew) = (self.max_ttl(), self.settings.max_skew);
@@ -167,7 +165,10 @@ impl RedlockBackend {
         let requests = self
             .instances
             .iter()
-            .map(|i| i.acquire(per, [&k.lock, &k.fence], &args, (&max_ttl_key, ms(max_ttl))))
+            .map(|i| {
+                let max_ttl = (max_ttl_key.as_str(), ms(max_ttl));
+                i.acquire(per, script, &keys, &args, max_ttl, req)
+            })
             .collect();
         let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
             // A provisional count (the skew check needs the whole round): stop early once a
@@ -207,21 +208,35 @@ impl RedlockBackend {
     /// Phase 2 on the masters in `granted`; true when a majority of all N answered yes.
     async fn phase2(
         &self,
-        name: &LockName,
-        owner: OwnerId,
+        req: &AcquireRequest<'_>,
         t: u64,
         granted: &[usize],
         per: Duration,
-        ttl: Duration,
     ) -> Result<bool> {
-        let k = keys(&self.settings.prefix, name);
-        let owner = owner_hex(owner);
-        let counter_ttl = FENCE_COUNTER_TTL_MS.max(ms(ttl) * 2);
+        let k = keys(&self.settings.prefix, req.name);
+        let owner = owner_hex(req.owner);
+        let counter_ttl = FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2);
         let q = self.quorum;
         let labels: Vec<String> = granted.iter().map(|&i| self.labels[i].clone()).collect();
+        let shared_keys =
+            [&k.shared, &k.leases, &k.waiters, &k.writers, &k.fence].map(String::as_str);
+        let shared_args = [owner.clone(), t.to_string(), counter_ttl.to_string()];
         let requests = granted
             .iter()
-            .map(|&i| self.instances[i].raise(per, [&k.lock, &k.fence], &owner, t, counter_ttl))
+            .map(|&i| {
+                let instance = &self.instances[i];
+                let (k, owner, keys, args) = (&k, &owner, &shared_keys, &shared_args);
+                async move {
+                    if req.mode.kind() == LockKind::Mutex {
+                        let keys = [k.lock.as_str(), k.fence.as_str()];
+                        return instance.raise(per, keys, owner, t, counter_ttl).await;
+                    }
+                    let reply = instance
+                        .run(per, &SHARED_RAISE, keys, args, "fencing")
+                        .await?;
+                    Ok(as_i64(&reply) == Some(1))
+                }
+            })
             .collect();
         let total = granted.len();
         let answers = fan_out(requests, per + SLACK, &labels, |answers| {
@@ -238,4 +253,43 @@ impl RedlockBackend {
         }
         Ok(ok_count(&answers, |_, ok| *ok) >= q)
     }
+}
+
+/// The phase-1 script of `req`'s kind, with its keys and arguments: the one-instance lock's
+/// acquire for a mutex, the shared kinds' for a read or write lease, each with every key the
+/// one-instance lock passes, so that each refuses a name in use as the other kind (a Redlock
+/// lease has no origin mark: the scripts write one, which Redlock ignores).
+fn acquire_script(
+    prefix: &str,
+    req: &AcquireRequest<'_>,
+) -> Result<(&'static Script, Vec<String>, Vec<String>)> {
+    let k = keys(prefix, req.name);
+    let counter_ttl = FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string();
+    let origin = format!("{:016x}", crate::ids::random_origin()?);
+    if req.mode.kind() == LockKind::Mutex {
+        let args = vec![
+            owner_hex(req.owner),
+            ms(req.ttl).to_string(),
+            req.holder.to_string(),
+            LAYOUT_VERSION.to_string(),
+            counter_ttl,
+            origin,
+        ];
+        return Ok((&ACQUIRE, vec![k.lock, k.fence, k.origin, k.shared], args));
+    }
+    let args = vec![
+        owner_hex(req.owner),
+        req.mode.as_str().to_string(),
+        req.mode.kind().as_str().to_string(),
+        permits_of(req.mode).to_string(),
+        ms(req.ttl).to_string(),
+        req.holder.to_string(),
+        SHARED_LAYOUT_VERSION.to_string(),
+        counter_ttl,
+        origin,
+    ];
+    let keys = vec![
+        k.shared, k.leases, k.waiters, k.writers, k.fence, k.origin, k.lock,
+    ];
+    Ok((&SHARED_ACQUIRE, keys, args))
 }

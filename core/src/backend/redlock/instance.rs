@@ -7,20 +7,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Value;
+use redis::{Script, Value};
 
 use super::health::{Probe, parse_info};
 use super::scripts::{INSPECT, RAISE, RAISE_MAX_TTL};
-use crate::backend::Attempt;
 use crate::backend::redis::checks::check_eviction_policy;
 use crate::backend::redis::conn::Conn;
 use crate::backend::redis::connect::RedisSettings;
 use crate::backend::redis::connect::{client, manager_config};
 use crate::backend::redis::error::map_error;
-use crate::backend::redis::inspect::{force_release_key, scan_keys};
+use crate::backend::redis::inspect::scan_keys;
 use crate::backend::redis::pubsub::{HubWatch, WakeHub};
-use crate::backend::redis::reply::{as_i64, as_string, parse_attempt};
+use crate::backend::redis::reply::{as_i64, as_string};
 use crate::backend::redis::scripts::{ACQUIRE, RELEASE, RENEW};
+use crate::backend::redis::shared::{explain_acl, parse_acquire_reply};
+use crate::backend::{AcquireRequest, Attempt};
 use crate::clock::BootInstant;
 use crate::error::{Error, ErrorCode, Result};
 use crate::sync::unpoisoned;
@@ -279,13 +280,16 @@ impl Instance {
             })
     }
 
-    /// Phase 1: `INFO server` and the acquire script in one pipeline, one round trip.
+    /// Phase 1: `INFO server` and the acquire script (the mutex's or the shared kinds') in
+    /// one pipeline, one round trip.
     pub async fn acquire(
         self: &Arc<Self>,
         timeout: Duration,
-        keys: [&str; 2],
+        script: &Script,
+        keys: &[&str],
         args: &[String],
         max_ttl: (&str, u64),
+        req: &AcquireRequest<'_>,
     ) -> Result<Phase1> {
         self.guarded(timeout, async {
             let mut conn = self.conn().await?;
@@ -293,9 +297,9 @@ impl Instance {
                 let mut pipe = redis::pipe();
                 pipe.cmd("INFO").arg("server");
                 pipe.cmd("EVALSHA")
-                    .arg(ACQUIRE.get_hash())
-                    .arg(2)
-                    .arg(&keys[..])
+                    .arg(script.get_hash())
+                    .arg(keys.len())
+                    .arg(keys)
                     .arg(args);
                 pipe.cmd("EVAL")
                     .arg(RAISE_MAX_TTL)
@@ -309,7 +313,7 @@ impl Instance {
                         let probe = as_string(&info).and_then(|t| parse_info(&t, mid));
                         return Ok(Phase1 {
                             probe,
-                            attempt: parse_attempt(&reply)?,
+                            attempt: parse_acquire_reply(&reply, req)?,
                             max_ttl_ms: as_i64(&stored).filter(|v| *v > 0).map(|v| v as u64),
                         });
                     }
@@ -318,19 +322,44 @@ impl Instance {
                             && e.kind()
                                 == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                     {
-                        ACQUIRE
+                        script
                             .load_async(&mut conn)
                             .await
                             .map_err(|e| map_error("reloading a lock script", e))?;
                     }
                     Err(e) => {
-                        return Err(map_error(&format!("redlock acquire on {}", self.label), e));
+                        let context = format!("redlock acquire on {}", self.label);
+                        return Err(explain_acl(map_error(&context, e)));
                     }
                 }
             }
             Err(Error::backend(
                 "the lock script vanished from the server's cache twice in a row",
             ))
+        })
+        .await
+    }
+
+    /// Runs one script of the shared kinds on this master (renew, release, phase 2, stepping
+    /// back, abandoning, inspecting, an operator's release).
+    pub async fn run(
+        self: &Arc<Self>,
+        timeout: Duration,
+        script: &Script,
+        keys: &[&str],
+        args: &[String],
+        what: &str,
+    ) -> Result<Value> {
+        self.guarded(timeout, async {
+            let mut conn = self.conn().await?;
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(*key);
+            }
+            invocation.arg(args);
+            invocation.invoke_async(&mut conn).await.map_err(|e| {
+                explain_acl(map_error(&format!("redlock {what} on {}", self.label), e))
+            })
         })
         .await
     }
@@ -401,21 +430,6 @@ impl Instance {
                 .await
                 .map_err(|e| map_error(&format!("redlock release on {}", self.label), e))?;
             Ok(n == 1)
-        })
-        .await
-    }
-
-    /// An operator's release of whatever key `lock` holds.
-    pub async fn force_release(
-        self: &Arc<Self>,
-        timeout: Duration,
-        lock: &str,
-        channel: &str,
-    ) -> Result<bool> {
-        self.guarded(timeout, async {
-            let conn = self.conn().await?;
-            let context = format!("redlock force release on {}", self.label);
-            force_release_key(&conn, lock, channel, "PUBLISH", &context).await
         })
         .await
     }

@@ -98,7 +98,7 @@ use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
 use crate::clock::drift_margin;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
-use crate::mode::LockMode;
+use crate::mode::{LockKind, LockMode};
 use crate::name::LockName;
 use crate::url::BackendKind;
 
@@ -294,6 +294,11 @@ impl Backend for RedlockBackend {
         self.settings.max_skew
     }
 
+    /// Mutexes and read-write locks; not semaphores ([`crate::mode::not_offered`] says why).
+    fn offers(&self, kind: LockKind) -> bool {
+        kind != LockKind::Semaphore
+    }
+
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.acquire_lock(req).await
     }
@@ -301,15 +306,21 @@ impl Backend for RedlockBackend {
     async fn renew(
         &self,
         name: &LockName,
-        _mode: LockMode,
+        mode: LockMode,
         owner: OwnerId,
         ttl: Duration,
     ) -> Result<Renewal> {
-        self.renew_lock(name, owner, ttl).await
+        self.renew_lock(name, mode, owner, ttl).await
     }
 
-    async fn release(&self, name: &LockName, _mode: LockMode, owner: OwnerId) -> Result<bool> {
-        self.release_lock(name, owner).await
+    async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool> {
+        self.release_lock(name, mode, owner).await
+    }
+
+    async fn abandon(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<()> {
+        self.ensure_open()?;
+        self.abandon_wait(name, mode, owner).await;
+        Ok(())
     }
 
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {

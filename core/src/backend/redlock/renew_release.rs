@@ -1,21 +1,32 @@
-//! Keeping and giving back a lock on the masters: renew, the owner's release, an operator's
-//! force release, and what the masters' answers to a removal add up to.
+//! Keeping and giving back a lock on the masters: renew, the owner's release, the giving back
+//! of a failed attempt's grants, a waiter's leaving, an operator's force release, and what the
+//! masters' answers to a removal add up to. A mutex runs the one-instance lock's scripts on
+//! each master, a read or write lease the shared kinds' ([`crate::backend::redis::shared_scripts`]).
 
 use std::time::Duration;
 
+use redis::Script;
+
 use super::fanout::{error_summary, fan_out, fatal_error};
 use super::{RedlockBackend, SLACK, ok_count};
-use crate::backend::Renewal;
 use crate::backend::redis::keys::keys;
+use crate::backend::redis::reply::as_i64;
+use crate::backend::redis::scripts::GONE_TTL_MS;
+use crate::backend::redis::shared_scripts::{
+    FORCE_RELEASE_ANY, SHARED_ABANDON, SHARED_RELEASE, SHARED_RENEW, SHARED_STEP_BACK,
+};
 use crate::backend::redis::{ms, owner_hex};
+use crate::backend::{AcquireRequest, Renewal};
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
+use crate::mode::{LockKind, LockMode};
 use crate::name::LockName;
 
 impl RedlockBackend {
     pub(super) async fn renew_lock(
         &self,
         name: &LockName,
+        mode: LockMode,
         owner: OwnerId,
         ttl: Duration,
     ) -> Result<Renewal> {
@@ -26,10 +37,21 @@ impl RedlockBackend {
         let (n, q) = (self.instances.len(), self.quorum);
         let eligible = self.eligible_now();
         let per = self.per_master(ttl);
+        let shared_keys = [&k.shared, &k.leases, &k.waiters, &k.writers].map(String::as_str);
+        let shared_args = [owner.clone(), ms(ttl).to_string()];
         let requests = self
             .instances
             .iter()
-            .map(|i| i.renew(per, &k.lock, &owner, ms(ttl)))
+            .map(|i| {
+                let (k, owner, keys, args) = (&k, &owner, &shared_keys, &shared_args);
+                async move {
+                    if mode.kind() == LockKind::Mutex {
+                        return i.renew(per, &k.lock, owner, ms(ttl)).await;
+                    }
+                    let reply = i.run(per, &SHARED_RENEW, keys, args, "renew").await?;
+                    Ok(as_i64(&reply) == Some(1))
+                }
+            })
             .collect();
         let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
             let yes = ok_count(answers, |i, ok| *ok && eligible[i]);
@@ -59,12 +81,17 @@ impl RedlockBackend {
     /// was there). `Ok(false)` when a majority answered and fewer than a majority had our key:
     /// it had been removed or taken over (a straggling key, such as one a forced release did
     /// not reach in time, does not make a lease). Otherwise UNAVAILABLE.
-    pub(super) async fn release_lock(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
+    pub(super) async fn release_lock(
+        &self,
+        name: &LockName,
+        mode: LockMode,
+        owner: OwnerId,
+    ) -> Result<bool> {
         self.ensure_open()?;
         // Every request is on its connection after the fan-out's first poll; once a majority
         // has released, nobody can be refused by the rest for long, so the slowest masters
         // are not waited for. (An owner id is never used again after its release.)
-        let requests = self.release_requests(name, owner);
+        let requests = self.release_requests(name, mode, owner);
         let q = self.quorum;
         let answers = fan_out(
             requests,
@@ -85,10 +112,21 @@ impl RedlockBackend {
     pub(super) async fn force_release_lock(&self, name: &LockName) -> Result<bool> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
+        let keys = [&k.shared, &k.leases, &k.waiters, &k.writers, &k.lock].map(String::as_str);
+        let args = [k.channel.clone(), "PUBLISH".to_string()];
+        let timeout = self.settings.instance_timeout;
         let requests = self
             .instances
             .iter()
-            .map(|i| i.force_release(self.settings.instance_timeout, &k.lock, &k.channel))
+            .map(|i| {
+                let (keys, args) = (&keys, &args);
+                async move {
+                    let reply = i
+                        .run(timeout, &FORCE_RELEASE_ANY, keys, args, "force release")
+                        .await?;
+                    Ok(as_i64(&reply) == Some(1))
+                }
+            })
             .collect();
         let answers = self.ask_every_master(requests).await;
         self.settle_removal(&answers, name, "force release")
@@ -132,35 +170,85 @@ impl RedlockBackend {
         )))
     }
 
-    /// One release of `owner`'s key per master, in the masters' order.
+    /// One release of `owner`'s lease per master, in the masters' order.
     fn release_requests(
         &self,
         name: &LockName,
+        mode: LockMode,
         owner: OwnerId,
     ) -> Vec<impl Future<Output = Result<bool>> + Send + use<'_>> {
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
+        let timeout = self.settings.instance_timeout;
+        let gone_ttl_ms = GONE_TTL_MS.max(ms(timeout)).to_string();
         self.instances
             .iter()
             .map(|i| {
                 let (instance, k, owner) = (i.clone(), k.clone(), owner.clone());
-                let timeout = self.settings.instance_timeout;
+                let gone_ttl_ms = gone_ttl_ms.clone();
                 async move {
-                    instance
-                        .release(timeout, [&k.lock, &k.gone], &owner, &k.channel)
-                        .await
+                    if mode.kind() == LockKind::Mutex {
+                        let keys = [k.lock.as_str(), k.gone.as_str()];
+                        return instance.release(timeout, keys, &owner, &k.channel).await;
+                    }
+                    let gone = k.gone_of(&owner);
+                    let keys = [&k.shared, &k.leases, &k.waiters, &k.writers, &gone];
+                    let args = [owner, k.channel.clone(), "PUBLISH".into(), gone_ttl_ms];
+                    let keys = keys.map(String::as_str);
+                    let reply = instance
+                        .run(timeout, &SHARED_RELEASE, &keys, &args, "release")
+                        .await?;
+                    Ok(as_i64(&reply) == Some(1))
                 }
             })
             .collect()
     }
 
-    /// Releases `owner`'s key on every master, in parallel, and waits for the answers.
-    pub(super) async fn release_all(
-        &self,
-        name: &LockName,
-        owner: OwnerId,
-    ) -> Vec<Option<Result<bool>>> {
-        let requests = self.release_requests(name, owner);
-        self.ask_every_master(requests).await
+    /// Gives back what an attempt that did not win a majority was granted, on every master, in
+    /// parallel, waiting for the answers. A mutex's grants are released; a read or write
+    /// lease's become waiter registrations ([`SHARED_STEP_BACK`]), as on the masters that
+    /// answered "held", so a writer keeps holding back the readers that arrive after it.
+    pub(super) async fn give_back(&self, req: &AcquireRequest<'_>) {
+        if req.mode.kind() == LockKind::Mutex {
+            let requests = self.release_requests(req.name, req.mode, req.owner);
+            self.ask_every_master(requests).await;
+            return;
+        }
+        let k = keys(&self.settings.prefix, req.name);
+        let keys = [&k.shared, &k.leases, &k.waiters, &k.writers].map(String::as_str);
+        let args = [
+            owner_hex(req.owner),
+            req.mode.as_str().to_string(),
+            req.holder.to_string(),
+            ms(req.ttl).to_string(),
+            k.channel.clone(),
+            "PUBLISH".to_string(),
+        ];
+        self.on_every_master(&SHARED_STEP_BACK, &keys, &args, "step back")
+            .await;
+    }
+
+    /// A waiter gave up (its wait ran out, or it was cancelled): its registrations go from
+    /// every master, so the readers queued behind a writer that left may go at once.
+    pub(super) async fn abandon_wait(&self, name: &LockName, mode: LockMode, owner: OwnerId) {
+        if mode.kind() == LockKind::Mutex {
+            return;
+        }
+        let k = keys(&self.settings.prefix, name);
+        let keys = [&k.shared, &k.leases, &k.waiters, &k.writers].map(String::as_str);
+        let args = [owner_hex(owner), k.channel.clone(), "PUBLISH".to_string()];
+        self.on_every_master(&SHARED_ABANDON, &keys, &args, "abandon")
+            .await;
+    }
+
+    /// Runs one shared script on every master, waiting for every answer (or its timeout).
+    async fn on_every_master(&self, script: &Script, keys: &[&str], args: &[String], what: &str) {
+        let timeout = self.settings.instance_timeout;
+        let requests = self
+            .instances
+            .iter()
+            .map(|i| i.run(timeout, script, keys, args, what))
+            .collect();
+        self.ask_every_master(requests).await;
     }
 }

@@ -65,16 +65,24 @@ object Backends {
         )
     }
 
-    /** The backends that refuse semaphores and read-write locks with INVALID_ARGUMENT (docs/design.md §1.8). */
-    private val withoutKinds = setOf("redlock")
+    /** The backends that refuse semaphores with INVALID_ARGUMENT (docs/design.md §1.8). */
+    private val noSemaphores = setOf("redlock")
 
-    /** The backends that offer semaphores and read-write locks, Redis Cluster included. */
+    /** Whether `backend` offers semaphores. */
     @JvmStatic
-    fun withSemaphores(): List<String> = (names() + extra.keys).filter { it !in withoutKinds }
+    fun offersSemaphores(backend: String): Boolean = backend !in noSemaphores
 
-    /** The backends that refuse semaphores and read-write locks: Redlock. */
+    /** The backends that offer semaphores, Redis Cluster included. */
     @JvmStatic
-    fun withoutSemaphores(): List<String> = (names() + extra.keys).filter { it in withoutKinds }
+    fun withSemaphores(): List<String> = (names() + extra.keys).filter(::offersSemaphores)
+
+    /** The backends that refuse semaphores: Redlock. */
+    @JvmStatic
+    fun withoutSemaphores(): List<String> = (names() + extra.keys).filterNot(::offersSemaphores)
+
+    /** Every backend offers read-write locks, Redis Cluster and Redlock included. */
+    @JvmStatic
+    fun withReadWriteLocks(): List<String> = names() + extra.keys
 
     /** Fence URLs: the backends a Fence can live on. */
     val fences: Map<String, String> by lazy {

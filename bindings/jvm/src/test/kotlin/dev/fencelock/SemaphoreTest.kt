@@ -209,16 +209,12 @@ class SemaphoreTest {
 
     @ParameterizedTest
     @MethodSource("refusing")
-    fun `Redlock refuses semaphores and read-write locks with INVALID_ARGUMENT`(backend: String) {
+    fun `Redlock refuses semaphores with INVALID_ARGUMENT`(backend: String) {
         Backends.connect(backend).use { locker ->
             val name = Backends.uniqueName("sem-refused")
             for (permits in listOf(1, 2)) {
                 val error = thrownBy<LockInvalidArgumentException>("a semaphore") { locker.semaphore(name, permits) }
                 assertTrue("semaphore" in error.message!!, error.message)
-            }
-            for (side in listOf(locker::readLock, locker::writeLock)) {
-                val error = thrownBy<LockInvalidArgumentException>("a read-write lock") { side(name) }
-                assertTrue("read-write" in error.message!!, error.message)
             }
             // The mutex is offered everywhere, as a Lock too.
             val mutex = locker.mutex(name)
