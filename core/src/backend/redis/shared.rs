@@ -27,11 +27,26 @@ use crate::mode::{LockKind, LockMode, kind_conflict, permits_conflict};
 use crate::name::LockName;
 
 /// The `permits` argument of the shared scripts: N for a semaphore, 0 for a read-write lock.
-pub(crate) fn permits_of(mode: LockMode) -> u32 {
+fn permits_of(mode: LockMode) -> u32 {
     match mode {
         LockMode::Permit { permits } => permits,
         _ => 0,
     }
+}
+
+/// The ARGV of [`SHARED_ACQUIRE`] for `req` (one instance, a Cluster, each Redlock master).
+pub(crate) fn shared_acquire_args(req: &AcquireRequest<'_>) -> Result<Vec<String>> {
+    Ok(vec![
+        owner_hex(req.owner),
+        req.mode.as_str().to_string(),
+        req.mode.kind().as_str().to_string(),
+        permits_of(req.mode).to_string(),
+        ms(req.ttl).to_string(),
+        req.holder.to_string(),
+        SHARED_LAYOUT_VERSION.to_string(),
+        FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
+        format!("{:016x}", crate::ids::random_origin()?),
+    ])
 }
 
 /// Redis refuses a command a script calls that the user's ACL does not grant with a plain
@@ -125,17 +140,7 @@ impl RedisBackend {
         self.ensure_open()?;
         self.check_ttl(req.ttl)?;
         let k = keys(&self.settings.prefix, req.name);
-        let args = [
-            owner_hex(req.owner),
-            req.mode.as_str().to_string(),
-            req.mode.kind().as_str().to_string(),
-            permits_of(req.mode).to_string(),
-            ms(req.ttl).to_string(),
-            req.holder.to_string(),
-            SHARED_LAYOUT_VERSION.to_string(),
-            FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
-            format!("{:016x}", crate::ids::random_origin()?),
-        ];
+        let args = shared_acquire_args(req)?;
         let (reply, acks) = self
             .run_acknowledged(
                 &SHARED_ACQUIRE,

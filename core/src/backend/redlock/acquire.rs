@@ -15,8 +15,8 @@ use super::{RedlockBackend, SLACK, ok_count};
 use crate::backend::redis::keys::keys;
 use crate::backend::redis::reply::as_i64;
 use crate::backend::redis::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, LAYOUT_VERSION};
-use crate::backend::redis::shared::permits_of;
-use crate::backend::redis::shared_scripts::{SHARED_ACQUIRE, SHARED_LAYOUT_VERSION, SHARED_RAISE};
+use crate::backend::redis::shared::shared_acquire_args;
+use crate::backend::redis::shared_scripts::{SHARED_ACQUIRE, SHARED_RAISE};
 use crate::backend::redis::{ms, owner_hex};
 use crate::backend::{AcquireRequest, Attempt};
 use crate::clock::BootInstant;
@@ -264,30 +264,18 @@ fn acquire_script(
     req: &AcquireRequest<'_>,
 ) -> Result<(&'static Script, Vec<String>, Vec<String>)> {
     let k = keys(prefix, req.name);
-    let counter_ttl = FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string();
-    let origin = format!("{:016x}", crate::ids::random_origin()?);
     if req.mode.kind() == LockKind::Mutex {
         let args = vec![
             owner_hex(req.owner),
             ms(req.ttl).to_string(),
             req.holder.to_string(),
             LAYOUT_VERSION.to_string(),
-            counter_ttl,
-            origin,
+            FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
+            format!("{:016x}", crate::ids::random_origin()?),
         ];
         return Ok((&ACQUIRE, vec![k.lock, k.fence, k.origin, k.shared], args));
     }
-    let args = vec![
-        owner_hex(req.owner),
-        req.mode.as_str().to_string(),
-        req.mode.kind().as_str().to_string(),
-        permits_of(req.mode).to_string(),
-        ms(req.ttl).to_string(),
-        req.holder.to_string(),
-        SHARED_LAYOUT_VERSION.to_string(),
-        counter_ttl,
-        origin,
-    ];
+    let args = shared_acquire_args(req)?;
     let keys = vec![
         k.shared, k.leases, k.waiters, k.writers, k.fence, k.origin, k.lock,
     ];

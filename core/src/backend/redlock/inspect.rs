@@ -33,19 +33,7 @@ impl RedlockBackend {
             .map(|i| i.inspect(self.settings.instance_timeout, [&k.lock, &k.fence]))
             .collect();
         let answers = self.ask_every_master(requests).await;
-        if let Some(e) = fatal_error(&answers) {
-            return Err(e);
-        }
-        let seen: Vec<_> = answers.iter().flatten().flatten().collect();
-        if seen.len() < self.quorum {
-            return Err(Error::unavailable(format!(
-                "no quorum to inspect lock {:?}: {} of {} redlock masters answered: {}",
-                name.as_str(),
-                seen.len(),
-                self.instances.len(),
-                error_summary(&answers, &self.labels)
-            )));
-        }
+        let seen = self.answered_by_a_majority(&answers, name)?;
         let free = seen.iter().filter(|s| s.pttl.is_none()).count();
         // The owner with the most keys.
         let mut best: Option<(&str, usize)> = None;
@@ -122,19 +110,7 @@ impl RedlockBackend {
             })
             .collect();
         let answers = self.ask_every_master(requests).await;
-        if let Some(e) = fatal_error(&answers) {
-            return Err(e);
-        }
-        let seen: Vec<_> = answers.iter().flatten().flatten().collect();
-        if seen.len() < self.quorum {
-            return Err(Error::unavailable(format!(
-                "no quorum to inspect lock {:?}: {} of {} redlock masters answered: {}",
-                name.as_str(),
-                seen.len(),
-                self.instances.len(),
-                error_summary(&answers, &self.labels)
-            )));
-        }
+        let seen = self.answered_by_a_majority(&answers, name)?;
         let counter = seen
             .iter()
             .filter_map(|(info, _)| info.token)
@@ -181,6 +157,29 @@ impl RedlockBackend {
         }
         info.held = !info.leases.is_empty();
         Ok(info)
+    }
+
+    /// The answers of an inspection, once a majority of masters gave one: else its most telling
+    /// error, or UNAVAILABLE.
+    fn answered_by_a_majority<'a, T>(
+        &self,
+        answers: &'a [Option<Result<T>>],
+        name: &LockName,
+    ) -> Result<Vec<&'a T>> {
+        if let Some(e) = fatal_error(answers) {
+            return Err(e);
+        }
+        let seen: Vec<&T> = answers.iter().flatten().flatten().collect();
+        if seen.len() < self.quorum {
+            return Err(Error::unavailable(format!(
+                "no quorum to inspect lock {:?}: {} of {} redlock masters answered: {}",
+                name.as_str(),
+                seen.len(),
+                self.instances.len(),
+                error_summary(answers, &self.labels)
+            )));
+        }
+        Ok(seen)
     }
 
     /// The names whose keys a majority of masters scanned (each master's keys, in union: a
