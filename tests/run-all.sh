@@ -26,28 +26,36 @@ set +a
 export FENCELOCK_REQUIRE_SERVERS=1
 
 section "Rust: core and the fencelock command"
-# default-members: the crates that need no Python, Node or JDK. Every test binary but the
-# conformance suite, then the suite alone: its tests wait on servers, not on the CPU, so it runs
-# four at a time instead of the two libtest gives a 2-core machine (it is most of a minute
-# shorter). Every single-file binary of core/tests is named, so a new one runs without an edit here.
-# redlock_faults (a minute of restarts and abstentions on five masters of its own, nearly idle)
-# runs beside the conformance suite instead of before it.
+# default-members: the crates that need no Python, Node or JDK. Every test binary of the core
+# but the conformance suite, then the suite alone: its tests wait on servers, not on the CPU, so
+# it runs four at a time instead of the two libtest gives a 2-core machine. Every single-file
+# binary of core/tests is named, so a new one runs without an edit here. Beside the suite, each
+# into a log printed after it: redlock_faults (a minute of restarts and abstentions on five
+# masters of its own, nearly idle) and the command's tests (they mostly wait on the processes
+# they start; they use the shared servers, which the suite never restarts, unlike the core's
+# *_faults tests before it).
 core_tests=()
 for file in core/tests/*.rs; do
     [[ $(basename "$file") == redlock_faults.rs ]] || core_tests+=(--test "$(basename "$file" .rs)")
 done
-step 1800 cargo test --no-fail-fast -p fencelock-cli
 step 1800 cargo test --no-fail-fast -p fencelock --lib --examples "${core_tests[@]}"
 step 300 cargo test -p fencelock --doc
 step 900 cargo test --no-run -q -p fencelock --test conformance --test redlock_faults
-beside=target/redlock_faults.log
-step 600 cargo test -p fencelock --test redlock_faults >"$beside" 2>&1 &
+step 900 cargo test --no-run -q -p fencelock-cli
+beside_redlock=target/redlock_faults.log beside_cli=target/cli_tests.log
+step 600 cargo test -p fencelock --test redlock_faults >"$beside_redlock" 2>&1 &
 redlock_faults=$!
+step 900 cargo test --no-fail-fast -p fencelock-cli >"$beside_cli" 2>&1 &
+cli_tests=$!
 step 900 cargo test -p fencelock --test conformance -- --test-threads 4
-wait "$redlock_faults" && redlock_faults_rc=0 || redlock_faults_rc=$?
+failed=()
+wait "$redlock_faults" || failed+=(redlock_faults)
+wait "$cli_tests" || failed+=("the command's tests")
 echo "--- redlock_faults, run beside it:"
-cat "$beside"
-[[ $redlock_faults_rc == 0 ]] || { echo "redlock_faults failed (exit $redlock_faults_rc)"; exit 1; }
+cat "$beside_redlock"
+echo "--- the command's tests (cargo test -p fencelock-cli), run beside it:"
+cat "$beside_cli"
+[[ ${#failed[@]} == 0 ]] || { echo "failed beside the conformance suite: ${failed[*]}"; exit 1; }
 # The Redis lock tests with every script sent twice (the test-only duplicate-scripts build)
 # run in the soak (tests/faults/run.sh soak), outside CI's 30 minutes.
 

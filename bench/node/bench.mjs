@@ -13,6 +13,7 @@
 // FENCELOCK_BENCH_REDLOCK_URLS (default the five masters 7001-7005). The fencelock native module
 // must be built (node/run-tests.sh builds a debug one; `npm run build` in node/ a release one:
 // benchmark the release build). Prints a table with ratios; asserts nothing.
+// FENCELOCK_BENCH_SUITE=redlock5 runs only the five-master cycle, in alternating rounds (below).
 import { performance } from 'node:perf_hooks';
 import { randomUUID } from 'node:crypto';
 import Redis from 'ioredis';
@@ -124,6 +125,46 @@ function makeRedlock(urls, settings = {}) {
 }
 
 const rows = [];
+
+// FENCELOCK_BENCH_SUITE=redlock5: only the uncontended cycle over five masters, fencelock and
+// node-redlock in alternating rounds (FENCELOCK_BENCH_RUNS, default 4, of FENCELOCK_BENCH_CYCLES
+// cycles each), every round's ratio listed and their median: what issue 31 measures.
+if (process.env.FENCELOCK_BENCH_SUITE === 'redlock5') {
+  const runs = Number(process.env.FENCELOCK_BENCH_RUNS || 4);
+  const suiteId = randomUUID().slice(0, 8);
+  const { redlock, clients } = makeRedlock(REDLOCK_URLS, { retryCount: -1 });
+  const locker = await connect(
+    `redlock://${REDLOCK_URLS.map((u) => u.replace(/^redis:\/\//, '')).join(',')}`,
+  );
+  const ratios = [];
+  console.log(
+    '| run | node-redlock ops/s (p50 ms) | fencelock ops/s (p50 ms) | fencelock vs node-redlock |',
+  );
+  console.log('|---|---|---|---|');
+  for (let run = 1; run <= runs; run++) {
+    const theirs = await uncontended(
+      async () => (await redlock.acquire([`bench:rl5:${suiteId}`], TTL)).release(),
+      CYCLES,
+    );
+    const ours = await uncontended(
+      async () => (await locker.acquire(`bench-fl5-${suiteId}`, { ttl: TTL })).release(),
+      CYCLES,
+    );
+    const ratio = ours.ops / theirs.ops;
+    ratios.push(ratio);
+    console.log(
+      `| ${run} | ${theirs.ops.toFixed(0)} (${theirs.p50.toFixed(3)}) | ${ours.ops.toFixed(0)} (${ours.p50.toFixed(3)}) | ${ratio.toFixed(2)}x |`,
+    );
+  }
+  const sorted = [...ratios].sort((x, y) => x - y);
+  const mid = sorted.length / 2;
+  const median = sorted.length % 2 ? sorted[Math.floor(mid)] : (sorted[mid - 1] + sorted[mid]) / 2;
+  console.log(`\nmedian of ${runs} runs: **${median.toFixed(2)}x** node-redlock over five masters`);
+  await locker.close();
+  for (const c of clients) c.disconnect();
+  process.exit(0);
+}
+
 function row(workload, who, s) {
   rows.push({ workload, who, ...s });
   console.error(

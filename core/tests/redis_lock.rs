@@ -652,6 +652,38 @@ impl Replay {
             .unwrap()
     }
 
+    /// As Redlock's masters run it: with a proposed token and the cap (µs) it is held to.
+    async fn acquire_proposing(
+        &mut self,
+        owner: &str,
+        proposal: u64,
+        cap_us: u64,
+    ) -> (i64, String) {
+        Self::script("acquire")
+            .key(&self.lock)
+            .key(&self.fence)
+            .arg(owner)
+            .arg(10_000)
+            .arg("{\"language\":\"test\"}")
+            .arg("1")
+            .arg(30u64 * 24 * 3600 * 1000)
+            .arg("0000000000000000")
+            .arg(proposal.to_string())
+            .arg(cap_us)
+            .invoke_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+
+    /// The server's clock in µs.
+    async fn time_us(&mut self) -> u64 {
+        let (s, us): (u64, u64) = redis::cmd("TIME")
+            .query_async(&mut self.conn)
+            .await
+            .unwrap();
+        s * 1_000_000 + us
+    }
+
     async fn renew(&mut self, owner: &str, ttl_ms: u64) -> i64 {
         Self::script("renew")
             .key(&self.lock)
@@ -725,6 +757,47 @@ fn replay_urls() -> [String; 3] {
         ),
         cluster_url(),
     ]
+}
+
+/// Redlock's proposal rule, in the acquire script every Redis backend shares (docs/redlock.md,
+/// "Two rounds when the quorum agrees"): a proposal is minted when it is at least the
+/// server's own token (`max(counter + 1, TIME)`) and at most TIME + the cap; otherwise the own
+/// token is, and the counter follows whichever was minted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acquire_script_adopts_a_proposal_only_between_its_own_token_and_its_clock_plus_the_cap()
+ {
+    const CAP: u64 = 500_000;
+    for url in replay_urls() {
+        let mut r = Replay::new(&url, &unique("proposal")).await;
+        let taken = |reply: (i64, String)| {
+            assert_eq!(reply.0, 1, "{url}: {reply:?}");
+            reply.1.parse::<u64>().unwrap()
+        };
+        let cycle = async |r: &mut Replay, proposal: u64| {
+            let owner = owner_id();
+            let reply = r.acquire_proposing(&owner, proposal, CAP).await;
+            assert_eq!(r.release(&owner).await, 1);
+            reply
+        };
+        // Within the window: adopted, and the counter carries it.
+        let proposal = r.time_us().await + 100_000;
+        assert_eq!(taken(cycle(&mut r, proposal).await), proposal, "{url}");
+        // At or below the counter: the server's own counter + 1.
+        assert_eq!(taken(cycle(&mut r, proposal).await), proposal + 1, "{url}");
+        // Beyond its clock + the cap (a client an hour fast): its own token, near its clock.
+        let fast = r.time_us().await + 3_600_000_000;
+        let own = taken(cycle(&mut r, fast).await);
+        assert!(own > proposal + 1 && own < fast, "{url}: {own}");
+        // Below its clock: its own token, the clock.
+        let slow = r.time_us().await - 3_600_000_000;
+        let own_again = taken(cycle(&mut r, slow).await);
+        assert!(own_again > own, "{url}: {own_again}");
+        // Without a proposal (one instance, a Cluster): as before.
+        let owner = owner_id();
+        let (_, plain) = r.acquire(&owner, 10_000).await;
+        assert!(plain.parse::<u64>().unwrap() > own_again, "{url}: {plain}");
+        assert_eq!(r.release(&owner).await, 1, "{url}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -283,6 +283,58 @@ async fn write_tokens_outrank_read_tokens_across_skewed_counters() {
     locker.close().await;
 }
 
+/// Uncontended, the masters adopt the Locker's proposed token and the lease is taken in two
+/// rounds, phase 2 skipped (docs/redlock.md, "Two rounds when the quorum agrees"); tokens still
+/// increase, and the keys and counters of a majority carry the lease's token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncontended_leases_take_two_rounds_when_the_masters_agree() {
+    if !servers_up() {
+        return;
+    }
+    let logs = fencelock::logs::subscribe(fencelock::logs::LogLevel::Debug);
+    let locker = Locker::connect(&redlock_url()).await.unwrap();
+    let name = unique("rl-two-rounds");
+    let (mut tokens, mut agreed) = (Vec::new(), Vec::new());
+    for _ in 0..6 {
+        let lease = locker
+            .acquire(
+                &name,
+                &opts(10_000).with_wait(Some(Duration::from_secs(15))),
+            )
+            .await
+            .unwrap();
+        tokens.push(lease.token());
+        let info = locker.inspect(&name).await.unwrap();
+        assert_eq!(info.token, Some(lease.token()), "{info:?}");
+        lease.release().await.unwrap();
+        // Drained as it goes: the other tests of this binary log too.
+        while let Some(record) = logs.try_recv() {
+            let ours = record.lock.as_deref() == Some(name.as_str());
+            if ours && record.message.contains("two rounds") {
+                agreed.push(record.message);
+            }
+        }
+    }
+    assert!(tokens.windows(2).all(|w| w[1] > w[0]), "{tokens:?}");
+    // The first acquire may find no fresh clock reading to propose from; the rest agree unless
+    // the machine stalls between the estimate and a master's answer by more than the lead.
+    assert!(
+        agreed.len() >= 2,
+        "{} of {} leases in two rounds: {agreed:?}",
+        agreed.len(),
+        tokens.len()
+    );
+    for message in &agreed {
+        assert!(
+            tokens
+                .iter()
+                .any(|t| message.contains(&format!("token {t}:"))),
+            "{message} names none of {tokens:?}"
+        );
+    }
+    locker.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_are_invalid_arguments() {
     if !servers_up() {

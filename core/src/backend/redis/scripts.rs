@@ -39,7 +39,10 @@ pub const LAYOUT_VERSION: &str = "1";
 /// Tokens are decimal strings in every script, never Lua numbers (doubles, exact only below
 /// 2^53): `gt(a, b)` compares two of them (non-negative, no leading zeros) exactly, and
 /// `succ(a)` adds one, digit by digit (INCR would do it too, but would need one more command in
-/// every least-privilege ACL).
+/// every least-privilege ACL). `adopt` is Redlock's proposal rule (docs/redlock.md, "Two rounds
+/// when the quorum agrees"): the token to mint is `own` (`max(counter + 1, TIME in µs)`), or the
+/// client's proposal when `own <= proposal <= TIME + cap`; the sum is exact (TIME in µs and the
+/// cap are far below 2^53).
 pub(crate) const LUA_GT: &str = r#"
 local function gt(a, b)
   if #a ~= #b then return #a > #b end
@@ -50,6 +53,12 @@ local function succ(a)
   while i > 0 and string.byte(a, i) == 57 do i = i - 1 end
   if i == 0 then return '1' .. string.rep('0', #a) end
   return string.sub(a, 1, i - 1) .. string.char(string.byte(a, i) + 1) .. string.rep('0', #a - i)
+end
+local function adopt(own, time, proposal, cap)
+  if not proposal then return own end
+  local limit = string.format('%.0f', tonumber(time) + tonumber(cap))
+  if gt(own, proposal) or gt(proposal, limit) then return own end
+  return proposal
 end
 "#;
 
@@ -76,7 +85,7 @@ pub const FENCE_COUNTER_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// KEYS: lock, fence counter, and optionally the origin mark and the shared hash of the
 /// other kinds. ARGV: owner, ttl ms, holder, layout version, counter ttl ms, a new origin mark
-/// (16 hex digits).
+/// (16 hex digits), and from Redlock a proposed token and its cap in µs (see [`LUA_GT`]).
 /// Returns `{1, token, origin}` when taken (`{1, token}` without the third key), `{0, pttl}`
 /// when held (pttl -1: held with no expiry), `{2, kind}` when the name is in use as a semaphore
 /// or read-write lock (the shared hash exists exactly while it has a live lease or waiter:
@@ -110,6 +119,7 @@ local now = redis.call('TIME')
 local floor = now[1] .. string.format('%06d', tonumber(now[2]))
 local t = succ(redis.call('GET', KEYS[2]) or '0')
 if gt(floor, t) then t = floor end
+t = adopt(t, floor, ARGV[7], ARGV[8])
 redis.call('SET', KEYS[2], t, 'PX', ARGV[5])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', t, 'holder', ARGV[3], 'v', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -112,7 +112,8 @@ fn with_prelude(body: &str) -> String {
 
 /// KEYS: shared hash, leases, waiters, writers, counter, origin mark, the mutex's lock key.
 /// ARGV: owner, mode, kind, permits (0 for a read-write lock), ttl ms, holder, layout version,
-/// counter ttl ms, a new origin mark.
+/// counter ttl ms, a new origin mark, and from Redlock a proposed token and its cap in µs (the
+/// rule of `scripts::LUA_GT`'s `adopt`).
 ///
 /// Answers `{1, token, origin}` taken, `{0, ms}` held (the soonest expiry among what blocks
 /// the request: the moment to retry at the latest), or one of the refusals above. An attempt
@@ -171,6 +172,7 @@ unregister(owner)
 local token = succ(redis.call('GET', KEYS[5]) or '0')
 local floor = clock[1] .. string.format('%06d', tonumber(clock[2]))
 if gt(floor, token) then token = floor end
+token = adopt(token, floor, ARGV[10], ARGV[11])
 redis.call('SET', KEYS[5], token, 'PX', ARGV[8])
 local origin = redis.call('GET', KEYS[6]) or ARGV[9]
 redis.call('SET', KEYS[6], origin, 'PX', ARGV[8])

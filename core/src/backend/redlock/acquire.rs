@@ -1,4 +1,5 @@
-//! Taking a lock: phase 1 asks every master for the lock and its token, phase 2 raises the
+//! Taking a lock: phase 1 asks every master for the lock and its token, proposing one; when a
+//! majority of voting masters minted the same token the lease has it, else phase 2 raises the
 //! granting masters' counters to the largest token `T`; the lease, with token `T`, is returned
 //! only when both reached a majority within the validity ([`super`] says why tokens then
 //! strictly increase).
@@ -33,7 +34,8 @@ impl RedlockBackend {
         let valid_until = started.checked_add(req.ttl - margin).unwrap_or(started);
         let per = self.per_master(req.ttl);
         let (n, q) = (self.instances.len(), self.quorum);
-        let acquire = acquire_script(&self.settings.prefix, req)?;
+        let proposal = self.proposal().map(|p| (p, self.settings.max_skew));
+        let acquire = acquire_script(&self.settings.prefix, req, proposal)?;
         let (answers, eligible) = self.phase1(req, acquire, per).await;
         let granted: Vec<(usize, u64)> = answers
             .iter()
@@ -47,6 +49,27 @@ impl RedlockBackend {
             })
             .collect();
         if granted.len() >= q {
+            // A majority of voting masters minted the same token: their counters already
+            // carry it, as phase 2 would have made them (docs/redlock.md, "Two rounds when the
+            // quorum agrees").
+            if let Some(t) = agreed(&granted, q) {
+                if !valid_until.has_passed() {
+                    flog!(
+                        debug,
+                        lock = req.name,
+                        "redlock: {q} or more voting masters minted token {t}: two rounds, no phase 2"
+                    );
+                    return Ok(Attempt::Acquired {
+                        token: t,
+                        origin: None,
+                    });
+                }
+                self.give_back(req).await;
+                return Err(Error::unavailable(format!(
+                    "redlock lock {:?} was granted by {q} of {n} masters after its validity ran out",
+                    req.name.as_str()
+                )));
+            }
             let t = granted.iter().map(|(_, t)| *t).max().unwrap_or(0);
             let masters: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
             let fenced = self.phase2(req, t, &masters, per).await;
@@ -189,7 +212,22 @@ impl RedlockBackend {
                 Some(Err(_)) => true,
                 None => false,
             });
-            yes >= q || n - no.count() < q
+            let unanswered = answers.iter().filter(|a| a.is_none()).count();
+            // A majority granted: done once they agree on a token, or once the masters yet
+            // to answer cannot make a majority agree (then phase 2 decides).
+            let tokens: Vec<(usize, u64)> = answers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, a)| match a {
+                    Some(Ok(p)) if votes(i, p) => match p.attempt {
+                        Attempt::Acquired { token, .. } => Some((i, token)),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect();
+            let agreeing = largest_agreement(&tokens);
+            (yes >= q && (agreeing >= q || agreeing + unanswered < q)) || n - no.count() < q
         })
         .await;
         self.learn_max_ttl(&answers);
@@ -259,11 +297,32 @@ impl RedlockBackend {
 /// acquire for a mutex, the shared kinds' for a read or write lease, each with every key the
 /// one-instance lock passes, so that each refuses a name in use as the other kind (a Redlock
 /// lease has no origin mark: the scripts write one, which Redlock ignores).
+/// How many of the granted tokens are the most common one.
+fn largest_agreement(granted: &[(usize, u64)]) -> usize {
+    granted
+        .iter()
+        .map(|(_, t)| granted.iter().filter(|(_, u)| u == t).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The token `q` or more voting masters granted, if any.
+fn agreed(granted: &[(usize, u64)], q: usize) -> Option<u64> {
+    granted
+        .iter()
+        .map(|(_, t)| *t)
+        .find(|t| granted.iter().filter(|(_, u)| u == t).count() >= q)
+}
+
 fn acquire_script(
     prefix: &str,
     req: &AcquireRequest<'_>,
+    proposal: Option<(u64, Duration)>,
 ) -> Result<(&'static Script, Vec<String>, Vec<String>)> {
     let k = keys(prefix, req.name);
+    // The proposal and the cap the masters hold it to (docs/redlock.md, "Two rounds when the
+    // quorum agrees").
+    let proposed = proposal.map(|(p, skew)| [p.to_string(), skew.as_micros().to_string()]);
     if req.mode.kind() == LockKind::Mutex {
         let args = vec![
             owner_hex(req.owner),
@@ -273,9 +332,14 @@ fn acquire_script(
             FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
             format!("{:016x}", crate::ids::random_origin()?),
         ];
+        let args = args
+            .into_iter()
+            .chain(proposed.into_iter().flatten())
+            .collect();
         return Ok((&ACQUIRE, vec![k.lock, k.fence, k.origin, k.shared], args));
     }
-    let args = shared_acquire_args(req)?;
+    let mut args = shared_acquire_args(req)?;
+    args.extend(proposed.into_iter().flatten());
     let keys = vec![
         k.shared, k.leases, k.waiters, k.writers, k.fence, k.origin, k.lock,
     ];

@@ -17,13 +17,17 @@ pub struct Probe {
     /// The master's clock minus this client's, in microseconds (estimated at the midpoint of
     /// the round trip).
     pub offset_us: i64,
+    /// The round trip it was read in, in microseconds.
+    pub rtt_us: i64,
     /// `run_id`: the server process's random id, the same under every name it is reached by.
     pub run_id: Option<String>,
 }
 
 /// Reads `uptime_in_seconds` and `server_time_usec` out of an `INFO server` reply.
-/// `local_mid_us` is this client's wall clock at the middle of the round trip.
-pub fn parse_info(text: &str, local_mid_us: i64) -> Option<Probe> {
+/// `sent_us` and `received_us`: this client's wall clock when the request went out and when
+/// the reply came back.
+pub fn parse_info(text: &str, sent_us: i64, received_us: i64) -> Option<Probe> {
+    let local_mid_us = (sent_us + received_us) / 2;
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
@@ -39,6 +43,7 @@ pub fn parse_info(text: &str, local_mid_us: i64) -> Option<Probe> {
     Some(Probe {
         uptime: Duration::from_secs(uptime.max(0) as u64),
         offset_us: server_us - local_mid_us,
+        rtt_us: (received_us - sent_us).max(0),
         run_id,
     })
 }
@@ -105,14 +110,15 @@ mod tests {
     fn info_parses() {
         let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:4a1c\r\nserver_time_usec:1000500\r\nuptime_in_seconds:12\r\n";
         assert_eq!(
-            parse_info(info, 1_000_000),
+            parse_info(info, 999_900, 1_000_100),
             Some(Probe {
                 uptime: Duration::from_secs(12),
                 offset_us: 500,
+                rtt_us: 200,
                 run_id: Some("4a1c".to_string()),
             })
         );
-        assert_eq!(parse_info("redis_version:7\r\n", 0), None);
+        assert_eq!(parse_info("redis_version:7\r\n", 0, 0), None);
     }
 
     #[test]

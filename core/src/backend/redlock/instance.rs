@@ -36,6 +36,8 @@ pub struct Health {
     /// Beyond the maximum clock skew from the others at the last check.
     pub excluded: bool,
     pub offset_us: Option<i64>,
+    /// The round trip of the last probe, in microseconds.
+    pub rtt_us: Option<i64>,
     /// The same server as an earlier master of the list (the same `run_id`): never votes.
     pub duplicate_of: Option<usize>,
 }
@@ -69,7 +71,7 @@ pub struct Instance {
 /// How often a master that is down is pinged.
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 
-fn wall_us() -> i64 {
+pub(super) fn wall_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
@@ -269,9 +271,9 @@ impl Instance {
             .query_async(&mut conn)
             .await
             .map_err(|e| map_error(&format!("INFO server on {}", self.label), e))?;
-        let mid = (sent + wall_us()) / 2;
+        let received = wall_us();
         as_string(&info)
-            .and_then(|t| parse_info(&t, mid))
+            .and_then(|t| parse_info(&t, sent, received))
             .ok_or_else(|| {
                 Error::backend(format!(
                     "INFO server on {} has no uptime or server time",
@@ -309,8 +311,8 @@ impl Instance {
                 let sent = wall_us();
                 match pipe.query_async::<(Value, Value, Value)>(&mut conn).await {
                     Ok((info, reply, stored)) => {
-                        let mid = (sent + wall_us()) / 2;
-                        let probe = as_string(&info).and_then(|t| parse_info(&t, mid));
+                        let received = wall_us();
+                        let probe = as_string(&info).and_then(|t| parse_info(&t, sent, received));
                         return Ok(Phase1 {
                             probe,
                             attempt: parse_acquire_reply(&reply, req)?,
@@ -486,6 +488,7 @@ impl Instance {
         health.checked = Some(BootInstant::now());
         health.abstaining = abstaining;
         health.offset_us = Some(probe.offset_us);
+        health.rtt_us = Some(probe.rtt_us);
     }
 }
 

@@ -13,7 +13,11 @@
 //!    `max(counter + 1, TIME in µs)`); `T` = the largest. Phase 2 runs [`scripts::RAISE`] on the
 //!    granting masters in parallel: "if the owner is still me, counter = max(counter, T)". Only
 //!    when a majority of all N answered yes, within the validity, is the lease returned, with
-//!    token `T`.
+//!    token `T`. Phase 2 is skipped when voting masters forming a majority minted the same
+//!    token in phase 1: each request proposes one ([`RedlockBackend::proposal`]), which a
+//!    master adopts when it is at least its own token and at most its clock + `max_skew`
+//!    (docs/redlock.md, "Two rounds when the quorum agrees", has why that keeps the order below;
+//!    the model checks it).
 //! 3. **A restarted master abstains** ([`health`]) while its `uptime_in_seconds` is below
 //!    `max_ttl + 2 × max_skew`. `INFO server` is pipelined in front of every phase-1 acquire, so
 //!    the vote and the uptime it is judged by come from the same moment. `max_ttl` is stored on
@@ -90,7 +94,7 @@ use async_trait::async_trait;
 
 use self::fanout::{fan_out, fatal_error};
 use self::health::{abstains, duplicates, skewed};
-use self::instance::Instance;
+use self::instance::{Health, Instance};
 use self::settings::RedlockSettings;
 use self::watch::AnyOf;
 use super::redis::keys::keys;
@@ -270,6 +274,25 @@ impl RedlockBackend {
     /// Whether each master may vote, from what is known without asking.
     fn eligible_now(&self) -> Vec<bool> {
         self.instances.iter().map(|i| i.health().votes()).collect()
+    }
+
+    /// The token this Locker proposes to the masters (docs/redlock.md, "Two rounds when the
+    /// quorum agrees"): its estimate of the fastest voting master's clock when the request
+    /// arrives there, from the last probes less than [`OFFSET_FRESH`] old, plus a lead of the
+    /// slowest round trip and 1 ms, at most half the skew. `None` before any probe: then no
+    /// quorum can agree, and phase 2 runs.
+    fn proposal(&self) -> Option<u64> {
+        let fresh: Vec<Health> = self
+            .instances
+            .iter()
+            .map(|i| i.health())
+            .filter(|h| h.votes() && h.checked.is_some_and(|c| c.elapsed() < OFFSET_FRESH))
+            .collect();
+        let fastest = fresh.iter().filter_map(|h| h.offset_us).max()?;
+        let rtt = fresh.iter().filter_map(|h| h.rtt_us).max().unwrap_or(0);
+        let half_skew = (self.settings.max_skew.as_micros() / 2) as i64;
+        let lead = (rtt + 1_000).min(half_skew);
+        u64::try_from(instance::wall_us() + fastest + lead).ok()
     }
 }
 
