@@ -33,11 +33,20 @@ section "Rust: core and the fencelock command"
 # into a log printed after it: redlock_faults (a minute of restarts and abstentions on five
 # masters of its own, nearly idle) and the command's tests (they mostly wait on the processes
 # they start; they use the shared servers, which the suite never restarts, unlike the core's
-# *_faults tests before it).
+# *_faults tests before it). The build of uniffi-bindgen for the release step runs beside
+# every test of this section.
 core_tests=()
 for file in core/tests/*.rs; do
     [[ $(basename "$file") == redlock_faults.rs ]] || core_tests+=(--test "$(basename "$file" .rs)")
 done
+step 1800 cargo test --no-run -q -p fencelock --lib --examples "${core_tests[@]}"
+# uniffi-bindgen, which the JVM jar of the release step runs (built once, in debug): three
+# minutes of compiling there, here on the cores that the tests below leave idle while they wait
+# on servers. In a target folder of its own (bindings/jvm/release.sh looks there), so that its
+# build never holds the lock of target/ that every cargo command below takes when it starts.
+beside_bindgen=target/bindgen_build.log
+step 900 cargo build -q -p fencelock-jvm-bindgen --target-dir target/bindgen >"$beside_bindgen" 2>&1 &
+bindgen_build=$!
 step 1800 cargo test --no-fail-fast -p fencelock --lib --examples "${core_tests[@]}"
 step 300 cargo test -p fencelock --doc
 step 900 cargo test --no-run -q -p fencelock --test conformance --test redlock_faults
@@ -51,6 +60,7 @@ step 900 cargo test -p fencelock --test conformance -- --test-threads 4
 failed=()
 wait "$redlock_faults" || failed+=(redlock_faults)
 wait "$cli_tests" || failed+=("the command's tests")
+wait "$bindgen_build" || { cat "$beside_bindgen"; failed+=("the build of uniffi-bindgen"); }
 echo "--- redlock_faults, run beside it:"
 cat "$beside_redlock"
 echo "--- the command's tests (cargo test -p fencelock-cli), run beside it:"

@@ -9,8 +9,9 @@
 # dependencies, without the build (which needs cargo).
 #
 # The library is the one release/build.sh linked with zig against glibc 2.17; Maven does not run
-# cargo for it here. uniffi-bindgen still runs (from the workspace's target/, built once in
-# debug): it reads the library's metadata to generate the Kotlin layer that matches it.
+# cargo for it here. uniffi-bindgen still runs (from target/bindgen/, built once in debug, by
+# tests/run-all.sh beside the conformance suite in CI, else here): it reads the library's
+# metadata to generate the Kotlin layer that matches it.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -46,7 +47,7 @@ mvn -B -q -f "$here/pom.xml" package -Dmaven.test.skip=true \
     -Drevision="$version" \
     -Dcargo.build.skip=true \
     -Dcargo.target.dir="$stage" -Dcargo.profile.dir=native \
-    -Dbindgen.target.dir="$root/target" \
+    -Dbindgen.target.dir="$root/target/bindgen" \
     -Djvm.build.dir="$stage/build"
 
 jar="$out/fencelock-jvm-$version.jar"
