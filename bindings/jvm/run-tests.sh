@@ -41,14 +41,16 @@ printf '\n== cargo test -p fencelock-jvm --lib\n'
 (cd "$here/../.." && cargo test --quiet --target-dir "$target_dir" -p fencelock-jvm --lib)
 
 # test-hooks: entry points that panic on purpose (LostTest); never in a release.
+# uniffi-bindgen in a target folder of its own, as bindings/jvm/release.sh and tests/run-all.sh
+# build it: one build serves the release's jar and these tests.
 native=(-Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir"
-        -Dcargo.features=test-hooks)
+        -Dcargo.features=test-hooks -Dbindgen.target.dir="$target_dir/bindgen")
 what="cargo profile $profile"
 if [ -n "${FENCELOCK_JVM_LIBRARY:-}" ]; then
     [ "$(basename "$FENCELOCK_JVM_LIBRARY")" = libfencelock_jvm.so ] && [ -f "$FENCELOCK_JVM_LIBRARY" ] ||
         { echo "FENCELOCK_JVM_LIBRARY must name an existing libfencelock_jvm.so" >&2; exit 1; }
     native=(-Dcargo.build.skip=true -Dcargo.target.dir="$(cd "$(dirname "$FENCELOCK_JVM_LIBRARY")" && pwd)"
-            -Dcargo.profile.dir=. -Dbindgen.target.dir="$target_dir")
+            -Dcargo.profile.dir=. -Dbindgen.target.dir="$target_dir/bindgen")
     what="$FENCELOCK_JVM_LIBRARY"
 fi
 

@@ -19,7 +19,8 @@ mkdir -p "$out"
 
 mvn_jvm() {
   mvn -B -q -f "$jvm/pom.xml" \
-    -Dcargo.profile=dev -Dcargo.profile.dir=debug -Dcargo.target.dir="$target_dir" "$@"
+    -Dcargo.profile=dev -Dcargo.profile.dir=debug -Dcargo.target.dir="$target_dir" \
+    -Dbindgen.target.dir="$target_dir/bindgen" "$@"
 }
 
 # Locker.class stands for the library's classes: stale when a source of the library, its native
