@@ -98,7 +98,8 @@ pub const FENCE_COUNTER_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 /// its data (a restart without persistence) writes a new one, and so does another server behind
 /// the same address. Fences compare it (docs/design.md §3.7). Redlock's masters pass all four
 /// keys too (the shared hash: a name in use as a read-write lock is refused there as here),
-/// and ignore the origin (a Redlock lease has none).
+/// but an empty origin mark: a Redlock lease has none, so the script neither reads nor writes
+/// the mark (two commands fewer per master per acquire).
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| with_gt(ACQUIRE_LUA));
 const ACQUIRE_LUA: &str = r#"
 local pttl = redis.call('PTTL', KEYS[1])
@@ -106,7 +107,7 @@ if pttl ~= -2 then
   if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     local token = redis.call('HGET', KEYS[1], 'token')
-    if KEYS[3] then return {1, token, redis.call('GET', KEYS[3])} end
+    if KEYS[3] and ARGV[6] ~= '' then return {1, token, redis.call('GET', KEYS[3])} end
     return {1, token}
   end
   return {0, pttl}
@@ -123,7 +124,7 @@ t = adopt(t, floor, ARGV[7], ARGV[8])
 redis.call('SET', KEYS[2], t, 'PX', ARGV[5])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', t, 'holder', ARGV[3], 'v', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if not KEYS[3] then return {1, t} end
+if not KEYS[3] or ARGV[6] == '' then return {1, t} end
 local origin = redis.call('GET', KEYS[3]) or ARGV[6]
 redis.call('SET', KEYS[3], origin, 'PX', ARGV[5])
 return {1, t, origin}

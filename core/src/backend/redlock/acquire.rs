@@ -296,7 +296,8 @@ impl RedlockBackend {
 /// The phase-1 script of `req`'s kind, with its keys and arguments: the one-instance lock's
 /// acquire for a mutex, the shared kinds' for a read or write lease, each with every key the
 /// one-instance lock passes, so that each refuses a name in use as the other kind (a Redlock
-/// lease has no origin mark: the scripts write one, which Redlock ignores).
+/// lease has no origin mark: the mutex's script is told so and skips it; the shared kinds'
+/// script writes one, which Redlock ignores).
 /// How many of the granted tokens are the most common one.
 fn largest_agreement(granted: &[(usize, u64)]) -> usize {
     granted
@@ -330,7 +331,8 @@ fn acquire_script(
             req.holder.to_string(),
             LAYOUT_VERSION.to_string(),
             FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2).to_string(),
-            format!("{:016x}", crate::ids::random_origin()?),
+            // No origin mark: a Redlock lease has none (see the script).
+            String::new(),
         ];
         let args = args
             .into_iter()
