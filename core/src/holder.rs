@@ -20,7 +20,7 @@ impl HolderDescription {
     pub fn of_this_process(language: &str, text: Option<&str>) -> Self {
         HolderDescription {
             host: hostname().clone(),
-            pid: Some(std::process::id()),
+            pid: Some(crate::runtime::process_id()),
             language: Some(language.to_string()),
             text: text.map(str::to_string),
         }

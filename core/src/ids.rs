@@ -34,9 +34,20 @@ impl OwnerId {
         OwnerId(bytes)
     }
 
+    /// 32 lowercase hex digits (the Redis lock hash's `owner`).
+    pub fn to_hex(self) -> String {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = String::with_capacity(32);
+        for b in self.0 {
+            hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+            hex.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        }
+        hex
+    }
+
     /// The UUID spelling (used in ZooKeeper node names, Curator's protected form).
     pub fn to_uuid_string(self) -> String {
-        let h: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
+        let h = self.to_hex();
         format!(
             "{}-{}-{}-{}-{}",
             &h[0..8],
@@ -72,5 +83,18 @@ mod tests {
         let s = a.to_uuid_string();
         assert_eq!(s.len(), 36);
         assert_eq!(s.matches('-').count(), 4);
+    }
+
+    #[test]
+    fn hex_is_every_byte_in_two_lowercase_digits() {
+        let id = OwnerId::from_bytes([
+            0x00, 0x01, 0x0f, 0x10, 0xab, 0xcd, 0xef, 0xff, 0x7f, 0x80, 0x09, 0x90, 0x5a, 0xa5,
+            0x3c, 0xc3,
+        ]);
+        assert_eq!(
+            id.to_hex(),
+            "00010f10abcdefff7f800990 5aa53cc3".replace(' ', "")
+        );
+        assert_eq!(id.to_uuid_string(), "00010f10-abcd-efff-7f80-09905aa53cc3");
     }
 }

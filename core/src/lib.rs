@@ -37,6 +37,7 @@ pub mod blocking;
 mod clock;
 pub mod contract;
 mod deployment;
+mod due;
 mod election;
 mod error;
 mod events;

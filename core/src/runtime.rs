@@ -10,7 +10,36 @@
 //! process that holds locks on many servers at high rates). Nothing in the core blocks a worker:
 //! SQLite runs on sqlx's own threads, and the watchdog and log forwarding have their own.
 
+use std::sync::Once;
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use tokio::runtime::{Builder, Runtime};
+
+/// This process's id, cached: the core and the bindings compare it on every call to notice a
+/// child made by `fork()` (whose threads, runtime and connections are gone), and asking the OS
+/// each time cost a dozen system calls per acquire and release. A `fork()` through the C
+/// library clears the cache in the child (`pthread_atfork`), so the child reads its own id.
+pub fn process_id() -> u32 {
+    static PID: AtomicU32 = AtomicU32::new(0);
+    static CLEAR_IN_CHILD: Once = Once::new();
+    extern "C" fn clear_in_child() {
+        PID.store(0, Ordering::Relaxed);
+    }
+    let cached = PID.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    CLEAR_IN_CHILD.call_once(|| {
+        // SAFETY: registers a handler that only stores to an atomic, which is async-signal-safe
+        // and so allowed in a child of a multi-threaded process.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(clear_in_child));
+        }
+    });
+    let pid = std::process::id();
+    PID.store(pid, Ordering::Relaxed);
+    pid
+}
 
 /// The environment variable that sets the number of worker threads.
 pub const THREADS_VARIABLE: &str = "FENCELOCK_RUNTIME_THREADS";
@@ -63,6 +92,12 @@ mod tests {
             assert_eq!(err.code(), ErrorCode::InvalidArgument, "{bad}");
             assert!(err.to_string().contains(THREADS_VARIABLE), "{err}");
         }
+    }
+
+    #[test]
+    fn the_process_id_is_the_os_one() {
+        assert_eq!(process_id(), std::process::id());
+        assert_eq!(process_id(), std::process::id());
     }
 
     #[test]

@@ -8,12 +8,11 @@
 //! time, and compares against CLOCK_BOOTTIME when it wakes, so a suspended machine fires
 //! overdue deadlines right after it resumes.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
 use crate::clock::BootInstant;
+use crate::due::{Due, DueHeap};
 use crate::sync::unpoisoned;
 
 /// What the watchdog needs of a lease. A trait, so the watchdog sits below the lease in the
@@ -28,60 +27,20 @@ pub(crate) trait Watched: Send + Sync {
 
 const MAX_SLEEP: Duration = Duration::from_millis(250);
 
-/// How many entries beyond the current ones the heap may hold before it is pruned. Released
-/// leases and the deadlines that renewals replaced stay in the heap until they come due (an
-/// hour away with a one-hour ttl), each keeping its lease's allocation alive through the weak
-/// reference; pruning when this many have piled up bounds the heap at the live leases plus
-/// this slack, at an amortised constant cost per entry.
-const PRUNE_SLACK: usize = 1024;
-
-struct Entry {
-    deadline: BootInstant,
-    lease: Weak<dyn Watched>,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.deadline == other.deadline
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.deadline.cmp(&other.deadline)
-    }
-}
-
 struct Watchdog {
-    heap: Mutex<Heap>,
+    /// Deadlines of leases; released leases and the deadlines renewals replaced are pruned
+    /// (see [`crate::due`]).
+    heap: Mutex<DueHeap<dyn Watched>>,
     wake: Condvar,
 }
 
-struct Heap {
-    entries: BinaryHeap<Reverse<Entry>>,
-    /// The size at which the next push prunes first.
-    prune_at: usize,
-}
-
-impl Heap {
-    fn push(&mut self, entry: Entry) {
-        if self.entries.len() >= self.prune_at {
-            // try_lock inside: a lease busy elsewhere keeps its entry, so this never waits
-            // on a lease's state while holding the heap.
-            self.entries.retain(|Reverse(e)| {
-                e.lease
-                    .upgrade()
-                    .is_some_and(|l| l.is_watched_at(e.deadline))
-            });
-            self.prune_at = self.entries.len() + PRUNE_SLACK;
-        }
-        self.entries.push(Reverse(entry));
-    }
+/// Whether `entry` is its lease's current deadline. try_lock inside: a lease busy elsewhere
+/// keeps its entry, so pruning never waits on a lease's state while holding the heap.
+fn is_current(entry: &Due<dyn Watched>) -> bool {
+    entry
+        .item
+        .upgrade()
+        .is_some_and(|lease| lease.is_watched_at(entry.at))
 }
 
 /// The watchdog of this process. A child made by `fork()` has no watchdog thread (threads
@@ -90,17 +49,14 @@ static WATCHDOG: Mutex<Option<(u32, Arc<Watchdog>)>> = Mutex::new(None);
 
 fn watchdog() -> Arc<Watchdog> {
     let mut slot = unpoisoned(&WATCHDOG);
-    let pid = std::process::id();
+    let pid = crate::runtime::process_id();
     if let Some((owner_pid, dog)) = slot.as_ref()
         && *owner_pid == pid
     {
         return dog.clone();
     }
     let dog = Arc::new(Watchdog {
-        heap: Mutex::new(Heap {
-            entries: BinaryHeap::new(),
-            prune_at: PRUNE_SLACK,
-        }),
+        heap: Mutex::new(DueHeap::default()),
         wake: Condvar::new(),
     });
     let runner = dog.clone();
@@ -122,12 +78,9 @@ pub(crate) fn watch<W: Watched + 'static>(lease: &Arc<W>, deadline: BootInstant)
     let dog = watchdog();
     let earliest = {
         let mut heap = unpoisoned(&dog.heap);
-        let earliest = heap
-            .entries
-            .peek()
-            .is_none_or(|Reverse(top)| deadline < top.deadline);
+        let earliest = heap.peek().is_none_or(|top| deadline < top.at);
         let lease: Weak<dyn Watched> = Arc::downgrade(lease) as Weak<W>;
-        heap.push(Entry { deadline, lease });
+        heap.push(deadline, lease, is_current);
         earliest
     };
     // The thread already wakes in time for anything later than its current first deadline.
@@ -142,12 +95,9 @@ impl Watchdog {
         loop {
             let now = BootInstant::now();
             let mut due = Vec::new();
-            while let Some(Reverse(top)) = heap.entries.peek() {
-                if top.deadline > now {
-                    break;
-                }
-                if let Some(Reverse(entry)) = heap.entries.pop() {
-                    due.push(entry.lease);
+            while heap.peek().is_some_and(|top| top.at <= now) {
+                if let Some(entry) = heap.pop() {
+                    due.push(entry.item);
                 }
             }
             if !due.is_empty() {
@@ -163,9 +113,8 @@ impl Watchdog {
                 continue;
             }
             let sleep = heap
-                .entries
                 .peek()
-                .map(|Reverse(top)| now.until(top.deadline).min(MAX_SLEEP))
+                .map(|top| now.until(top.at).min(MAX_SLEEP))
                 .unwrap_or(MAX_SLEEP);
             heap = self
                 .wake
@@ -178,5 +127,5 @@ impl Watchdog {
 
 /// How many deadlines the watchdog of this process holds (for tests of its bound).
 pub(crate) fn entries() -> usize {
-    unpoisoned(&watchdog().heap).entries.len()
+    unpoisoned(&watchdog().heap).len()
 }

@@ -1,5 +1,5 @@
-//! The core's bookkeeping holds only live leases: the process's deadline watchdog and a
-//! Locker's map of the leases it releases on close. A test binary of its own, because the
+//! The core's bookkeeping holds only live leases: the process's deadline watchdog, a Locker's
+//! renewal schedule and its map of the leases it releases on close. A test binary of its own, because the
 //! watchdog is one per process and other tests' leases would count.
 
 use std::time::{Duration, Instant};
@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use fencelock::internals::watchdog_entries;
 use fencelock::{Lease, LockOptions, Locker};
 
-/// The most entries the watchdog may hold beyond the live leases (its pruning slack).
+/// The most entries the watchdog, or a renewal schedule, may hold beyond the live leases (their
+/// pruning slack).
 const SLACK: usize = 1024;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,6 +32,12 @@ async fn many_cycles_and_lost_leases_leave_only_live_leases_tracked() {
     assert!(
         entries <= live.len() + SLACK,
         "the watchdog holds {entries} deadlines for {} live leases",
+        live.len()
+    );
+    let scheduled = locker.renewal_entries();
+    assert!(
+        (live.len()..=live.len() + SLACK).contains(&scheduled),
+        "the renewal schedule holds {scheduled} entries for {} live leases",
         live.len()
     );
 

@@ -910,3 +910,60 @@ async fn a_promoted_replica_with_a_clock_ahead_lets_a_waiter_in_only_after_the_h
     let _ = tokio::time::timeout(Duration::from_secs(2), holder.close()).await;
     drop(pair);
 }
+
+/// A blocking acquire whose caller-driven round trip times out (the server paused): the
+/// caller hears UNAVAILABLE, and once the server runs the acquire, the release sent after it
+/// on the same connection frees the lock again, long before its ttl.
+#[test]
+fn a_blocking_acquire_that_times_out_leaves_the_lock_free() {
+    let _serial = serial();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let url = redis_url();
+    let options = LockerOptions::default().with_operation_timeout(Duration::from_millis(500));
+    let locker = runtime
+        .block_on(Locker::connect_with(&url, options))
+        .unwrap();
+    let name = unique("paused-acquire");
+    // A first cycle opens the caller-driven connection.
+    let lease = locker.acquire_blocking(&name, &opts(30_000)).unwrap();
+    lease.release_blocking(locker.runtime()).unwrap();
+    runtime.block_on(async {
+        let mut raw = raw_redis(&url).await;
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(1500)
+            .arg("WRITE")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    });
+    let err = locker
+        .try_acquire_blocking(&name, &opts(30_000))
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
+    let started = Instant::now();
+    loop {
+        // Inspecting runs a script too: it times out while the server is paused.
+        let info = match runtime.block_on(locker.inspect(&name)) {
+            Err(e) if e.code() == ErrorCode::Unavailable => None,
+            answer => Some(answer.unwrap()),
+        };
+        if info.as_ref().is_some_and(|info| !info.held)
+            && started.elapsed() > Duration::from_millis(1500)
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the lock is still held {:?} after the timeout: {info:?}",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lease = locker
+        .try_acquire_blocking(&name, &opts(30_000))
+        .unwrap()
+        .expect("free again");
+    lease.release_blocking(locker.runtime()).unwrap();
+    runtime.block_on(locker.close());
+}

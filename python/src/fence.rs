@@ -28,7 +28,7 @@ pub struct PyFence {
 
 impl Drop for PyFence {
     fn drop(&mut self) {
-        if self.pid != std::process::id() {
+        if self.pid != fencelock::runtime::process_id() {
             // Opened before fork(): its connections belong to the parent.
             std::mem::forget(self.fence.take());
         }
@@ -37,7 +37,7 @@ impl Drop for PyFence {
 
 impl PyFence {
     fn core(&self) -> PyResult<Fence> {
-        if self.pid != std::process::id() {
+        if self.pid != fencelock::runtime::process_id() {
             return Err(closed(format!(
                 "this Fence was opened in process {} before fork(); open a new one in this process",
                 self.pid
@@ -214,7 +214,7 @@ fn open_args(
 fn new_fence(fence: Fence) -> PyFence {
     PyFence {
         fence: Some(fence),
-        pid: std::process::id(),
+        pid: fencelock::runtime::process_id(),
     }
 }
 
@@ -404,7 +404,7 @@ impl PyFence {
     /// Closes the fence's connections.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         guard(|| {
-            if self.pid != std::process::id() {
+            if self.pid != fencelock::runtime::process_id() {
                 return Ok(());
             }
             let fence = self.core()?;

@@ -33,7 +33,7 @@ impl PyLease {
     pub(crate) fn new(lease: Lease) -> Self {
         PyLease {
             lease: ManuallyDrop::new(lease),
-            pid: std::process::id(),
+            pid: fencelock::runtime::process_id(),
         }
     }
 
@@ -46,7 +46,7 @@ impl Drop for PyLease {
     fn drop(&mut self) {
         // A lease inherited across fork(): the child must not touch the parent's lock or its
         // connections. The core never renews or releases it here; it is not even dropped.
-        if self.pid == std::process::id() {
+        if self.pid == fencelock::runtime::process_id() {
             // SAFETY: dropped once, here, and never used again.
             unsafe { ManuallyDrop::drop(&mut self.lease) };
         }

@@ -41,7 +41,7 @@ pub struct PyLocker {
 
 impl Drop for PyLocker {
     fn drop(&mut self) {
-        if self.pid != std::process::id() {
+        if self.pid != fencelock::runtime::process_id() {
             // Made before fork(): its connections belong to the parent. Leave them alone.
             std::mem::forget(self.locker.take());
         }
@@ -52,12 +52,12 @@ impl PyLocker {
     pub(crate) fn new(locker: Locker) -> Self {
         PyLocker {
             locker: Some(locker),
-            pid: std::process::id(),
+            pid: fencelock::runtime::process_id(),
         }
     }
 
     pub(crate) fn forked(&self) -> bool {
-        self.pid != std::process::id()
+        self.pid != fencelock::runtime::process_id()
     }
 
     /// Closes on the runtime (finishing even if the awaiting task is cancelled), then answers `done`.

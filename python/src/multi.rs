@@ -98,7 +98,7 @@ impl PyMultiLease {
         Ok(PyMultiLease {
             lease: ManuallyDrop::new(lease),
             parts,
-            pid: std::process::id(),
+            pid: fencelock::runtime::process_id(),
         })
     }
 
@@ -110,7 +110,7 @@ impl PyMultiLease {
 impl Drop for PyMultiLease {
     fn drop(&mut self) {
         // Inherited across fork(): the child must not touch the parent's locks (see PyLease).
-        if self.pid == std::process::id() {
+        if self.pid == fencelock::runtime::process_id() {
             // SAFETY: dropped once, here, and never used again.
             unsafe { ManuallyDrop::drop(&mut self.lease) };
         }

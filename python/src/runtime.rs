@@ -1,14 +1,16 @@
 //! The one tokio runtime of this process, and the two ways Python waits on it.
 //!
-//! - Blocking calls spawn the core future onto the runtime and wait for its answer on a plain
-//!   channel inside `py.detach` (the GIL is released, other Python threads run), in slices of
-//!   at most [`SLICE`]; between slices `py.check_signals()` lets Ctrl-C (KeyboardInterrupt)
+//! - Blocking calls first poll the core future on the caller's own thread, with the GIL
+//!   released (`py.detach`): there an uncontended acquire or a release on one Redis instance
+//!   does its round trip on a caller-driven connection and answers without waking any other
+//!   thread (`fencelock::blocking::first_poll_on_caller`), as redis-py's own calls do. A future
+//!   that has to wait (a lock held by another, a backend without caller-driven I/O) continues
+//!   on the runtime, and the caller waits for its answer on a plain channel, in slices of at
+//!   most [`SLICE`]; between slices `py.check_signals()` lets Ctrl-C (KeyboardInterrupt)
 //!   through. On an interrupt the task is either aborted (acquire: cancel-safe in the core) or
-//!   left to finish in the background (release, close: so nothing is left behind). Running the
-//!   future on a worker, next to the I/O driver and the connection tasks, instead of
-//!   `block_on` on the caller's thread, needs no tokio timer per call and fewer wake-ups:
-//!   strace counted 8 futex calls per uncontended Redis acquire+release against 11.7 with
-//!   `block_on` (wall-clock time was equal within the noise of a busy machine).
+//!   left to finish in the background (release, close: so nothing is left behind). A round
+//!   trip on the caller's thread is not interrupted: it ends with its reply or with the
+//!   operation timeout.
 //! - Awaitable calls hand the future to pyo3-async-runtimes (`future_into_py`), which runs it on
 //!   this runtime and completes an asyncio future on the caller's event loop: the loop is never
 //!   blocked.
@@ -28,6 +30,7 @@ use std::sync::Mutex;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
+use fencelock::blocking::FirstPoll;
 use futures_util::FutureExt;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
@@ -44,7 +47,7 @@ static RUNTIME: Mutex<Option<(u32, &'static Runtime)>> = Mutex::new(None);
 
 /// The runtime of this process, made on first use (and again in a child made by `fork()`).
 pub(crate) fn runtime() -> fencelock::Result<&'static Runtime> {
-    let pid = std::process::id();
+    let pid = fencelock::runtime::process_id();
     let mut slot = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((owner, rt)) = *slot
         && owner == pid
@@ -87,6 +90,17 @@ where
             "a blocking fencelock call was made from a thread of fencelock's async runtime; use the async API there",
         )));
     }
+    let handle = rt.handle().clone();
+    let first = py.detach(move || {
+        std::panic::catch_unwind(AssertUnwindSafe(|| {
+            fencelock::blocking::first_poll_on_caller(&handle, fut)
+        }))
+    });
+    let fut = match first {
+        Ok(FirstPoll::Ready(result)) => return Ok(result),
+        Ok(FirstPoll::Pending(fut)) => fut,
+        Err(payload) => return Err(panic_to_py(payload)),
+    };
     let (answer, answered) = mpsc::sync_channel(1);
     let task = rt.spawn(async move {
         let outcome = AssertUnwindSafe(fut).catch_unwind().await;

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
 
+use fencelock::blocking::FirstPoll;
 use futures_util::FutureExt;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
@@ -71,21 +72,53 @@ where
     }
 }
 
-/// Runs `fut` on the runtime and blocks the calling (JVM) thread until it answers: one thread
-/// wake-up per call, where a suspend call resumed from `runBlocking` costs several. For calls
-/// that always run to their end (release), so nothing needs cancelling.
-pub(crate) fn block<T, F>(fut: F) -> Result<T, NativeError>
+/// Polls `fut` once on the calling (JVM) thread, which may block there: an uncontended acquire
+/// or a release on one Redis instance does its round trip on a caller-driven connection and
+/// answers without waking any other thread (`fencelock::blocking::first_poll_on_caller`). A
+/// future that has to wait is given back, to continue on the runtime. A round trip on the
+/// caller's thread is not interrupted by `Thread.interrupt()`: it ends with its reply or with
+/// the operation timeout.
+fn first_poll<T, F>(rt: &Runtime, fut: F) -> Result<Answer<T>, std::pin::Pin<Box<F>>>
 where
-    T: Send + 'static,
-    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+    F: Future<Output = fencelock::Result<T>>,
 {
-    let rt = runtime()?;
+    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        fencelock::blocking::first_poll_on_caller(rt.handle(), fut)
+    }));
+    match polled {
+        Ok(FirstPoll::Ready(result)) => Ok(Ok(result)),
+        Ok(FirstPoll::Pending(fut)) => Err(fut),
+        Err(payload) => Ok(Err(payload)),
+    }
+}
+
+/// A blocking call made on a thread of the runtime would stall it: refused with INTERNAL.
+fn refuse_on_runtime_thread() -> Result<(), NativeError> {
     if tokio::runtime::Handle::try_current().is_ok() {
         return Err(fencelock::Error::internal(
             "a blocking fencelock call was made from a thread of fencelock's runtime; use the suspend API there",
         )
         .into());
     }
+    Ok(())
+}
+
+/// Runs `fut` for the calling (JVM) thread until it answers: on that thread where it can
+/// ([`first_poll`]), else on the runtime, with one thread wake-up per call, where a suspend
+/// call resumed from `runBlocking` costs several. For calls that always run to their end
+/// (release), so nothing needs cancelling.
+pub(crate) fn block<T, F>(fut: F) -> Result<T, NativeError>
+where
+    T: Send + 'static,
+    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+{
+    let rt = runtime()?;
+    refuse_on_runtime_thread()?;
+    let fut = match first_poll(rt, fut) {
+        Ok(Ok(result)) => return result.map_err(NativeError::from),
+        Ok(Err(payload)) => return Err(from_panic(payload)),
+        Err(fut) => fut,
+    };
     let (answer, answered) = std::sync::mpsc::sync_channel(1);
     rt.spawn(async move {
         let _ = answer.send(AssertUnwindSafe(fut).catch_unwind().await);
@@ -110,22 +143,35 @@ type Answer<T> = std::thread::Result<fencelock::Result<T>>;
 /// then released in the background, as every dropped lease is).
 pub(crate) struct Pending<T> {
     answered: std::sync::Mutex<std::sync::mpsc::Receiver<Answer<T>>>,
-    task: tokio::task::AbortHandle,
+    /// `None` when the call answered on the caller's thread.
+    task: Option<tokio::task::AbortHandle>,
 }
 
 impl<T: Send + 'static> Pending<T> {
-    /// Spawns `fut` on the runtime; a panic inside becomes INTERNAL when waited for.
+    /// Starts `fut` on the calling thread ([`first_poll`]) and continues it on the runtime if
+    /// it has to wait; a panic inside becomes INTERNAL when waited for.
     pub(crate) fn spawn<F>(fut: F) -> Result<Pending<T>, NativeError>
     where
         F: Future<Output = fencelock::Result<T>> + Send + 'static,
     {
+        let rt = runtime()?;
+        refuse_on_runtime_thread()?;
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
-        let task = runtime()?.spawn(async move {
-            let _ = answer.send(AssertUnwindSafe(fut).catch_unwind().await);
-        });
+        let task = match first_poll(rt, fut) {
+            Ok(outcome) => {
+                let _ = answer.send(outcome);
+                None
+            }
+            Err(fut) => {
+                let task = rt.spawn(async move {
+                    let _ = answer.send(AssertUnwindSafe(fut).catch_unwind().await);
+                });
+                Some(task.abort_handle())
+            }
+        };
         Ok(Pending {
             answered: std::sync::Mutex::new(answered),
-            task: task.abort_handle(),
+            task,
         })
     }
 
@@ -145,12 +191,16 @@ impl<T: Send + 'static> Pending<T> {
 
     /// Aborts the call (aborting one that already ended does nothing).
     pub(crate) fn abort(&self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }
 
 impl<T> Drop for Pending<T> {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }

@@ -321,7 +321,7 @@ impl Fence {
             url: parsed,
             resource: resource.to_string(),
             backend,
-            pid: std::process::id(),
+            pid: crate::runtime::process_id(),
         })
     }
 
@@ -385,7 +385,7 @@ impl Fence {
     }
 
     fn ensure_same_process(&self) -> Result<()> {
-        if self.pid != std::process::id() {
+        if self.pid != crate::runtime::process_id() {
             return Err(Error::closed(format!(
                 "this fence was opened in process {} before fork(); open a new one in this process",
                 self.pid

@@ -8,7 +8,7 @@
 pub(crate) mod multi;
 pub(crate) mod reentry;
 mod release;
-mod renewal;
+pub(crate) mod renewal;
 pub(crate) mod state;
 
 use std::fmt;
@@ -39,8 +39,9 @@ pub(crate) fn start(new: NewLease) -> Arc<LeaseShared> {
         mode: new.mode,
         backend: new.backend,
         runtime: new.runtime,
+        renewals: new.renewals,
         held: new.held,
-        pid: std::process::id(),
+        pid: crate::runtime::process_id(),
         acquired_at: new.sent_at,
         deployment: new.deployment,
         origin: new.origin,
@@ -48,7 +49,6 @@ pub(crate) fn start(new: NewLease) -> Arc<LeaseShared> {
         max_hold: new.max_hold,
         pipelined_release: new.pipelined_release,
         renewing: tokio::sync::Mutex::new(()),
-        reschedule: Arc::default(),
         operation_timeout: new.operation_timeout,
         state: Mutex::new(State {
             phase: Phase::Held,
@@ -58,6 +58,7 @@ pub(crate) fn start(new: NewLease) -> Arc<LeaseShared> {
             last_sent: new.sent_at,
             renewal_failing: false,
             suspended: false,
+            renewal_due: None,
         }),
         signal: LostSignal::default(),
         release_sent: AtomicBool::new(false),
@@ -68,8 +69,7 @@ pub(crate) fn start(new: NewLease) -> Arc<LeaseShared> {
     shared.emit(LockEventKind::Acquired, None, None);
     watchdog::watch(&shared, deadline);
     if new.auto_renew {
-        let weak = Arc::downgrade(&shared);
-        shared.runtime.spawn(renewal::renew_loop(weak));
+        shared.schedule_renewal(new.sent_at.checked_add(new.ttl / 3).unwrap_or(new.sent_at));
     }
     shared
 }

@@ -1,99 +1,221 @@
-//! The renewal task: one per auto-renewing lease, on the Locker's runtime.
+//! Renewals: one schedule per Locker, and one scheduler task on its runtime that sleeps until
+//! the earliest lease is due, then renews each due lease in a task of its own.
+//!
+//! A lease is put on the schedule where it is acquired, often on a blocking caller's thread
+//! (Python, the JVM). The scheduler is woken only when a lease comes due before the moment it
+//! already sleeps until; otherwise nothing wakes a runtime thread. A task per lease cost one
+//! such wake-up per acquire, which on a loaded 2-core machine was a visible share of an
+//! uncontended cycle (bench/RESULTS.md, "Caller-driven I/O"). An entry counts only while it is
+//! its lease's current one; the others are skipped when they come due, or pruned
+//! ([`crate::due`]).
 
-use std::sync::Weak;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
+
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
 
 use super::state::{LeaseShared, Phase};
 use crate::backend::Renewal;
 use crate::clock::BootInstant;
+use crate::due::{Due, DueHeap};
 use crate::events::LockEventKind;
 use crate::signal::LossReason;
 use crate::sync::unpoisoned;
 
-/// Renews every ttl/3 while the lease is held; retries failures until the client deadline
-/// (the watchdog makes the lease lost then, not this task).
-pub(super) async fn renew_loop(weak: Weak<LeaseShared>) {
-    let mut retry_in: Option<Duration> = None;
-    loop {
-        // Only the wake-up is kept across the sleep, not the lease: a lease dropped meanwhile
-        // is released.
-        let (wait, reschedule) = match weak.upgrade() {
-            None => return,
-            Some(lease) => {
-                let wait = match retry_in {
-                    Some(d) => d,
-                    None => {
-                        let state = unpoisoned(&lease.state);
-                        (state.ttl / 3).saturating_sub(state.last_sent.elapsed())
-                    }
-                };
-                (wait, lease.reschedule.clone())
-            }
+/// When a failed renewal is tried again: soon, but not in a tight loop.
+pub(super) fn retry_interval(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1))
+}
+
+/// The renewal schedule of one Locker's leases.
+#[derive(Default)]
+pub(crate) struct RenewalSchedule {
+    state: Mutex<ScheduleState>,
+    /// Wakes the scheduler task; shared with it, so the schedule dropping can wake it to end.
+    wake: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct ScheduleState {
+    entries: DueHeap<LeaseShared>,
+    /// When the scheduler wakes next: `None` while it waits for the first entry (or has not
+    /// started). A lease due no earlier needs no wake-up.
+    armed: Option<BootInstant>,
+    started: bool,
+}
+
+/// Whether `entry` is its lease's current one (an ended or rescheduled lease's is not).
+fn is_current(entry: &Due<LeaseShared>) -> bool {
+    entry
+        .item
+        .upgrade()
+        .is_some_and(|lease| lease.renewal_due() == Some(entry.at))
+}
+
+impl Drop for RenewalSchedule {
+    fn drop(&mut self) {
+        // The scheduler ends when it finds the schedule gone.
+        self.wake.notify_one();
+    }
+}
+
+impl RenewalSchedule {
+    /// Puts `lease` on the schedule at `due` (its state already says so: see
+    /// [`LeaseShared::schedule_renewal`]); starts the scheduler on `runtime` on first use.
+    fn push(self: &Arc<Self>, lease: &Arc<LeaseShared>, due: BootInstant, runtime: &Handle) {
+        let (wake, start) = {
+            let mut state = unpoisoned(&self.state);
+            state.entries.push(due, Arc::downgrade(lease), is_current);
+            let start = !std::mem::replace(&mut state.started, true);
+            (state.armed.is_none_or(|armed| due < armed), start)
         };
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            // Confirmed by an extend (or this task's own renewal): count again from it.
-            _ = reschedule.notified() => {
-                if retry_in.is_none() {
-                    continue;
-                }
+        if start {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                runtime.spawn(run_scheduler(Arc::downgrade(self), self.wake.clone()))
+            }));
+        } else if wake {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Takes the entries due by `now` (current ones only) and arms the next wake-up: the
+    /// earliest remaining entry, skipping the stale ones at the top.
+    fn take_due(&self, now: BootInstant) -> (Vec<Arc<LeaseShared>>, Option<BootInstant>) {
+        let mut state = unpoisoned(&self.state);
+        let mut due = Vec::new();
+        while let Some(top) = state.entries.peek() {
+            if top.at > now && is_current(top) {
+                break;
+            }
+            let Some(entry) = state.entries.pop() else {
+                break;
+            };
+            if entry.at <= now
+                && let Some(lease) = entry.item.upgrade()
+                && lease.take_renewal_due(entry.at)
+            {
+                due.push(lease);
             }
         }
-        let Some(lease) = weak.upgrade() else { return };
-        if lease.current_phase() != Phase::Held {
-            return;
-        }
-        if let Some(max_hold) = lease.max_hold
-            && lease.acquired_at.elapsed() >= max_hold
-        {
-            flog!(
-                info,
-                lock = lease.name,
-                "max_hold reached; renewals stop and the lease ends at its deadline"
-            );
-            return;
-        }
-        // Held until the outcome is recorded (end of this iteration).
-        let _turn = lease.renewing.lock().await;
-        if lease.current_phase() != Phase::Held {
-            return;
-        }
-        let ttl = unpoisoned(&lease.state).ttl;
-        let sent_at = BootInstant::now();
-        let sent_wall = SystemTime::now();
-        let outcome = lease
-            .with_timeout(
-                "renewal",
-                lease
-                    .backend
-                    .renew(&lease.name, lease.mode, lease.owner, ttl),
-            )
-            .await;
-        match outcome {
-            Ok(Renewal::Renewed) => {
-                lease.confirm(sent_at, sent_wall, ttl);
-                retry_in = None;
-            }
-            Ok(Renewal::NotOurs) => {
-                lease.mark_lost(LossReason::TakenOver);
+        let next = state.entries.peek().map(|top| top.at);
+        state.armed = next;
+        (due, next)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        unpoisoned(&self.state).entries.len()
+    }
+}
+
+/// The scheduler task: renews the due leases, each in a task of its own (a slow renewal does
+/// not hold up the others), then sleeps until the next is due or an earlier one is scheduled.
+async fn run_scheduler(schedule: Weak<RenewalSchedule>, wake: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(schedule) = schedule.upgrade() else {
                 return;
+            };
+            let (due, next) = schedule.take_due(BootInstant::now());
+            for lease in due {
+                tokio::spawn(renew_once(lease));
             }
-            Err(e) => {
-                {
-                    let mut state = unpoisoned(&lease.state);
-                    state.renewal_failing = true;
-                    if state.phase == Phase::Held {
-                        lease.emit(LockEventKind::RenewalRetried, Some(e.to_string()), None);
-                    }
+            next
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(BootInstant::now().until(at)) => {}
+                    _ = wake.notified() => {}
                 }
-                flog!(
-                    warn,
-                    lock = lease.name,
-                    "renewal failed, retrying until the client deadline: {e}"
-                );
-                retry_in =
-                    Some((ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1)));
             }
+            None => wake.notified().await,
+        }
+    }
+}
+
+impl LeaseShared {
+    /// Puts this lease on its Locker's schedule, to renew at `due`; replaces its earlier entry.
+    pub(super) fn schedule_renewal(self: &Arc<Self>, due: BootInstant) {
+        unpoisoned(&self.state).renewal_due = Some(due);
+        self.renewals.push(self, due, &self.runtime);
+    }
+
+    /// The renewal due time of this lease's current schedule entry; `None` once it is no
+    /// longer held (its entries are then stale).
+    fn renewal_due(&self) -> Option<BootInstant> {
+        let state = unpoisoned(&self.state);
+        if state.phase != Phase::Held {
+            return None;
+        }
+        state.renewal_due
+    }
+
+    /// Claims the renewal due at `due` if that is still this lease's current entry.
+    fn take_renewal_due(&self, due: BootInstant) -> bool {
+        let mut state = unpoisoned(&self.state);
+        if state.renewal_due != Some(due) {
+            return false;
+        }
+        state.renewal_due = None;
+        true
+    }
+}
+
+/// One renewal of a lease that came due; puts it back on the schedule for the next one (a
+/// third of the ttl after this send), or for a retry after a failure, until the client deadline
+/// (the watchdog makes the lease lost then, not this task).
+async fn renew_once(lease: Arc<LeaseShared>) {
+    if lease.current_phase() != Phase::Held {
+        return;
+    }
+    if let Some(max_hold) = lease.max_hold
+        && lease.acquired_at.elapsed() >= max_hold
+    {
+        flog!(
+            info,
+            lock = lease.name,
+            "max_hold reached; renewals stop and the lease ends at its deadline"
+        );
+        return;
+    }
+    // Held until the outcome is recorded: a renewal and an extend never overlap.
+    let _turn = lease.renewing.lock().await;
+    if lease.current_phase() != Phase::Held {
+        return;
+    }
+    let ttl = unpoisoned(&lease.state).ttl;
+    let sent_at = BootInstant::now();
+    let sent_wall = SystemTime::now();
+    let outcome = lease
+        .with_timeout(
+            "renewal",
+            lease
+                .backend
+                .renew(&lease.name, lease.mode, lease.owner, ttl),
+        )
+        .await;
+    match outcome {
+        // Confirming schedules the next renewal.
+        Ok(Renewal::Renewed) => lease.confirm(sent_at, sent_wall, ttl),
+        Ok(Renewal::NotOurs) => lease.mark_lost(LossReason::TakenOver),
+        Err(e) => {
+            {
+                let mut state = unpoisoned(&lease.state);
+                state.renewal_failing = true;
+                if state.phase == Phase::Held {
+                    lease.emit(LockEventKind::RenewalRetried, Some(e.to_string()), None);
+                }
+            }
+            flog!(
+                warn,
+                lock = lease.name,
+                "renewal failed, retrying until the client deadline: {e}"
+            );
+            let retry_at = BootInstant::now()
+                .checked_add(retry_interval(ttl))
+                .unwrap_or_else(BootInstant::now);
+            lease.schedule_renewal(retry_at);
         }
     }
 }

@@ -22,6 +22,8 @@ use crate::signal::{LossReason, LostSignal};
 use crate::sync::unpoisoned;
 use crate::watchdog::{self, Watched};
 
+use super::renewal::RenewalSchedule;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
     Held,
@@ -45,6 +47,9 @@ pub(super) struct State {
     pub(super) renewal_failing: bool,
     /// The backend reports the connection this lease depends on as down (ZooKeeper).
     pub(super) suspended: bool,
+    /// When its schedule entry says to renew it next; `None` while a renewal runs and for a
+    /// lease that does not renew (see [`super::renewal`]).
+    pub(super) renewal_due: Option<BootInstant>,
 }
 
 pub(crate) struct LeaseShared {
@@ -74,8 +79,8 @@ pub(crate) struct LeaseShared {
     /// server could apply them in one order and the client confirm them in the other (two SQL
     /// connections), leaving the client deadline past the server's expiry.
     pub(super) renewing: tokio::sync::Mutex<()>,
-    /// Wakes the renewal task when the schedule changed (an extend, to a shorter ttl say).
-    pub(super) reschedule: Arc<tokio::sync::Notify>,
+    /// The Locker's renewal schedule, which this lease is on while it renews itself.
+    pub(super) renewals: Arc<RenewalSchedule>,
     pub(super) state: Mutex<State>,
     pub(super) signal: LostSignal,
     /// Set once a release (explicit or on drop) has been sent, so it is sent only once.
@@ -96,6 +101,8 @@ pub(crate) struct NewLease {
     pub mode: LockMode,
     pub backend: Arc<dyn Backend>,
     pub runtime: Handle,
+    /// The Locker's renewal schedule.
+    pub renewals: Arc<RenewalSchedule>,
     /// The Locker's registry of its leases, which the lease leaves when it ends.
     pub held: Weak<HeldLeases>,
     pub sent_at: BootInstant,
@@ -201,7 +208,7 @@ impl LeaseShared {
     }
 
     pub(super) fn inherited_across_fork(&self) -> bool {
-        self.pid != std::process::id()
+        self.pid != crate::runtime::process_id()
     }
 
     /// Held, not released or lost, and not inherited across fork(), as of now.
@@ -326,7 +333,9 @@ impl LeaseShared {
         drop(state);
         watchdog::watch(self, deadline);
         // The next renewal is due a third of the (maybe new) ttl after this send.
-        self.reschedule.notify_one();
+        if self.auto_renew {
+            self.schedule_renewal(sent_at.checked_add(ttl / 3).unwrap_or(sent_at));
+        }
     }
 
     /// The backend proved, by itself, that the server keeps the lease until at least

@@ -244,6 +244,7 @@ impl LockerInner {
                     mode,
                     backend: self.backend.clone(),
                     runtime: self.runtime.clone(),
+                    renewals: self.renewals.clone(),
                     held: Arc::downgrade(&self.leases),
                     sent_at,
                     deployment: self.deployment.clone(),

@@ -11,6 +11,7 @@ use crate::backend::Backend;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::lease::reentry::ScopeRegistry;
+use crate::lease::renewal::RenewalSchedule;
 use crate::lease::state::HeldLeases;
 use crate::name::LockName;
 use crate::options::LockerOptions;
@@ -29,6 +30,8 @@ pub(super) struct LockerInner {
     /// The process that connected: after fork() the child has none of its threads.
     pub(super) pid: u32,
     pub(super) leases: Arc<HeldLeases>,
+    /// When this Locker's leases renew (see [`crate::lease::renewal`]).
+    pub(super) renewals: Arc<RenewalSchedule>,
     /// One queue per lock name for this Locker's waiters (see [`super::Locker::acquire`]).
     pub(super) turnstiles: Mutex<HashMap<LockName, Weak<tokio::sync::Mutex<()>>>>,
     /// Which execution scopes hold which names (see [`super::Locker::acquire_in`]).
@@ -44,7 +47,7 @@ impl LockerInner {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::closed("the locker was closed"));
         }
-        if self.pid != std::process::id() {
+        if self.pid != crate::runtime::process_id() {
             return Err(Error::closed(format!(
                 "this locker was connected in process {} before fork(); connect a new one in this process",
                 self.pid

@@ -92,8 +92,9 @@ impl Locker {
                 runtime,
                 language,
                 closed: AtomicBool::new(false),
-                pid: std::process::id(),
+                pid: crate::runtime::process_id(),
                 leases: Arc::default(),
+                renewals: Arc::default(),
                 turnstiles: Mutex::new(HashMap::new()),
                 scopes: Arc::new(ScopeRegistry::default()),
                 events: Arc::new(crate::inbox::Hub::new()),
@@ -323,6 +324,13 @@ impl Locker {
     #[doc(hidden)]
     pub fn tracked_leases(&self) -> usize {
         self.inner.leases.len()
+    }
+
+    /// How many entries this Locker's renewal schedule holds, current or stale (for the tests
+    /// of its bound).
+    #[doc(hidden)]
+    pub fn renewal_entries(&self) -> usize {
+        self.inner.renewals.len()
     }
 }
 

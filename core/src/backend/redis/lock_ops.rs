@@ -1,14 +1,16 @@
 //! Acquire, renew and release: each one lock script ([`super::scripts`]), run on the shared
-//! connection, or, while the master reports replicas, pipelined with `WAIT 1` on the
+//! connection (on a blocking caller's thread, acquire and release on a caller-driven one,
+//! [`super::direct`]), or, while the master reports replicas, pipelined with `WAIT 1` on the
 //! acknowledgement connection ([`super::replica`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use redis::{FromRedisValue, ScriptInvocation, Value};
+use redis::{FromRedisValue, Script, ScriptInvocation, Value};
 
 use super::conn::Conn;
+use super::direct::Direct;
 use super::error::map_error;
 use super::keys::keys;
 use super::reply::as_i64;
@@ -56,6 +58,54 @@ pub(super) async fn run_lock_script<T: FromRedisValue>(
         .map_err(|e| map_error(context, e))
 }
 
+/// A lock script by its hash, [`SCRIPT_RUNS`] times (the last reply counts), with
+/// `WAIT 1 wait_ms` after it when given, as one pipeline.
+fn script_pipeline(
+    script: &Script,
+    keys: &[&str],
+    args: &[String],
+    wait_ms: Option<u64>,
+) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for _ in 0..SCRIPT_RUNS {
+        pipe.cmd("EVALSHA")
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+    }
+    if let Some(ms) = wait_ms {
+        pipe.cmd("WAIT").arg(1).arg(ms);
+    }
+    pipe
+}
+
+/// A lock script on a caller-driven connection ([`script_pipeline`]): the reply and how many
+/// replicas acknowledged (1 without `WAIT`). Loads the script again if the server's cache lost
+/// it.
+fn script_with_wait(
+    conn: &mut redis::Connection,
+    script: &Script,
+    keys: &[&str],
+    args: &[String],
+    wait_ms: Option<u64>,
+) -> redis::RedisResult<(Value, i64)> {
+    let pipe = script_pipeline(script, keys, args, wait_ms);
+    let mut replies: Vec<Value> = match pipe.query(conn) {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            script.load(conn)?;
+            pipe.query(conn)?
+        }
+        replies => replies?,
+    };
+    DUPLICATED.fetch_add(SCRIPT_RUNS as u64 - 1, Ordering::Relaxed);
+    let acks = match wait_ms {
+        Some(_) => replies.pop().as_ref().and_then(as_i64).unwrap_or(0),
+        None => 1,
+    };
+    Ok((replies.pop().unwrap_or(Value::Nil), acks))
+}
+
 /// How long `WAIT` may block: well under a third of the ttl, so a slow replica costs a
 /// renewal its retry, not the lease.
 pub(super) fn wait_timeout(ttl: Duration) -> u64 {
@@ -71,6 +121,83 @@ impl RedisBackend {
         }
     }
 
+    /// Runs a lock script where it belongs, with `WAIT 1 wait_ms` after it while the master
+    /// reports replicas (`ack`): on a blocking caller's thread on a caller-driven connection
+    /// ([`Self::on_caller_connection`]), else on the acknowledgement connection (with `ack`) or
+    /// the shared one. Its reply and how many replicas acknowledged (1 without `ack`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn run_script(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[String],
+        ack: Option<&ConnectionManager>,
+        wait_ms: u64,
+        context: &str,
+        on_timeout: impl FnOnce(&mut redis::Connection),
+    ) -> Result<(Value, i64)> {
+        let wait = ack.is_some().then_some(wait_ms);
+        match self.on_caller_connection(script, keys, args, wait, context, on_timeout) {
+            Some(answer) => answer,
+            None => {
+                let ack = ack.map(|ack| (ack, wait_ms));
+                self.on_runtime_connection(script, keys, args, ack, context)
+                    .await
+            }
+        }
+    }
+
+    /// Runs a mutex's lock script on a caller-driven connection ([`super::direct`]) when this
+    /// poll runs on a blocking caller's thread and one is free, with `WAIT 1 wait_ms` after it
+    /// when given: its reply and how many replicas acknowledged (1 without `WAIT`). `None`:
+    /// run it on a connection of the runtime instead. `on_timeout` sends, on the connection
+    /// whose reply did not come in time, what must reach the server after the script.
+    pub(super) fn on_caller_connection(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[String],
+        wait_ms: Option<u64>,
+        context: &str,
+        on_timeout: impl FnOnce(&mut redis::Connection),
+    ) -> Option<Result<(Value, i64)>> {
+        let direct = self.direct.as_ref()?;
+        if !crate::blocking::on_caller_thread() {
+            return None;
+        }
+        let request =
+            |conn: &mut redis::Connection| script_with_wait(conn, script, keys, args, wait_ms);
+        match direct.run(request, on_timeout) {
+            Direct::Answered(reply) => Some(reply.map_err(|e| map_error(context, e))),
+            Direct::Unused => None,
+        }
+    }
+
+    /// Runs a mutex's lock script on the acknowledgement connection, followed by `WAIT 1`, when
+    /// `ack` is given, else on the shared connection: its reply and how many replicas
+    /// acknowledged (1 without `ack`).
+    async fn on_runtime_connection(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[String],
+        ack: Option<(&ConnectionManager, u64)>,
+        context: &str,
+    ) -> Result<(Value, i64)> {
+        if let Some((ack, timeout_ms)) = ack {
+            return self
+                .with_replica_ack(ack, script, keys, args, timeout_ms)
+                .await;
+        }
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        invocation.arg(args);
+        let reply = run_lock_script(&self.conn, &invocation, context).await?;
+        Ok((reply, 1))
+    }
+
     /// Runs `script` followed by `WAIT 1 timeout` on the acknowledgement connection and
     /// returns the script's reply and the number of replicas that acknowledged.
     pub(super) async fn with_replica_ack(
@@ -82,16 +209,8 @@ impl RedisBackend {
         timeout_ms: u64,
     ) -> Result<(Value, i64)> {
         let mut conn = ack.clone();
+        let pipe = script_pipeline(script, keys, args, Some(timeout_ms));
         for attempt in 0..2 {
-            let mut pipe = redis::pipe();
-            for _ in 0..SCRIPT_RUNS {
-                pipe.cmd("EVALSHA")
-                    .arg(script.get_hash())
-                    .arg(keys.len())
-                    .arg(keys)
-                    .arg(args);
-            }
-            pipe.cmd("WAIT").arg(1).arg(timeout_ms);
             match pipe.query_async::<Vec<Value>>(&mut conn).await {
                 Ok(mut replies) if replies.len() == SCRIPT_RUNS + 1 => {
                     DUPLICATED.fetch_add(SCRIPT_RUNS as u64 - 1, Ordering::Relaxed);
@@ -135,28 +254,24 @@ impl RedisBackend {
             format!("{:016x}", crate::ids::random_origin()?),
         ];
         let ack = self.replica_ack().await?;
-        let Some(ack) = &ack else {
-            let reply: Value = run_lock_script(
-                &self.conn,
-                ACQUIRE
-                    .key(&k.lock)
-                    .key(&k.fence)
-                    .key(&k.origin)
-                    .key(&k.shared)
-                    .arg(&args[..]),
-                "redis acquire",
-            )
-            .await?;
-            return parse_acquire_reply(&reply, req);
-        };
-        let timeout = wait_timeout(req.ttl);
+        let wait_ms = wait_timeout(req.ttl);
+        let keys = [&*k.lock, &*k.fence, &*k.origin, &*k.shared];
+        let context = "redis acquire";
         let (reply, acks) = self
-            .with_replica_ack(
-                ack,
+            .run_script(
                 &ACQUIRE,
-                &[&k.lock, &k.fence, &k.origin, &k.shared],
+                &keys,
                 &args,
-                timeout,
+                ack.as_ref(),
+                wait_ms,
+                context,
+                |conn| {
+                    // The release follows the unanswered acquire on its connection: sent on
+                    // another, it could overtake the acquire, which would then take the lock for
+                    // nobody until its ttl.
+                    let release = self.release_command(req.name, req.owner);
+                    let _ = conn.send_packed_command(&release.get_packed_command());
+                },
             )
             .await?;
         let attempt = parse_acquire_reply(&reply, req)?;
@@ -164,7 +279,7 @@ impl RedisBackend {
             // Not safe from a failover: give it back, then report.
             let _ = self.release_lock(req.name, req.owner).await;
             return Err(Error::unavailable(format!(
-                "no replica acknowledged lock {:?} within {timeout} ms (replica acknowledgement is on because \
+                "no replica acknowledged lock {:?} within {wait_ms} ms (replica acknowledgement is on because \
                  the master reports replicas; replica_ack=false turns it off)",
                 req.name.as_str()
             )));
@@ -183,20 +298,12 @@ impl RedisBackend {
         let k = keys(&self.settings.prefix, name);
         let args = [owner_hex(owner), ms(ttl).to_string()];
         let ack = self.replica_ack().await?;
-        let (renewed, acks) = match &ack {
-            None => {
-                let n: i64 =
-                    run_lock_script(&self.conn, RENEW.key(&k.lock).arg(&args[..]), "redis renew")
-                        .await?;
-                (n, 1)
-            }
-            Some(ack) => {
-                let (reply, acks) = self
-                    .with_replica_ack(ack, &RENEW, &[&k.lock], &args, wait_timeout(ttl))
-                    .await?;
-                (as_i64(&reply).unwrap_or(0), acks)
-            }
-        };
+        let wait_ms = wait_timeout(ttl);
+        let (context, keys) = ("redis renew", [&*k.lock]);
+        let (reply, acks) = self
+            .run_script(&RENEW, &keys, &args, ack.as_ref(), wait_ms, context, |_| {})
+            .await?;
+        let renewed = as_i64(&reply).unwrap_or(0);
         if renewed != 1 {
             return Ok(Renewal::NotOurs);
         }
@@ -212,27 +319,50 @@ impl RedisBackend {
     pub(super) async fn release_lock(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
         let k = keys(&self.settings.prefix, name);
-        // With replica acknowledgement on, acquires go on the acknowledgement connection: a
-        // release must follow them there. On the other connection it could overtake an acquire
-        // sent before it (one cancelled in flight, whose clean-up is this release), which would
-        // then take the lock after it, held by nobody until its ttl.
-        let conn = match self.replica_ack().await? {
-            Some(ack) => Conn::Single(ack),
-            None => self.conn.clone(),
+        let args = self.release_args(&k.channel, owner);
+        let (context, keys) = ("redis release", [&*k.lock, &*k.gone]);
+        // A release made on a blocking caller's thread ends a lease whose acquire was answered
+        // before: it can go on any connection. Otherwise, with replica acknowledgement on, it
+        // goes where acquires go that do not run on the caller's thread, the acknowledgement
+        // connection: on another connection it could overtake an acquire sent before it (one
+        // cancelled in flight, whose clean-up is this release), which would then take the lock
+        // after it, held by nobody until its ttl. (A caller-driven acquire cannot be cancelled
+        // in flight, and its clean-up after a timeout follows it on its own connection.)
+        let reply = match self.on_caller_connection(&RELEASE, &keys, &args, None, context, |_| {}) {
+            Some(answer) => answer?.0,
+            None => {
+                let conn = match self.replica_ack().await? {
+                    Some(ack) => Conn::Single(ack),
+                    None => self.conn.clone(),
+                };
+                let mut invocation = RELEASE.prepare_invoke();
+                invocation.key(&k.lock).key(&k.gone).arg(&args[..]);
+                run_lock_script::<Value>(&conn, &invocation, context).await?
+            }
         };
-        let n: i64 = run_lock_script(
-            &conn,
-            RELEASE
-                .key(&k.lock)
-                .key(&k.gone)
-                .arg(owner_hex(owner))
-                .arg(&k.channel)
-                .arg(self.conn.publish_command())
-                .arg(self.gone_ttl_ms),
-            "redis release",
-        )
-        .await?;
-        Ok(n == 1)
+        Ok(as_i64(&reply) == Some(1))
+    }
+
+    /// The release script's arguments: owner, release channel, publish command, tombstone ttl.
+    fn release_args(&self, channel: &str, owner: OwnerId) -> [String; 4] {
+        [
+            owner_hex(owner),
+            channel.to_string(),
+            self.conn.publish_command().to_string(),
+            self.gone_ttl_ms.to_string(),
+        ]
+    }
+
+    /// The release script as one command, to send without waiting for its reply.
+    fn release_command(&self, name: &LockName, owner: OwnerId) -> redis::Cmd {
+        let k = keys(&self.settings.prefix, name);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(RELEASE.get_hash())
+            .arg(2)
+            .arg(&k.lock)
+            .arg(&k.gone)
+            .arg(&self.release_args(&k.channel, owner)[..]);
+        cmd
     }
 }
 

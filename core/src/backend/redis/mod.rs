@@ -36,6 +36,7 @@
 pub(super) mod checks;
 pub(crate) mod conn;
 pub(crate) mod connect;
+mod direct;
 pub(crate) mod error;
 pub(super) mod inspect;
 pub(crate) mod keys;
@@ -59,6 +60,7 @@ use redis::Value;
 use self::checks::check_eviction_policy;
 use self::conn::Conn;
 use self::connect::{RedisSettings, client, cluster_client, manager_config};
+use self::direct::DirectConnections;
 use self::error::map_error;
 use self::keys::keys;
 use self::pubsub::WakeHub;
@@ -78,6 +80,9 @@ pub struct RedisBackend {
     conn: Conn,
     /// Present on one instance with replica acknowledgement on (see [`replica`]).
     ack: Option<ReplicaAck>,
+    /// The connections blocking calls drive from their own thread ([`direct`]): one instance
+    /// over plain TCP only.
+    direct: Option<DirectConnections>,
     hub: Arc<WakeHub>,
     settings: RedisSettings,
     deployment_id: String,
@@ -89,11 +94,7 @@ pub struct RedisBackend {
 }
 
 pub(crate) fn owner_hex(owner: OwnerId) -> String {
-    owner
-        .as_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    owner.to_hex()
 }
 
 pub(crate) fn ms(d: Duration) -> u64 {
@@ -155,6 +156,10 @@ impl RedisBackend {
         // Replica acknowledgement: on one instance with replicas (asked now, and again during
         // the Locker's life). On a Cluster, replicas are per shard and not checked yet
         // (docs/redis.md says so).
+        let direct = single_client
+            .as_ref()
+            .filter(|_| !url.tls)
+            .map(|client| DirectConnections::new(client.clone(), options.operation_timeout));
         let ack = match single_client {
             Some(client) if settings.replica_ack => {
                 let ack = ReplicaAck::new(client, options.operation_timeout, redacted.to_string());
@@ -177,6 +182,7 @@ impl RedisBackend {
             kind: url.kind,
             conn,
             ack,
+            direct,
             hub,
             settings,
             deployment_id,

@@ -99,7 +99,9 @@ pub(crate) fn parse_acquire_reply(reply: &Value, req: &AcquireRequest<'_>) -> Re
 
 impl RedisBackend {
     /// Runs a shared script that must reach a replica where the master reports replicas: the
-    /// reply and how many replicas acknowledged (1 without replica acknowledgement).
+    /// reply and how many replicas acknowledged (1 without replica acknowledgement). On a
+    /// blocking caller's thread it goes on a caller-driven connection ([`super::direct`]), and
+    /// `on_timeout` sends there what must reach the server after a script left unanswered.
     async fn run_acknowledged(
         &self,
         script: &Script,
@@ -107,24 +109,21 @@ impl RedisBackend {
         args: &[String],
         ttl: Duration,
         context: &str,
+        on_timeout: impl FnOnce(&mut redis::Connection),
     ) -> Result<(Value, i64)> {
-        match self.replica_ack().await? {
-            None => {
-                let mut invocation = script.prepare_invoke();
-                for key in keys {
-                    invocation.key(*key);
-                }
-                invocation.arg(args);
-                let reply = run_lock_script(&self.conn, &invocation, context)
-                    .await
-                    .map_err(explain_acl)?;
-                Ok((reply, 1))
-            }
-            Some(ack) => self
-                .with_replica_ack(&ack, script, keys, args, wait_timeout(ttl))
-                .await
-                .map_err(explain_acl),
-        }
+        let ack = self.replica_ack().await?;
+        let wait_ms = wait_timeout(ttl);
+        self.run_script(
+            script,
+            keys,
+            args,
+            ack.as_ref(),
+            wait_ms,
+            context,
+            on_timeout,
+        )
+        .await
+        .map_err(explain_acl)
     }
 
     /// The connection a release or abandonment goes on: the one acquires went on, so it
@@ -150,6 +149,18 @@ impl RedisBackend {
                 &args,
                 req.ttl,
                 "redis acquire",
+                |conn| {
+                    // The release follows the unanswered acquire on its connection, as a mutex's
+                    // does (see [`RedisBackend::acquire_lock`]).
+                    let (keys, args) = self.shared_release_arguments(req.name, req.owner);
+                    let mut release = redis::cmd("EVALSHA");
+                    release
+                        .arg(SHARED_RELEASE.get_hash())
+                        .arg(keys.len())
+                        .arg(&keys[..])
+                        .arg(&args[..]);
+                    let _ = conn.send_packed_command(&release.get_packed_command());
+                },
             )
             .await?;
         let attempt = parse_acquire_reply(&reply, req)?;
@@ -183,6 +194,7 @@ impl RedisBackend {
                 &args,
                 ttl,
                 "redis renew",
+                |_| {},
             )
             .await?;
         if as_i64(&reply) != Some(1) {
@@ -199,25 +211,47 @@ impl RedisBackend {
 
     pub(super) async fn release_shared(&self, name: &LockName, owner: OwnerId) -> Result<bool> {
         self.ensure_open()?;
+        let (keys, args) = self.shared_release_arguments(name, owner);
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let context = "redis release";
+        // On a blocking caller's thread, a release ends a lease whose acquire was answered
+        // before: any connection will do (see [`RedisBackend::release_lock`]).
+        let on_caller =
+            self.on_caller_connection(&SHARED_RELEASE, &keys, &args, None, context, |_| {});
+        let reply = match on_caller {
+            Some(answer) => answer.map_err(explain_acl)?.0,
+            None => {
+                let mut invocation = SHARED_RELEASE.prepare_invoke();
+                for key in &keys {
+                    invocation.key(*key);
+                }
+                invocation.arg(&args[..]);
+                run_lock_script::<Value>(&self.cleanup_conn().await?, &invocation, context)
+                    .await
+                    .map_err(explain_acl)?
+            }
+        };
+        Ok(as_i64(&reply) == Some(1))
+    }
+
+    /// The keys and arguments of a shared lease's release.
+    fn shared_release_arguments(
+        &self,
+        name: &LockName,
+        owner: OwnerId,
+    ) -> ([String; 5], [String; 4]) {
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
-        let n: i64 = run_lock_script(
-            &self.cleanup_conn().await?,
-            SHARED_RELEASE
-                .key(&k.shared)
-                .key(&k.leases)
-                .key(&k.waiters)
-                .key(&k.writers)
-                .key(k.gone_of(&owner))
-                .arg(&owner)
-                .arg(&k.channel)
-                .arg(self.conn.publish_command())
-                .arg(self.gone_ttl_ms),
-            "redis release",
+        let gone = k.gone_of(&owner);
+        (
+            [k.shared, k.leases, k.waiters, k.writers, gone],
+            [
+                owner,
+                k.channel,
+                self.conn.publish_command().to_string(),
+                self.gone_ttl_ms.to_string(),
+            ],
         )
-        .await
-        .map_err(explain_acl)?;
-        Ok(n == 1)
     }
 
     pub(super) async fn abandon_shared(&self, name: &LockName, owner: OwnerId) -> Result<()> {
