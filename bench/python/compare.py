@@ -36,6 +36,12 @@ machine's load of that stretch of time. Per contestant and run:
   semaphore more than 3 at once is counted as "over the limit" and must be 0.
 Ratios are per run (fencelock / rival: cycles/s, sections/s, and rival / fencelock for the wait
 p50) and their median over the runs; every run's ratios are listed with the load average.
+
+The suite "cycle" measures only the uncontended cycle on one Redis master (contestants.cycle_specs),
+in --runs alternating runs: fencelock (release awaited, and pipelined) against redis-py's Lock on
+a master without replicas, beside the limit of two round trips that `redis-benchmark` (one
+connection, PING) measures on that master in the same run, and fencelock on the test server with
+a replica, where it waits for the replica after each acquire.
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ MARKER_BEGIN = "<!-- python-compare:begin -->"
 MARKER_END = "<!-- python-compare:end -->"
 SHARED_MARKER_BEGIN = "<!-- python-shared:begin -->"
 SHARED_MARKER_END = "<!-- python-shared:end -->"
+CYCLE_MARKER_BEGIN = "<!-- python-cycle:begin -->"
+CYCLE_MARKER_END = "<!-- python-cycle:end -->"
 
 
 @dataclass
@@ -637,6 +645,116 @@ def main_shared(args: argparse.Namespace) -> int:
     return 1 if failed or broken else 0
 
 
+def round_trip_limit(url: str, requests: int = 20000) -> Optional[float]:
+    """Cycles/s of two round trips each, from `redis-benchmark -c 1` PINGs on the server of
+    `url`; None when redis-benchmark is missing."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("redis-benchmark") is None:
+        return None
+    address = url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+    host, _, port = address.rpartition(":")
+    out = subprocess.run(
+        [
+            "redis-benchmark",
+            "-h",
+            host,
+            "-p",
+            port,
+            "-c",
+            "1",
+            "-n",
+            str(requests),
+            "-t",
+            "ping_mbulk",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = re.findall(r"([0-9.]+) requests per second", out)
+    return float(found[-1]) / 2 if found else None
+
+
+def main_cycle(args: argparse.Namespace) -> int:
+    specs = contestants.cycle_specs(dict(os.environ), args.only)
+    plain = specs[0].url
+    rows: List[Dict[str, float]] = []
+    for run in range(args.runs):
+        before = os.getloadavg()[0]
+        row: Dict[str, float] = {}
+        limit = round_trip_limit(plain)
+        if limit:
+            row["two round trips (redis-benchmark)"] = limit
+        for spec in specs:
+            row[spec.label] = run_uncontended(spec, args.seconds).cycles_per_s
+        row["load"] = (before + os.getloadavg()[0]) / 2
+        print(f"run {run + 1}/{args.runs}: {row}", file=sys.stderr, flush=True)
+        rows.append(row)
+
+    rival = "redis-py Lock"
+    limit_label = "two round trips (redis-benchmark)"
+    ours = [spec.label for spec in specs if spec.is_fencelock and spec.family == "redis"]
+    lines = [
+        "| run | load | limit cycles/s | redis-py cycles/s | "
+        + " | ".join(f"{label} cycles/s | vs redis-py | of the limit" for label in ours)
+        + " | "
+        + " | ".join(f"{s.label} cycles/s" for s in specs if s.family != "redis")
+        + " |",
+        "|" + "---|" * (4 + 3 * len(ours) + sum(1 for s in specs if s.family != "redis")),
+    ]
+
+    def cell(value: Optional[float], digits: int = 0, suffix: str = "") -> str:
+        return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+    ratios: Dict[str, List[float]] = {label: [] for label in ours}
+    shares: Dict[str, List[float]] = {label: [] for label in ours}
+    for number, row in enumerate(rows, 1):
+        limit = row.get(limit_label)
+        parts = [str(number), f"{row['load']:.1f}", cell(limit), cell(row.get(rival))]
+        for label in ours:
+            mine = row.get(label)
+            versus = mine / row[rival] if mine and row.get(rival) else None
+            share = mine / limit if mine and limit else None
+            if versus:
+                ratios[label].append(versus)
+            if share:
+                shares[label].append(share)
+            parts += [cell(mine), cell(versus, 2, "x"), cell(share, 2)]
+        parts += [cell(row.get(s.label)) for s in specs if s.family != "redis"]
+        lines.append("| " + " | ".join(parts) + " |")
+    rival_shares = [
+        row[rival] / row[limit_label] for row in rows if row.get(rival) and row.get(limit_label)
+    ]
+    summary = [
+        f"Medians over {len(rows)} runs: "
+        + "; ".join(
+            f"{label} {cell(median(ratios[label]), 2, 'x')} redis-py's Lock, "
+            f"{cell(median(shares[label]), 2)} of the two-round-trip limit"
+            for label in ours
+        )
+        + f"; redis-py's Lock {cell(median(rival_shares), 2)} of the limit."
+    ]
+    report = "\n".join(
+        lines
+        + [""]
+        + summary
+        + [
+            "",
+            f"Command: `{args.command}` ({args.seconds:g} s per measurement, contestants in turn "
+            f"within each run). Versions: {versions()}. Python {sys.version.split()[0]}; "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        ]
+    )
+    print(report)
+    if args.write:
+        write_results(args.write, report, CYCLE_MARKER_BEGIN, CYCLE_MARKER_END)
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per measurement (default 3)")
@@ -647,18 +765,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--command", default=None, help="shown in the report")
     parser.add_argument(
         "--suite",
-        choices=["locks", "shared"],
+        choices=["locks", "shared", "cycle"],
         default="locks",
-        help="locks: mutexes; shared: semaphores and read locks",
+        help="locks: mutexes; shared: semaphores and read locks; cycle: Redis's uncontended cycle",
     )
-    parser.add_argument("--runs", type=int, default=4, help="runs of the shared suite (4)")
+    parser.add_argument(
+        "--runs", type=int, default=4, help="runs of the shared and cycle suites (4)"
+    )
     args = parser.parse_args(argv)
     if args.command is None:
         args.command = "bench/python/run.sh"
-        if args.suite == "shared":
-            args.command += f" --suite shared --runs {args.runs} --seconds {args.seconds:g}"
+        if args.suite != "locks":
+            args.command += f" --suite {args.suite} --runs {args.runs} --seconds {args.seconds:g}"
     if args.suite == "shared":
         return main_shared(args)
+    if args.suite == "cycle":
+        return main_cycle(args)
 
     specs = contestants.default_specs(dict(os.environ), args.only)
     results = []

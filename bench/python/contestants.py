@@ -324,6 +324,30 @@ def default_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List
     return _only(specs, only)
 
 
+def cycle_specs(env: Dict[str, str], only: Optional[List[str]] = None) -> List[Spec]:
+    """The uncontended cycle on one Redis master (suite "cycle"): on a master without replicas,
+    where fencelock makes the same two round trips as redis-py's Lock; and fencelock on the test
+    server whose replica it waits for (`WAIT 1` after each acquire), which redis-py does not."""
+    plain = env.get("FENCELOCK_BENCH_REDIS_URL", "redis://127.0.0.1:7001")
+    replicated = _urls(env)["redis"]
+    specs = [
+        Spec("fencelock redis", "redis", "fencelock", plain, True),
+        Spec(
+            "fencelock redis, release pipelined",
+            "redis",
+            "fencelock",
+            plain,
+            True,
+            (("pipelined_release", True),),
+        ),
+        Spec("redis-py Lock", "redis", "redis-py", plain),
+        Spec(
+            "fencelock redis, WAIT 1 for its replica", "replicated", "fencelock", replicated, True
+        ),
+    ]
+    return _only(specs, only)
+
+
 def _semaphore(label: str, library: str, family: str, url: str) -> Spec:
     ours = library == "fencelock"
     return Spec(label, family, library, url, ours, kind="semaphore", permits=PERMITS)

@@ -6,11 +6,13 @@
 #
 #   bench/python/run.sh [--write] [compare.py args...]
 #   bench/python/run.sh --suite shared [--runs N] [--write]
+#   bench/python/run.sh --suite cycle [--runs N] [--write]
 #
 # --write replaces the comparison section of bench/RESULTS.md with this run's table (the mutex
-# section, or with --suite shared the semaphore and read-lock section).
-# FENCELOCK_BENCH_FLOORS=0 skips the Rust floors; --suite shared skips them too (they measure
-# mutexes only).
+# section, with --suite shared the semaphore and read-lock section, with --suite cycle the
+# uncontended Redis cycle's section).
+# FENCELOCK_BENCH_FLOORS=0 skips the Rust floors; --suite shared and --suite cycle skip them too
+# (they measure other things, or only this one).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -22,7 +24,7 @@ args=()
 floors="${FENCELOCK_BENCH_FLOORS:-1}"
 for arg in "$@"; do
     if [ "$arg" = --write ]; then write=(--write "$root/bench/RESULTS.md"); else args+=("$arg"); fi
-    if [ "$arg" = shared ] || [ "$arg" = --suite=shared ]; then floors=0; fi
+    case "$arg" in shared | --suite=shared | cycle | --suite=cycle) floors=0 ;; esac
 done
 
 bash tests/servers.sh start redis redlock zookeeper postgres mariadb
