@@ -3,12 +3,11 @@
 //!
 //! Caller-driven I/O: while a blocking call polls its future on the caller's own thread, the
 //! thread may block, so a backend can do a round trip there with plain blocking socket calls,
-//! and the call answers without waking any other thread. The Redis
-//! backend does so for a mutex's acquire and release on one instance (see its `direct`
-//! module); every other step falls back to the runtime's connections, and a future that has to
+//! and the call answers without waking any other thread. The Redis backend does so for the
+//! acquire, release and extend of every kind on one instance (see its `direct` module); every
+//! other step falls back to the runtime's connections, and a future that has to
 //! wait for them continues on the runtime ([`first_poll_on_caller`]).
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -16,41 +15,12 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 
+use crate::caller::CallerThread;
 use crate::error::{Error, Result};
 use crate::fence::{Fence, FenceToken, Statement};
 use crate::lease::Lease;
 use crate::locker::Locker;
 use crate::options::LockOptions;
-
-thread_local! {
-    /// Set while a blocking call polls its future on the caller's own thread.
-    static ON_CALLER: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether the future being polled runs on the thread of a blocking call, which may block on
-/// a socket (never a runtime worker's: blocking one would stall every task on it).
-pub(crate) fn on_caller_thread() -> bool {
-    ON_CALLER.with(Cell::get)
-}
-
-/// Marks this thread as a blocking caller's until dropped (also when a poll panics).
-struct CallerThread {
-    was: bool,
-}
-
-impl CallerThread {
-    fn enter() -> Self {
-        CallerThread {
-            was: ON_CALLER.with(|on| on.replace(true)),
-        }
-    }
-}
-
-impl Drop for CallerThread {
-    fn drop(&mut self) {
-        ON_CALLER.with(|on| on.set(self.was));
-    }
-}
 
 /// What the first poll of a blocking call's future came to.
 pub enum FirstPoll<F: Future> {

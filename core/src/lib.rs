@@ -34,6 +34,7 @@
 pub mod logs;
 mod backend;
 pub mod blocking;
+mod caller;
 mod clock;
 pub mod contract;
 mod deployment;

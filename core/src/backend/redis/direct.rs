@@ -5,7 +5,7 @@
 //! uses it hands its request to a runtime thread and gets the reply handed back: two thread
 //! wake-ups per round trip on top of the socket's own, which cost more than the round trip on
 //! loopback (bench/RESULTS.md, "Caller-driven I/O"). A blocking call's first poll runs on the
-//! caller's thread ([`crate::blocking::on_caller_thread`]); there the scripts go out on one of
+//! caller's thread ([`crate::caller::on_caller_thread`]); there the scripts go out on one of
 //! these plain blocking connections, taken for the one round trip and given back after it, and
 //! the caller sleeps in `read()` until Redis answers, as redis-py's own calls do.
 //!

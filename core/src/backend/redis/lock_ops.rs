@@ -162,7 +162,7 @@ impl RedisBackend {
         on_timeout: impl FnOnce(&mut redis::Connection),
     ) -> Option<Result<(Value, i64)>> {
         let direct = self.direct.as_ref()?;
-        if !crate::blocking::on_caller_thread() {
+        if !crate::caller::on_caller_thread() {
             return None;
         }
         let request =
