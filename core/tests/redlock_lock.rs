@@ -548,3 +548,77 @@ async fn a_straggling_key_does_not_make_a_release_or_a_forced_release_find_a_hol
     holder.close().await;
     operator.close().await;
 }
+
+/// A round returns once a majority has answered, but its requests to the other masters are
+/// still sent and applied (docs/redlock.md): a dropped request future must not take its
+/// command off the connection before it is written. Many extends alternate between two ttls,
+/// then many leases are released; afterwards every master holds the last ttl, and then no key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_master_applies_the_requests_of_a_round_decided_by_a_majority() {
+    if !servers_up() {
+        return;
+    }
+    let locker = Locker::connect(&redlock_url()).await.unwrap();
+    let name = unique("rl-stragglers");
+    let key = lock_key(&name, "fencelock");
+    let lease = locker
+        .acquire(&name, &opts(10_000).with_auto_renew(false))
+        .await
+        .unwrap();
+    for round in 0..1000u64 {
+        let ttl = if round % 2 == 0 { 28_000 } else { 10_000 };
+        lease
+            .extend(Some(Duration::from_millis(ttl)))
+            .await
+            .unwrap();
+    }
+    // The last extend set 10 s; one a master missed left it at 28 s (or less).
+    let mut raws = Vec::new();
+    for m in masters() {
+        raws.push((m.clone(), raw_redis(&m).await));
+    }
+    let given_up = Instant::now() + Duration::from_secs(5);
+    for (m, raw) in &mut raws {
+        loop {
+            let pttl: i64 = redis::cmd("PTTL").arg(&key).query_async(raw).await.unwrap();
+            if (0..=10_000).contains(&pttl) {
+                break;
+            }
+            assert!(
+                Instant::now() < given_up,
+                "master {m} kept the lock for {pttl} ms after an extend to 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    lease.release().await.unwrap();
+    let names: Vec<String> = (0..500).map(|i| format!("{name}-{i}")).collect();
+    for name in &names {
+        let lease = locker
+            .acquire(name, &opts(28_000).with_auto_renew(false))
+            .await
+            .unwrap();
+        lease.release().await.unwrap();
+    }
+    let given_up = Instant::now() + Duration::from_secs(5);
+    for (m, raw) in &mut raws {
+        for name in &names {
+            loop {
+                let exists: bool = redis::cmd("EXISTS")
+                    .arg(lock_key(name, "fencelock"))
+                    .query_async(raw)
+                    .await
+                    .unwrap();
+                if !exists {
+                    break;
+                }
+                assert!(
+                    Instant::now() < given_up,
+                    "master {m} kept {name} after its release"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    locker.close().await;
+}

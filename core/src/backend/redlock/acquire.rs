@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::fanout::{error_summary, fan_out, fatal_error};
+use super::fanout::{error_summary, fan_out_until, fatal_error};
 use super::health::{abstains, abstention_left};
 use super::instance::Phase1;
 use super::{RedlockBackend, SLACK, ok_count};
@@ -176,11 +176,10 @@ impl RedlockBackend {
     async fn phase1(
         &self,
         req: &AcquireRequest<'_>,
-        acquire: (&Script, Vec<String>, Vec<String>),
+        acquire: (&'static Script, Vec<String>, Vec<String>),
         per: Duration,
     ) -> (Vec<Option<Result<Phase1>>>, Vec<bool>) {
         let (script, keys, args) = acquire;
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let (n, q) = (self.instances.len(), self.quorum);
         let cached = self.eligible_now();
         let (max_ttl, skew) = (self.max_ttl(), self.settings.max_skew);
@@ -189,11 +188,30 @@ impl RedlockBackend {
             .instances
             .iter()
             .map(|i| {
-                let max_ttl = (max_ttl_key.as_str(), ms(max_ttl));
-                i.acquire(per, script, &keys, &args, max_ttl, req)
+                let (instance, keys, args) = (i.clone(), keys.clone(), args.clone());
+                let (name, holder, max_ttl_key) = (
+                    req.name.clone(),
+                    req.holder.to_string(),
+                    max_ttl_key.clone(),
+                );
+                let (mode, owner, ttl) = (req.mode, req.owner, req.ttl);
+                async move {
+                    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                    let max_ttl = (max_ttl_key.as_str(), ms(max_ttl));
+                    let req = AcquireRequest {
+                        name: &name,
+                        mode,
+                        owner,
+                        ttl,
+                        holder: &holder,
+                    };
+                    instance
+                        .acquire(per, script, &keys, &args, max_ttl, &req)
+                        .await
+                }
             })
             .collect();
-        let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
+        let answers = fan_out_until(requests, per + SLACK, &self.labels, |answers| {
             // A provisional count (the skew check needs the whole round): stop early once a
             // majority granted, or once a majority can no longer grant.
             let votes = |i: usize, p: &Phase1| {
@@ -256,28 +274,28 @@ impl RedlockBackend {
         let counter_ttl = FENCE_COUNTER_TTL_MS.max(ms(req.ttl) * 2);
         let q = self.quorum;
         let labels: Vec<String> = granted.iter().map(|&i| self.labels[i].clone()).collect();
-        let shared_keys =
-            [&k.shared, &k.leases, &k.waiters, &k.writers, &k.fence].map(String::as_str);
-        let shared_args = [owner.clone(), t.to_string(), counter_ttl.to_string()];
+        let mode = req.mode;
         let requests = granted
             .iter()
             .map(|&i| {
-                let instance = &self.instances[i];
-                let (k, owner, keys, args) = (&k, &owner, &shared_keys, &shared_args);
+                let (instance, k, owner) = (self.instances[i].clone(), k.clone(), owner.clone());
                 async move {
-                    if req.mode.kind() == LockKind::Mutex {
+                    if mode.kind() == LockKind::Mutex {
                         let keys = [k.lock.as_str(), k.fence.as_str()];
-                        return instance.raise(per, keys, owner, t, counter_ttl).await;
+                        return instance.raise(per, keys, &owner, t, counter_ttl).await;
                     }
+                    let keys = [&k.shared, &k.leases, &k.waiters, &k.writers, &k.fence]
+                        .map(String::as_str);
+                    let args = [owner, t.to_string(), counter_ttl.to_string()];
                     let reply = instance
-                        .run(per, &SHARED_RAISE, keys, args, "fencing")
+                        .run(per, &SHARED_RAISE, &keys, &args, "fencing")
                         .await?;
                     Ok(as_i64(&reply) == Some(1))
                 }
             })
             .collect();
         let total = granted.len();
-        let answers = fan_out(requests, per + SLACK, &labels, |answers| {
+        let answers = fan_out_until(requests, per + SLACK, &labels, |answers| {
             let yes = ok_count(answers, |_, ok| *ok);
             let no = answers
                 .iter()

@@ -49,7 +49,6 @@ impl RedlockBackend {
                 .collect(),
             connect_timeout + SLACK,
             &labels,
-            |_| false,
         )
         .await;
         if let Some(e) = fatal_error(&answers) {
@@ -88,7 +87,6 @@ impl RedlockBackend {
                 .iter()
                 .map(|&i| labels[i].clone())
                 .collect::<Vec<_>>(),
-            |_| false,
         )
         .await;
         if let Some(e) = fatal_error(&stored_now) {

@@ -205,7 +205,7 @@ impl RedlockBackend {
                 }
             })
             .collect();
-        let answers = fan_out(requests, timeout + SLACK, &self.labels, |_| false).await;
+        let answers = fan_out(requests, timeout + SLACK, &self.labels).await;
         if let Some(e) = fatal_error(&answers) {
             return Err(e);
         }

@@ -156,7 +156,6 @@ impl RedlockBackend {
             requests,
             self.settings.instance_timeout + SLACK,
             &self.labels,
-            |_| false,
         )
         .await
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::fanout::{error_summary, fan_out, fatal_error};
+use super::fanout::{error_summary, fan_out_until, fatal_error};
 use super::{RedlockBackend, SLACK, ok_count};
 use crate::backend::redis::keys::keys;
 use crate::backend::redis::reply::as_i64;
@@ -37,23 +37,25 @@ impl RedlockBackend {
         let (n, q) = (self.instances.len(), self.quorum);
         let eligible = self.eligible_now();
         let per = self.per_master(ttl);
-        let shared_keys = [&k.shared, &k.leases, &k.waiters, &k.writers].map(String::as_str);
-        let shared_args = [owner.clone(), ms(ttl).to_string()];
         let requests = self
             .instances
             .iter()
             .map(|i| {
-                let (k, owner, keys, args) = (&k, &owner, &shared_keys, &shared_args);
+                let (instance, k, owner) = (i.clone(), k.clone(), owner.clone());
                 async move {
                     if mode.kind() == LockKind::Mutex {
-                        return i.renew(per, &k.lock, owner, ms(ttl)).await;
+                        return instance.renew(per, &k.lock, &owner, ms(ttl)).await;
                     }
-                    let reply = i.run(per, &SHARED_RENEW, keys, args, "renew").await?;
+                    let keys = [&k.shared, &k.leases, &k.waiters, &k.writers].map(String::as_str);
+                    let args = [owner, ms(ttl).to_string()];
+                    let reply = instance
+                        .run(per, &SHARED_RENEW, &keys, &args, "renew")
+                        .await?;
                     Ok(as_i64(&reply) == Some(1))
                 }
             })
             .collect();
-        let answers = fan_out(requests, per + SLACK, &self.labels, |answers| {
+        let answers = fan_out_until(requests, per + SLACK, &self.labels, |answers| {
             let yes = ok_count(answers, |i, ok| *ok && eligible[i]);
             let not_ours = ok_count(answers, |_, ok| !*ok);
             yes >= q || not_ours > n - q || answers.iter().all(Option::is_some)
@@ -88,12 +90,11 @@ impl RedlockBackend {
         owner: OwnerId,
     ) -> Result<bool> {
         self.ensure_open()?;
-        // Every request is on its connection after the fan-out's first poll; once a majority
-        // has released, nobody can be refused by the rest for long, so the slowest masters
-        // are not waited for. (An owner id is never used again after its release.)
+        // Once a majority has released, the slowest masters are not waited for: their
+        // releases still run (in the fan-out's own task), and an owner id is never used again.
         let requests = self.release_requests(name, mode, owner);
         let q = self.quorum;
-        let answers = fan_out(
+        let answers = fan_out_until(
             requests,
             self.settings.instance_timeout + SLACK,
             &self.labels,
@@ -176,7 +177,7 @@ impl RedlockBackend {
         name: &LockName,
         mode: LockMode,
         owner: OwnerId,
-    ) -> Vec<impl Future<Output = Result<bool>> + Send + use<'_>> {
+    ) -> Vec<impl Future<Output = Result<bool>> + Send + 'static + use<>> {
         let k = keys(&self.settings.prefix, name);
         let owner = owner_hex(owner);
         let timeout = self.settings.instance_timeout;
