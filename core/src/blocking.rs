@@ -8,7 +8,9 @@
 //! other step falls back to the runtime's connections, and a future that has to
 //! wait for them continues on the runtime ([`first_poll_on_caller`]).
 
+use std::any::Any;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -30,18 +32,25 @@ pub enum FirstPoll<F: Future> {
     /// answer). Its wake-ups were not registered anywhere that matters: the runtime's first
     /// poll registers them again and sees whatever happened meanwhile.
     Pending(Pin<Box<F>>),
+    /// It panicked (a bug): the payload, for the binding to turn into its host's error, since
+    /// a panic must not unwind into a host language's frames. The future is dropped.
+    Panicked(Box<dyn Any + Send>),
 }
 
 /// Polls `fut` once on this thread, in `runtime`'s context, as a blocking caller (whose thread
-/// a backend may block on a socket): an uncontended acquire or a release on one Redis instance answers
-/// here without waking a runtime thread. A panic inside unwinds to the caller.
+/// a backend may block on a socket): an uncontended acquire or a release on one Redis instance
+/// answers here without waking a runtime thread. A panic inside is caught and returned.
 pub fn first_poll_on_caller<F: Future>(runtime: &Handle, fut: F) -> FirstPoll<F> {
     let mut fut = Box::pin(fut);
-    let _context = runtime.enter();
-    let _caller = CallerThread::enter();
-    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(output) => FirstPoll::Ready(output),
-        Poll::Pending => FirstPoll::Pending(fut),
+    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let _context = runtime.enter();
+        let _caller = CallerThread::enter();
+        fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }));
+    match polled {
+        Ok(Poll::Ready(output)) => FirstPoll::Ready(output),
+        Ok(Poll::Pending) => FirstPoll::Pending(fut),
+        Err(payload) => FirstPoll::Panicked(payload),
     }
 }
 
@@ -93,5 +102,49 @@ impl Fence {
         statements: &[Statement],
     ) -> Result<Vec<u64>> {
         block_on(runtime, self.fenced_execute(token, statements))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_first_poll_answers_waits_or_returns_its_panic() {
+        let rt = runtime();
+        let ready = first_poll_on_caller(rt.handle(), async { crate::caller::on_caller_thread() });
+        assert!(matches!(ready, FirstPoll::Ready(true)));
+        assert!(
+            !crate::caller::on_caller_thread(),
+            "the mark outlived the poll"
+        );
+        let waiting = first_poll_on_caller(rt.handle(), async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            7
+        });
+        let FirstPoll::Pending(rest) = waiting else {
+            panic!("a sleeping future answered on its first poll");
+        };
+        assert_eq!(rt.block_on(rest), 7);
+        let panicked = first_poll_on_caller(rt.handle(), async {
+            if crate::caller::on_caller_thread() {
+                panic!("a bug");
+            }
+        });
+        let FirstPoll::Panicked(payload) = panicked else {
+            panic!("the panic was not caught");
+        };
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a bug"));
+        assert!(
+            !crate::caller::on_caller_thread(),
+            "the mark outlived the panic"
+        );
     }
 }

@@ -91,15 +91,11 @@ where
         )));
     }
     let handle = rt.handle().clone();
-    let first = py.detach(move || {
-        std::panic::catch_unwind(AssertUnwindSafe(|| {
-            fencelock::blocking::first_poll_on_caller(&handle, fut)
-        }))
-    });
+    let first = py.detach(move || fencelock::blocking::first_poll_on_caller(&handle, fut));
     let fut = match first {
-        Ok(FirstPoll::Ready(result)) => return Ok(result),
-        Ok(FirstPoll::Pending(fut)) => fut,
-        Err(payload) => return Err(panic_to_py(payload)),
+        FirstPoll::Ready(result) => return Ok(result),
+        FirstPoll::Pending(fut) => fut,
+        FirstPoll::Panicked(payload) => return Err(panic_to_py(payload)),
     };
     let (answer, answered) = mpsc::sync_channel(1);
     let task = rt.spawn(async move {

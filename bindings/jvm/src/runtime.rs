@@ -82,13 +82,10 @@ fn first_poll<T, F>(rt: &Runtime, fut: F) -> Result<Answer<T>, std::pin::Pin<Box
 where
     F: Future<Output = fencelock::Result<T>>,
 {
-    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        fencelock::blocking::first_poll_on_caller(rt.handle(), fut)
-    }));
-    match polled {
-        Ok(FirstPoll::Ready(result)) => Ok(Ok(result)),
-        Ok(FirstPoll::Pending(fut)) => Err(fut),
-        Err(payload) => Ok(Err(payload)),
+    match fencelock::blocking::first_poll_on_caller(rt.handle(), fut) {
+        FirstPoll::Ready(result) => Ok(Ok(result)),
+        FirstPoll::Pending(fut) => Err(fut),
+        FirstPoll::Panicked(payload) => Ok(Err(payload)),
     }
 }
 
