@@ -129,13 +129,13 @@ const rows = [];
 // FENCELOCK_BENCH_SUITE=redlock5: only the uncontended cycle over five masters, fencelock and
 // node-redlock in alternating rounds (FENCELOCK_BENCH_RUNS, default 4, of FENCELOCK_BENCH_CYCLES
 // cycles each), every round's ratio listed and their median: what issue 31 measures.
-if (process.env.FENCELOCK_BENCH_SUITE === 'redlock5') {
+// FENCELOCK_BENCH_SUITE=cycle1: the same on one master (FENCELOCK_BENCH_REDIS_URL), the
+// release awaited: what issue 32 measures.
+async function alternating(urls, ourUrl, label) {
   const runs = Number(process.env.FENCELOCK_BENCH_RUNS || 4);
   const suiteId = randomUUID().slice(0, 8);
-  const { redlock, clients } = makeRedlock(REDLOCK_URLS, { retryCount: -1 });
-  const locker = await connect(
-    `redlock://${REDLOCK_URLS.map((u) => u.replace(/^redis:\/\//, '')).join(',')}`,
-  );
+  const { redlock, clients } = makeRedlock(urls, { retryCount: -1 });
+  const locker = await connect(ourUrl);
   const ratios = [];
   console.log(
     '| run | node-redlock ops/s (p50 ms) | fencelock ops/s (p50 ms) | fencelock vs node-redlock |',
@@ -143,11 +143,11 @@ if (process.env.FENCELOCK_BENCH_SUITE === 'redlock5') {
   console.log('|---|---|---|---|');
   for (let run = 1; run <= runs; run++) {
     const theirs = await uncontended(
-      async () => (await redlock.acquire([`bench:rl5:${suiteId}`], TTL)).release(),
+      async () => (await redlock.acquire([`bench:alt:${suiteId}`], TTL)).release(),
       CYCLES,
     );
     const ours = await uncontended(
-      async () => (await locker.acquire(`bench-fl5-${suiteId}`, { ttl: TTL })).release(),
+      async () => (await locker.acquire(`bench-alt-${suiteId}`, { ttl: TTL })).release(),
       CYCLES,
     );
     const ratio = ours.ops / theirs.ops;
@@ -159,10 +159,21 @@ if (process.env.FENCELOCK_BENCH_SUITE === 'redlock5') {
   const sorted = [...ratios].sort((x, y) => x - y);
   const mid = sorted.length / 2;
   const median = sorted.length % 2 ? sorted[Math.floor(mid)] : (sorted[mid - 1] + sorted[mid]) / 2;
-  console.log(`\nmedian of ${runs} runs: **${median.toFixed(2)}x** node-redlock over five masters`);
+  console.log(`\nmedian of ${runs} runs: **${median.toFixed(2)}x** node-redlock ${label}`);
   await locker.close();
   for (const c of clients) c.disconnect();
   process.exit(0);
+}
+
+if (process.env.FENCELOCK_BENCH_SUITE === 'redlock5') {
+  await alternating(
+    REDLOCK_URLS,
+    `redlock://${REDLOCK_URLS.map((u) => u.replace(/^redis:\/\//, '')).join(',')}`,
+    'over five masters',
+  );
+}
+if (process.env.FENCELOCK_BENCH_SUITE === 'cycle1') {
+  await alternating([REDIS_URL], REDIS_URL, 'on one master');
 }
 
 function row(workload, who, s) {

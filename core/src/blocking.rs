@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 
-use crate::caller::CallerThread;
+use crate::caller::{Caller, CallerThread};
 use crate::error::{Error, Result};
 use crate::fence::{Fence, FenceToken, Statement};
 use crate::lease::Lease;
@@ -44,7 +44,7 @@ pub fn first_poll_on_caller<F: Future>(runtime: &Handle, fut: F) -> FirstPoll<F>
     let mut fut = Box::pin(fut);
     let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let _context = runtime.enter();
-        let _caller = CallerThread::enter();
+        let _caller = CallerThread::enter(Caller::Blocking);
         fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
     }));
     match polled {
@@ -63,7 +63,7 @@ pub fn block_on<T>(runtime: &Handle, fut: impl Future<Output = Result<T>>) -> Re
             "a blocking fencelock call was made from inside an async runtime; use the async API there",
         ));
     }
-    let _caller = CallerThread::enter();
+    let _caller = CallerThread::enter(Caller::Blocking);
     runtime.block_on(fut)
 }
 
@@ -119,10 +119,12 @@ mod tests {
     #[test]
     fn a_first_poll_answers_waits_or_returns_its_panic() {
         let rt = runtime();
-        let ready = first_poll_on_caller(rt.handle(), async { crate::caller::on_caller_thread() });
+        let ready = first_poll_on_caller(rt.handle(), async {
+            crate::caller::caller() == Caller::Blocking
+        });
         assert!(matches!(ready, FirstPoll::Ready(true)));
         assert!(
-            !crate::caller::on_caller_thread(),
+            !(crate::caller::caller() == Caller::Blocking),
             "the mark outlived the poll"
         );
         let waiting = first_poll_on_caller(rt.handle(), async {
@@ -134,7 +136,7 @@ mod tests {
         };
         assert_eq!(rt.block_on(rest), 7);
         let panicked = first_poll_on_caller(rt.handle(), async {
-            if crate::caller::on_caller_thread() {
+            if crate::caller::caller() == Caller::Blocking {
                 panic!("a bug");
             }
         });
@@ -143,7 +145,7 @@ mod tests {
         };
         assert_eq!(payload.downcast_ref::<&str>(), Some(&"a bug"));
         assert!(
-            !crate::caller::on_caller_thread(),
+            !(crate::caller::caller() == Caller::Blocking),
             "the mark outlived the panic"
         );
     }

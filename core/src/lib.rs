@@ -41,6 +41,7 @@ mod deployment;
 mod due;
 mod election;
 mod error;
+pub mod event_loop;
 mod events;
 mod fence;
 mod holder;

@@ -6,6 +6,8 @@
 // `serial()`'s guard is held across awaits on purpose: see there.
 #![allow(clippy::await_holding_lock)]
 
+#[path = "support/event_loop.rs"]
+mod event_loop_support;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -965,5 +967,77 @@ fn a_blocking_acquire_that_times_out_leaves_the_lock_free() {
         .unwrap()
         .expect("free again");
     lease.release_blocking(locker.runtime()).unwrap();
+    runtime.block_on(locker.close());
+}
+
+/// An acquire polled on an event loop (Node's executor) is dropped while its reply is owed (an
+/// `AbortSignal` fired) and the server is busy (`DEBUG SLEEP`), so it has not read the acquire
+/// yet: its clean-up release is written after it on the same connection before that is closed,
+/// so once the server reads them the lock is free, never held by nobody until its ttl (a
+/// release on another connection could be read first and find nothing to release).
+#[test]
+fn an_event_loop_acquire_dropped_in_flight_leaves_the_lock_free() {
+    use fencelock::event_loop::{LoopPoll, poll_on_event_loop};
+    let _serial = serial();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let url = redis_url();
+    let locker = runtime.block_on(Locker::connect(&url)).unwrap();
+    let name = unique("dropped-on-loop");
+    // Cycles on the loop until one runs on the caller-driven connection (opened in the
+    // background by the first).
+    let given_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (lease, driven) =
+            event_loop_support::on_loop(&locker, locker.acquire(&name, &opts(30_000)));
+        event_loop_support::on_loop(&locker, lease.unwrap().release())
+            .0
+            .unwrap();
+        if driven.socket_waits > 0 {
+            break;
+        }
+        assert!(Instant::now() < given_up, "no caller-driven connection");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sleeper = std::thread::spawn({
+        let url = url.clone();
+        move || {
+            let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let _: () = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg("0.8")
+                .query(&mut raw)
+                .unwrap();
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let options = opts(30_000);
+    let mut acquire = Box::pin(locker.try_acquire(&name, &options));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match poll_on_event_loop(locker.runtime(), acquire.as_mut(), &mut cx) {
+        LoopPoll::Pending(Some(_)) => {}
+        LoopPoll::Pending(None) => panic!("the acquire did not go out on the loop's connection"),
+        LoopPoll::Ready(answer) => panic!("answered while the server sleeps: {answer:?}"),
+        LoopPoll::Panicked(_) => panic!("the acquire panicked"),
+    }
+    drop(acquire);
+    sleeper.join().unwrap();
+    let started = Instant::now();
+    loop {
+        let info = runtime.block_on(locker.inspect(&name)).unwrap();
+        if !info.held {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the lock is still held {:?} after the server woke: {info:?}",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lease = runtime
+        .block_on(locker.try_acquire(&name, &opts(30_000)))
+        .unwrap()
+        .expect("free again");
+    runtime.block_on(lease.release()).unwrap();
     runtime.block_on(locker.close());
 }

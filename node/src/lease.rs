@@ -8,8 +8,8 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
 use crate::error::{Result, from_napi, guard, to_js};
+use crate::event_loop::promise_on_loop;
 use crate::options::duration_ms;
-use crate::runtime::promise;
 
 #[napi]
 pub struct NativeLease {
@@ -111,20 +111,20 @@ impl NativeLease {
 
     /// Sets a new ttl (ms) from now, or the current ttl when absent.
     #[napi]
-    pub fn extend(&self, env: Env, ttl: Option<f64>) -> Result<AsyncBlock<()>> {
+    pub fn extend(&self, env: Env, ttl: Option<f64>) -> Result<PromiseRaw<'static, ()>> {
         guard(|| {
             let ttl = ttl.map(|ms| duration_ms(ms, "ttl")).transpose()?;
             let lease = self.lease.clone();
-            promise(&env, async move { lease.extend(ttl).await.map_err(to_js) })
+            promise_on_loop(&env, async move { lease.extend(ttl).await.map_err(to_js) })
         })
     }
 
     /// Releases the lock; runs to its end on the runtime whether or not anybody awaits it.
     #[napi]
-    pub fn release(&self, env: Env) -> Result<AsyncBlock<()>> {
+    pub fn release(&self, env: Env) -> Result<PromiseRaw<'static, ()>> {
         guard(|| {
             let lease = self.lease.clone();
-            promise(&env, async move { lease.release().await.map_err(to_js) })
+            promise_on_loop(&env, async move { lease.release().await.map_err(to_js) })
         })
     }
 

@@ -5,6 +5,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::error::{Result, guard, to_js};
+use crate::event_loop::promise_on_loop;
 use crate::lease::NativeLease;
 use crate::multi::NativeMultiLease;
 use crate::options::{
@@ -55,14 +56,14 @@ impl NativeLocker {
         options: Option<AcquireOptions>,
         scope: f64,
         cancel: Option<&CancelHandle>,
-    ) -> Result<AsyncBlock<NativeLease>> {
+    ) -> Result<PromiseRaw<'static, NativeLease>> {
         guard(|| {
             let mode = lock_mode(&mode)?;
             let options = lock_options(options)?;
             let scope = scope_of(scope)?;
             let locker = self.locker.clone();
             let cancel = cancel.cloned();
-            promise(&env, async move {
+            promise_on_loop(&env, async move {
                 let lease = cancellable(cancel, async {
                     let lock = lock_for(&locker, &name, mode).map_err(to_js)?;
                     lock.acquire_in(scope, &options).await.map_err(to_js)
@@ -112,12 +113,12 @@ impl NativeLocker {
         name: String,
         options: Option<AcquireOptions>,
         scope: f64,
-    ) -> Result<AsyncBlock<Option<NativeLease>>> {
+    ) -> Result<PromiseRaw<'static, Option<NativeLease>>> {
         guard(|| {
             let options = lock_options(options)?;
             let scope = scope_of(scope)?;
             let locker = self.locker.clone();
-            promise(&env, async move {
+            promise_on_loop(&env, async move {
                 let lease = locker
                     .try_acquire_in(scope, &name, &options)
                     .await

@@ -23,7 +23,10 @@ static RUNTIME_ERROR: std::sync::OnceLock<fencelock::Error> = std::sync::OnceLoc
 #[napi_derive::module_init]
 fn init_runtime() {
     match fencelock::runtime::host_runtime("fencelock-rt") {
-        Ok(rt) => napi::bindgen_prelude::create_custom_tokio_runtime(rt),
+        Ok(rt) => {
+            let _ = crate::event_loop::RUNTIME.set(rt.handle().clone());
+            napi::bindgen_prelude::create_custom_tokio_runtime(rt);
+        }
         Err(e) => {
             let _ = RUNTIME_ERROR.set(e);
         }

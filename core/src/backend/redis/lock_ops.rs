@@ -80,30 +80,26 @@ fn script_pipeline(
     pipe
 }
 
-/// A lock script on a caller-driven connection ([`script_pipeline`]): the reply and how many
-/// replicas acknowledged (1 without `WAIT`). Loads the script again if the server's cache lost
-/// it.
-fn script_with_wait(
-    conn: &mut redis::Connection,
-    script: &Script,
-    keys: &[&str],
-    args: &[String],
+/// The script's reply and how many replicas acknowledged (1 without `WAIT`), from the replies
+/// to a [`script_pipeline`]. `None` when the server's cache had lost the script (NOSCRIPT: it
+/// did not run; the shared connection's invocation loads it again).
+fn script_replies(
+    mut replies: Vec<Value>,
     wait_ms: Option<u64>,
-) -> redis::RedisResult<(Value, i64)> {
-    let pipe = script_pipeline(script, keys, args, wait_ms);
-    let mut replies: Vec<Value> = match pipe.query(conn) {
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            script.load(conn)?;
-            pipe.query(conn)?
-        }
-        replies => replies?,
-    };
-    DUPLICATED.fetch_add(SCRIPT_RUNS as u64 - 1, Ordering::Relaxed);
+) -> Option<redis::RedisResult<(Value, i64)>> {
     let acks = match wait_ms {
         Some(_) => replies.pop().as_ref().and_then(as_i64).unwrap_or(0),
         None => 1,
     };
-    Ok((replies.pop().unwrap_or(Value::Nil), acks))
+    let reply = replies.pop().unwrap_or(Value::Nil);
+    match reply.extract_error() {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => None,
+        Err(e) => Some(Err(e)),
+        Ok(reply) => {
+            DUPLICATED.fetch_add(SCRIPT_RUNS as u64 - 1, Ordering::Relaxed);
+            Some(Ok((reply, acks)))
+        }
+    }
 }
 
 /// How long `WAIT` may block: well under a third of the ttl, so a slow replica costs a
@@ -134,10 +130,11 @@ impl RedisBackend {
         ack: Option<&ConnectionManager>,
         wait_ms: u64,
         context: &str,
-        on_timeout: impl FnOnce(&mut redis::Connection),
+        after_timeout: Option<redis::Cmd>,
     ) -> Result<(Value, i64)> {
         let wait = ack.is_some().then_some(wait_ms);
-        match self.on_caller_connection(script, keys, args, wait, context, on_timeout) {
+        let direct = self.on_caller_connection(script, keys, args, wait, context, after_timeout);
+        match direct.await {
             Some(answer) => answer,
             None => {
                 let ack = ack.map(|ack| (ack, wait_ms));
@@ -147,28 +144,28 @@ impl RedisBackend {
         }
     }
 
-    /// Runs a mutex's lock script on a caller-driven connection ([`super::direct`]) when this
-    /// poll runs on a blocking caller's thread and one is free, with `WAIT 1 wait_ms` after it
-    /// when given: its reply and how many replicas acknowledged (1 without `WAIT`). `None`:
-    /// run it on a connection of the runtime instead. `on_timeout` sends, on the connection
-    /// whose reply did not come in time, what must reach the server after the script.
-    pub(super) fn on_caller_connection(
+    /// Runs a lock script on a caller-driven connection ([`super::direct`]) when this poll runs
+    /// on a blocking caller's or an event loop's thread and one is free, with `WAIT 1 wait_ms`
+    /// after it when given: its reply and how many replicas acknowledged (1 without `WAIT`).
+    /// `None`: run it on a connection of the runtime instead. `after_timeout` is sent, on the
+    /// connection whose reply did not come in time, after the script.
+    pub(super) async fn on_caller_connection(
         &self,
         script: &Script,
         keys: &[&str],
         args: &[String],
         wait_ms: Option<u64>,
         context: &str,
-        on_timeout: impl FnOnce(&mut redis::Connection),
+        after_timeout: Option<redis::Cmd>,
     ) -> Option<Result<(Value, i64)>> {
         let direct = self.direct.as_ref()?;
-        if !crate::caller::on_caller_thread() {
-            return None;
-        }
-        let request =
-            |conn: &mut redis::Connection| script_with_wait(conn, script, keys, args, wait_ms);
-        match direct.run(request, on_timeout) {
-            Direct::Answered(reply) => Some(reply.map_err(|e| map_error(context, e))),
+        let request = script_pipeline(script, keys, args, wait_ms).get_packed_pipeline();
+        let replies = SCRIPT_RUNS + usize::from(wait_ms.is_some());
+        let after_timeout = after_timeout.map(|cmd| cmd.get_packed_command());
+        match direct.round_trip(&request, replies, after_timeout).await {
+            Direct::Answered(Ok(replies)) => script_replies(replies, wait_ms)
+                .map(|answer| answer.map_err(|e| map_error(context, e))),
+            Direct::Answered(Err(e)) => Some(Err(map_error(context, e))),
             Direct::Unused => None,
         }
     }
@@ -265,13 +262,10 @@ impl RedisBackend {
                 ack.as_ref(),
                 wait_ms,
                 context,
-                |conn| {
-                    // The release follows the unanswered acquire on its connection: sent on
-                    // another, it could overtake the acquire, which would then take the lock for
-                    // nobody until its ttl.
-                    let release = self.release_command(req.name, req.owner);
-                    let _ = conn.send_packed_command(&release.get_packed_command());
-                },
+                // The release follows the unanswered acquire on its connection: sent on
+                // another, it could overtake the acquire, which would then take the lock for
+                // nobody until its ttl.
+                Some(self.release_command(req.name, req.owner)),
             )
             .await?;
         let attempt = parse_acquire_reply(&reply, req)?;
@@ -301,7 +295,7 @@ impl RedisBackend {
         let wait_ms = wait_timeout(ttl);
         let (context, keys) = ("redis renew", [&*k.lock]);
         let (reply, acks) = self
-            .run_script(&RENEW, &keys, &args, ack.as_ref(), wait_ms, context, |_| {})
+            .run_script(&RENEW, &keys, &args, ack.as_ref(), wait_ms, context, None)
             .await?;
         let renewed = as_i64(&reply).unwrap_or(0);
         if renewed != 1 {
@@ -328,7 +322,8 @@ impl RedisBackend {
         // cancelled in flight, whose clean-up is this release), which would then take the lock
         // after it, held by nobody until its ttl. (A caller-driven acquire cannot be cancelled
         // in flight, and its clean-up after a timeout follows it on its own connection.)
-        let reply = match self.on_caller_connection(&RELEASE, &keys, &args, None, context, |_| {}) {
+        let direct = self.on_caller_connection(&RELEASE, &keys, &args, None, context, None);
+        let reply = match direct.await {
             Some(answer) => answer?.0,
             None => {
                 let conn = match self.replica_ack().await? {

@@ -158,8 +158,7 @@ impl RedisBackend {
         // (docs/redis.md says so).
         let direct = single_client
             .as_ref()
-            .filter(|_| !url.tls)
-            .map(|client| DirectConnections::new(client.clone(), options.operation_timeout));
+            .and_then(|client| DirectConnections::new(client, url.tls, options.operation_timeout));
         let ack = match single_client {
             Some(client) if settings.replica_ack => {
                 let ack = ReplicaAck::new(client, options.operation_timeout, redacted.to_string());

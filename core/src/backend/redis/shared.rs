@@ -109,7 +109,7 @@ impl RedisBackend {
         args: &[String],
         ttl: Duration,
         context: &str,
-        on_timeout: impl FnOnce(&mut redis::Connection),
+        after_timeout: Option<redis::Cmd>,
     ) -> Result<(Value, i64)> {
         let ack = self.replica_ack().await?;
         let wait_ms = wait_timeout(ttl);
@@ -120,7 +120,7 @@ impl RedisBackend {
             ack.as_ref(),
             wait_ms,
             context,
-            on_timeout,
+            after_timeout,
         )
         .await
         .map_err(explain_acl)
@@ -149,18 +149,9 @@ impl RedisBackend {
                 &args,
                 req.ttl,
                 "redis acquire",
-                |conn| {
-                    // The release follows the unanswered acquire on its connection, as a mutex's
-                    // does (see [`RedisBackend::acquire_lock`]).
-                    let (keys, args) = self.shared_release_arguments(req.name, req.owner);
-                    let mut release = redis::cmd("EVALSHA");
-                    release
-                        .arg(SHARED_RELEASE.get_hash())
-                        .arg(keys.len())
-                        .arg(&keys[..])
-                        .arg(&args[..]);
-                    let _ = conn.send_packed_command(&release.get_packed_command());
-                },
+                // The release follows the unanswered acquire on its connection, as a mutex's
+                // does (see [`RedisBackend::acquire_lock`]).
+                Some(self.shared_release_command(req.name, req.owner)),
             )
             .await?;
         let attempt = parse_acquire_reply(&reply, req)?;
@@ -194,7 +185,7 @@ impl RedisBackend {
                 &args,
                 ttl,
                 "redis renew",
-                |_| {},
+                None,
             )
             .await?;
         if as_i64(&reply) != Some(1) {
@@ -217,8 +208,8 @@ impl RedisBackend {
         // On a blocking caller's thread, a release ends a lease whose acquire was answered
         // before: any connection will do (see [`RedisBackend::release_lock`]).
         let on_caller =
-            self.on_caller_connection(&SHARED_RELEASE, &keys, &args, None, context, |_| {});
-        let reply = match on_caller {
+            self.on_caller_connection(&SHARED_RELEASE, &keys, &args, None, context, None);
+        let reply = match on_caller.await {
             Some(answer) => answer.map_err(explain_acl)?.0,
             None => {
                 let mut invocation = SHARED_RELEASE.prepare_invoke();
@@ -232,6 +223,18 @@ impl RedisBackend {
             }
         };
         Ok(as_i64(&reply) == Some(1))
+    }
+
+    /// A shared lease's release, as one command.
+    fn shared_release_command(&self, name: &LockName, owner: OwnerId) -> redis::Cmd {
+        let (keys, args) = self.shared_release_arguments(name, owner);
+        let mut release = redis::cmd("EVALSHA");
+        release
+            .arg(SHARED_RELEASE.get_hash())
+            .arg(keys.len())
+            .arg(&keys[..])
+            .arg(&args[..]);
+        release
     }
 
     /// The keys and arguments of a shared lease's release.
