@@ -297,16 +297,20 @@ unsafe fn poll_task(task: *mut Task, from_loop: bool) {
         unsafe { uv_timer_stop(t.timer) };
     }
     let event_loop = t.scope.event_loop;
-    if t.wake.is_none() {
-        // Made before the poll: the future may hand its waker to another thread during it.
-        let handle = unsafe { new_handle(UV_ASYNC, task) };
-        unsafe { uv_async_init(event_loop, handle, on_wake) };
-        let wake = Arc::new(AsyncWake {
-            handle: Mutex::new(Some(SendHandle(handle))),
-        });
-        t.wake = Some((wake, handle));
-    }
-    let waker = Waker::from(t.wake.as_ref().map(|(w, _)| w.clone()).expect("made above"));
+    // Made before the first poll: the future may hand its waker to another thread during it.
+    let wake = match &t.wake {
+        Some((wake, _)) => wake.clone(),
+        None => {
+            let handle = unsafe { new_handle(UV_ASYNC, task) };
+            unsafe { uv_async_init(event_loop, handle, on_wake) };
+            let wake = Arc::new(AsyncWake {
+                handle: Mutex::new(Some(SendHandle(handle))),
+            });
+            t.wake = Some((wake.clone(), handle));
+            wake
+        }
+    };
+    let waker = Waker::from(wake);
     let mut cx = Context::from_waker(&waker);
     let polled = poll_on_event_loop(&t.runtime, t.fut.as_mut(), &mut cx);
     // A poll handle outlives its use only while the task still waits for that socket: the
@@ -339,8 +343,8 @@ unsafe fn poll_task(task: *mut Task, from_loop: bool) {
 unsafe fn watch(task: *mut Task, fd: c_int, deadline: Instant) {
     let t = unsafe { &mut *task };
     let event_loop = t.scope.event_loop;
-    match t.socket {
-        Some((_, watched)) if watched == fd => {}
+    let socket = match t.socket {
+        Some((handle, watched)) if watched == fd => handle,
         other => {
             if let Some((old, _)) = other {
                 unsafe { uv_close(old, free_handle) };
@@ -348,13 +352,13 @@ unsafe fn watch(task: *mut Task, fd: c_int, deadline: Instant) {
             let handle = unsafe { new_handle(UV_POLL, task) };
             unsafe { uv_poll_init(event_loop, handle, fd) };
             t.socket = Some((handle, fd));
+            handle
         }
-    }
+    };
     if t.timer.is_null() {
         t.timer = unsafe { new_handle(UV_TIMER, task) };
         unsafe { uv_timer_init(event_loop, t.timer) };
     }
-    let (socket, _) = t.socket.expect("set above");
     unsafe { uv_poll_start(socket, UV_READABLE, on_readable) };
     let left = deadline.saturating_duration_since(Instant::now());
     // Rounded up: polled before the deadline, the future would only ask to wait again.

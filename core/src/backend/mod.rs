@@ -157,6 +157,42 @@ pub struct AcquireRequest<'a> {
     pub holder: &'a str,
 }
 
+impl AcquireRequest<'_> {
+    /// The request owning its name and holder, for work that outlives the caller's borrow (a
+    /// task of its own, a request left to finish in the background).
+    pub fn to_owned(&self) -> OwnedAcquireRequest {
+        OwnedAcquireRequest {
+            name: self.name.clone(),
+            mode: self.mode,
+            owner: self.owner,
+            ttl: self.ttl,
+            holder: self.holder.to_string(),
+        }
+    }
+}
+
+/// An [`AcquireRequest`] that owns its name and holder.
+#[derive(Debug, Clone)]
+pub struct OwnedAcquireRequest {
+    name: LockName,
+    mode: LockMode,
+    owner: OwnerId,
+    ttl: Duration,
+    holder: String,
+}
+
+impl OwnedAcquireRequest {
+    pub fn as_request(&self) -> AcquireRequest<'_> {
+        AcquireRequest {
+            name: &self.name,
+            mode: self.mode,
+            owner: self.owner,
+            ttl: self.ttl,
+            holder: &self.holder,
+        }
+    }
+}
+
 /// A subscription to release notifications for one lock, made *before* the retry that
 /// follows a failed attempt, so a release in between is never missed.
 #[async_trait]

@@ -82,6 +82,17 @@ impl DirectConnections {
         })
     }
 
+    /// Whether the future being polled runs where a caller-driven connection can serve it
+    /// (a blocking caller's thread, or an event loop's where the platform has one), so a
+    /// caller on the runtime does not build a request it would not send here.
+    pub(crate) fn usable_here(&self) -> bool {
+        match caller() {
+            Caller::Runtime => false,
+            Caller::Blocking => true,
+            Caller::EventLoop => cfg!(unix),
+        }
+    }
+
     /// Sends `request` (a packed pipeline of `replies` commands) on a connection of its own
     /// and returns the replies (server errors among them as values). After a timeout, or when
     /// the future is dropped while the replies are owed, `after_timeout` is sent on that same
@@ -94,10 +105,10 @@ impl DirectConnections {
         replies: usize,
         after_timeout: Option<Vec<u8>>,
     ) -> Direct<Vec<Value>> {
-        let mode = caller();
-        if mode == Caller::Runtime || (mode == Caller::EventLoop && !cfg!(unix)) {
+        if !self.usable_here() {
             return Direct::Unused;
         }
+        let mode = caller();
         let Some(conn) = self.pool.take(mode) else {
             return Direct::Unused;
         };

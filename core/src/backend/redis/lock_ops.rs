@@ -130,7 +130,7 @@ impl RedisBackend {
         ack: Option<&ConnectionManager>,
         wait_ms: u64,
         context: &str,
-        after_timeout: Option<redis::Cmd>,
+        after_timeout: impl FnOnce() -> Option<redis::Cmd>,
     ) -> Result<(Value, i64)> {
         let wait = ack.is_some().then_some(wait_ms);
         let direct = self.on_caller_connection(script, keys, args, wait, context, after_timeout);
@@ -156,12 +156,12 @@ impl RedisBackend {
         args: &[String],
         wait_ms: Option<u64>,
         context: &str,
-        after_timeout: Option<redis::Cmd>,
+        after_timeout: impl FnOnce() -> Option<redis::Cmd>,
     ) -> Option<Result<(Value, i64)>> {
-        let direct = self.direct.as_ref()?;
+        let direct = self.direct.as_ref().filter(|direct| direct.usable_here())?;
         let request = script_pipeline(script, keys, args, wait_ms).get_packed_pipeline();
         let replies = SCRIPT_RUNS + usize::from(wait_ms.is_some());
-        let after_timeout = after_timeout.map(|cmd| cmd.get_packed_command());
+        let after_timeout = after_timeout().map(|cmd| cmd.get_packed_command());
         match direct.round_trip(&request, replies, after_timeout).await {
             Direct::Answered(Ok(replies)) => script_replies(replies, wait_ms)
                 .map(|answer| answer.map_err(|e| map_error(context, e))),
@@ -265,7 +265,7 @@ impl RedisBackend {
                 // The release follows the unanswered acquire on its connection: sent on
                 // another, it could overtake the acquire, which would then take the lock for
                 // nobody until its ttl.
-                Some(self.release_command(req.name, req.owner)),
+                || Some(self.release_command(req.name, req.owner)),
             )
             .await?;
         let attempt = parse_acquire_reply(&reply, req)?;
@@ -295,7 +295,9 @@ impl RedisBackend {
         let wait_ms = wait_timeout(ttl);
         let (context, keys) = ("redis renew", [&*k.lock]);
         let (reply, acks) = self
-            .run_script(&RENEW, &keys, &args, ack.as_ref(), wait_ms, context, None)
+            .run_script(&RENEW, &keys, &args, ack.as_ref(), wait_ms, context, || {
+                None
+            })
             .await?;
         let renewed = as_i64(&reply).unwrap_or(0);
         if renewed != 1 {
@@ -322,7 +324,7 @@ impl RedisBackend {
         // cancelled in flight, whose clean-up is this release), which would then take the lock
         // after it, held by nobody until its ttl. (A caller-driven acquire cannot be cancelled
         // in flight, and its clean-up after a timeout follows it on its own connection.)
-        let direct = self.on_caller_connection(&RELEASE, &keys, &args, None, context, None);
+        let direct = self.on_caller_connection(&RELEASE, &keys, &args, None, context, || None);
         let reply = match direct.await {
             Some(answer) => answer?.0,
             None => {

@@ -109,7 +109,7 @@ impl RedisBackend {
         args: &[String],
         ttl: Duration,
         context: &str,
-        after_timeout: Option<redis::Cmd>,
+        after_timeout: impl FnOnce() -> Option<redis::Cmd>,
     ) -> Result<(Value, i64)> {
         let ack = self.replica_ack().await?;
         let wait_ms = wait_timeout(ttl);
@@ -151,7 +151,7 @@ impl RedisBackend {
                 "redis acquire",
                 // The release follows the unanswered acquire on its connection, as a mutex's
                 // does (see [`RedisBackend::acquire_lock`]).
-                Some(self.shared_release_command(req.name, req.owner)),
+                || Some(self.shared_release_command(req.name, req.owner)),
             )
             .await?;
         let attempt = parse_acquire_reply(&reply, req)?;
@@ -185,7 +185,7 @@ impl RedisBackend {
                 &args,
                 ttl,
                 "redis renew",
-                None,
+                || None,
             )
             .await?;
         if as_i64(&reply) != Some(1) {
@@ -208,7 +208,7 @@ impl RedisBackend {
         // On a blocking caller's thread, a release ends a lease whose acquire was answered
         // before: any connection will do (see [`RedisBackend::release_lock`]).
         let on_caller =
-            self.on_caller_connection(&SHARED_RELEASE, &keys, &args, None, context, None);
+            self.on_caller_connection(&SHARED_RELEASE, &keys, &args, None, context, || None);
         let reply = match on_caller.await {
             Some(answer) => answer.map_err(explain_acl)?.0,
             None => {

@@ -189,22 +189,11 @@ impl RedlockBackend {
             .iter()
             .map(|i| {
                 let (instance, keys, args) = (i.clone(), keys.clone(), args.clone());
-                let (name, holder, max_ttl_key) = (
-                    req.name.clone(),
-                    req.holder.to_string(),
-                    max_ttl_key.clone(),
-                );
-                let (mode, owner, ttl) = (req.mode, req.owner, req.ttl);
+                let (owned, max_ttl_key) = (req.to_owned(), max_ttl_key.clone());
                 async move {
                     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                     let max_ttl = (max_ttl_key.as_str(), ms(max_ttl));
-                    let req = AcquireRequest {
-                        name: &name,
-                        mode,
-                        owner,
-                        ttl,
-                        holder: &holder,
-                    };
+                    let req = owned.as_request();
                     instance
                         .acquire(per, script, &keys, &args, max_ttl, &req)
                         .await

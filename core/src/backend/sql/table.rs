@@ -420,23 +420,11 @@ impl Backend for SqlBackend {
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.ensure_open()?;
         let (store, context) = (self.store.clone(), self.context("acquire"));
-        let (name, mode, owner, ttl, holder) = (
-            req.name.clone(),
-            req.mode,
-            req.owner,
-            req.ttl,
-            req.holder.to_string(),
-        );
+        let owned = req.to_owned();
         let (timeout, releasing) = (self.operation_timeout, self.context("release"));
-        let running = self.attempts.start(owner);
+        let running = self.attempts.start(req.owner);
         let attempt = tokio::spawn(async move {
-            let req = AcquireRequest {
-                name: &name,
-                mode,
-                owner,
-                ttl,
-                holder: &holder,
-            };
+            let req = owned.as_request();
             let result =
                 with_conflict_retries(&context, &store.sql.table, || acquire_once(&store, &req))
                     .await;
@@ -444,7 +432,7 @@ impl Backend for SqlBackend {
             // an owner id nobody holds a lease for. Undo it before the release waiting for
             // this attempt goes on (it may have timed out meanwhile).
             if running.settle() && !matches!(result, Ok(Attempt::Held { .. })) {
-                release_abandoned(&store, &releasing, &name, mode, owner, timeout).await;
+                release_abandoned(&store, &releasing, req.name, req.mode, req.owner, timeout).await;
             }
             drop(running);
             result
