@@ -528,6 +528,24 @@ async fn a_straggling_key_does_not_make_a_release_or_a_forced_release_find_a_hol
             .await
             .unwrap();
         again.release().await.unwrap();
+        // The release returns once a majority released; the rest still runs in the
+        // background. Wait for it everywhere, so it cannot remove the straggler put back below.
+        let given_up = Instant::now() + Duration::from_secs(5);
+        for m in masters() {
+            let mut raw = raw_redis(&m).await;
+            loop {
+                let exists: bool = redis::cmd("EXISTS")
+                    .arg(&key)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+                if !exists {
+                    break;
+                }
+                assert!(Instant::now() < given_up, "{m} kept the released key");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
         bytes
     };
     let () = redis::cmd("RESTORE")
