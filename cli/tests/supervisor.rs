@@ -403,8 +403,11 @@ fn ctrl_z_suspends_the_whole_job_fg_resumes_it_and_a_suspension_past_the_ttl_is_
     let pid_file = sandbox.path("pid");
     let beat = sandbox.path("beat");
     let mut shell = shell(&sandbox);
+    // bash, not sh: dash starts each command with vfork, and a Ctrl-Z that lands between the
+    // vfork and the exec stops the child while dash waits for it uninterruptibly, so the job
+    // never stops (with or without fencelock); bash forks, and stops with its child.
     shell.send(&format!(
-        "fencelock run --ttl 3s job -- sh -c 'echo $$ > {pid}; while :; do date +%s%N > {beat}; sleep 0.05; done'\n",
+        "fencelock run --ttl 3s job -- bash -c 'echo $$ > {pid}; while :; do date +%s%N > {beat}; sleep 0.05; done'\n",
         pid = pid_file.display(),
         beat = beat.display()
     ));

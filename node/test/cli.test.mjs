@@ -125,7 +125,10 @@ test('bin in a terminal: Ctrl-C reaches CMD once, Ctrl-Z suspends the job and fg
       script,
       `trap 'echo INT >> ${log}' INT\necho $$ > ${pidFile}\necho "CMD is" running\nwhile :; do sleep 0.05; done\n`,
     );
-    term.send(`${process.execPath} ${shim} run --url ${url} --ttl 30s cli-tty -- sh ${script}\n`);
+    // bash, not sh: dash starts each `sleep` with vfork, and a Ctrl-Z that lands between the
+    // vfork and the exec stops the child while dash waits for it uninterruptibly, so the job never
+    // stops (with or without fencelock); bash forks, and stops with its child.
+    term.send(`${process.execPath} ${shim} run --url ${url} --ttl 30s cli-tty -- bash ${script}\n`);
     await term.expect('CMD is running');
     const cmd = Number(readFileSync(pidFile, 'utf8'));
     // The terminal's foreground group (tpgid, in /proc/PID/stat) is CMD's: Ctrl-C goes there.
@@ -150,7 +153,7 @@ test('bin in a terminal: Ctrl-C reaches CMD once, Ctrl-Z suspends the job and fg
       () => readOr(log, '') === 'INT\nINT\n',
       () => `CMD seeing Ctrl-C after fg: ${readOr(log, '')}`,
     );
-    // TERM ends CMD (sh's trap covers INT only), then the shim exits with CMD's code.
+    // TERM ends CMD (bash's trap covers INT only), then the shim exits with CMD's code.
     term.send('\x1a');
     await term.expect('Stopped', 2);
     term.send('kill -TERM %1; fg; echo "exit=$?"\n');
