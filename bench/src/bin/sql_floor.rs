@@ -15,8 +15,8 @@
 //!   `BEGIN IMMEDIATE` … `COMMIT` as fencelock runs them, on that plain connection.
 //! - MariaDB, uncontended cycle against `GET_LOCK` / `RELEASE_LOCK` (session locks, nothing
 //!   written), with fencelock's own statements on one plain connection between them; and the
-//!   handoff: fencelock's polling waiter (MariaDB has no notifications) against `GET_LOCK`
-//!   blocking in the server.
+//!   handoff: fencelock's waiter, woken by its Locker's watcher (MariaDB has no notifications:
+//!   the watcher reads the waited row every 2-20 ms), against `GET_LOCK` blocking in the server.
 //!
 //! Raw and fencelock runs alternate in rounds, so a change in the machine's load hits both.
 //! Handoffs alternate strictly between the two contenders: a contender asks again only once
@@ -662,7 +662,7 @@ async fn mariadb(url: &str) {
         None,
     );
     row(
-        "handoff, fencelock (waiter polls every 50 ms ± 50%)",
+        "handoff, fencelock (waiter woken by its Locker's watcher reading the row every 2-20 ms)",
         &ours,
         Some(&floor),
     );

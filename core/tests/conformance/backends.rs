@@ -191,12 +191,6 @@ pub fn not_offered(target: Target, scenario: &str) -> Option<&'static str> {
              least-privilege ACL user of docs/redis.md is not granted: it answers AUTH \
              (NOPERM) there",
         ),
-        (Target::Sqlite, "a_release_wakes_a_waiter_that_polls_once_a_minute") => Some(
-            "SQLite has no notifications across processes: its waiters poll (docs/design.md §3.6)",
-        ),
-        (Target::MariaDb, "a_release_wakes_a_waiter_that_polls_once_a_minute") => {
-            Some("MariaDB has no notifications: its waiters poll (docs/design.md §3.5)")
-        }
         _ => None,
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fencelock::{ErrorCode, Lease, LockKind, LockMode, LossReason, MAX_PERMITS};
+use fencelock::{ErrorCode, Lease, LockKind, LockMode, LockerOptions, LossReason, MAX_PERMITS};
 
 use crate::backends::{Target, offers_semaphores};
 use crate::contract;
@@ -50,7 +50,10 @@ const RENEWED_QUICKLY: Duration = Duration::from_millis(4500);
 async fn n_holders_at_once_and_the_next_waits_for_a_release(target: Target) {
     const N: u32 = 3;
     let (first, second) = (target.locker().await, target.locker().await);
-    let (waiter, probe) = target.probed_locker().await;
+    // The waiter's fallback poll is a minute away: only its backend's wake-up can hand it the
+    // freed permit within seconds (every backend that offers semaphores wakes their waiters).
+    let slow_poll = LockerOptions::default().with_poll_interval(Duration::from_secs(60));
+    let (waiter, probe) = target.probed_locker_with(slow_poll).await;
     let name = unique("sem-admits");
     let locks = [
         first.semaphore(&name, N).unwrap(),
@@ -83,9 +86,13 @@ async fn n_holders_at_once_and_the_next_waits_for_a_release(target: Target) {
     assert_eq!(info.leases.len(), N as usize, "not {N} holders: {info:?}");
 
     let freed = leases.remove(1);
+    let released = Instant::now();
     freed.release().await.unwrap();
     let next = waiting.await.unwrap();
     let next = next.unwrap_or_else(|e| panic!("the waiter never got the freed permit: {e}"));
+    // A wake-up, not the poll; a wide margin for a busy machine.
+    let took = released.elapsed();
+    assert!(took < Duration::from_secs(5), "woken only after {took:?}");
     assert_eq!(next.mode(), LockMode::Permit { permits: N });
     let earlier = leases.iter().chain([&freed]).map(Lease::token).max();
     assert!(

@@ -68,10 +68,10 @@ async fn a_waiter_is_woken_by_the_release(target: Target) {
     close(vec![holder, waiter]).await;
 }
 
-/// Where the backend notifies waiters (Redis and Cluster pub/sub, each Redlock master's,
-/// ZooKeeper's watch on the predecessor, PostgreSQL's LISTEN/NOTIFY: docs/design.md §3.1), a
-/// release wakes the waiter at once although its fallback poll is a minute away and the
-/// holder's ttl half a minute.
+/// Every backend wakes its waiters (Redis and Cluster pub/sub, each Redlock master's,
+/// ZooKeeper's watch on the predecessor, PostgreSQL's LISTEN/NOTIFY, the watcher of SQLite's
+/// files and of MariaDB's rows: docs/design.md §8.3): a release wakes the waiter at once
+/// although its fallback poll is a minute away and the holder's ttl half a minute.
 async fn a_release_wakes_a_waiter_that_polls_once_a_minute(target: Target) {
     let holder = target.locker().await;
     let slow_poll = LockerOptions::default().with_poll_interval(Duration::from_secs(60));

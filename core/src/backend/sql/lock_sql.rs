@@ -269,6 +269,27 @@ impl LockSql {
         })
     }
 
+    /// What a waiter watches on a name's row ([`super::wake`]): the last token (a lease taken),
+    /// whether the row is free or expired, and, when the table has `{t}_leases`, the number of
+    /// the name's shared leases and registered waiters (one given back; a writer that stopped
+    /// waiting lets readers in). A waiter refreshing its registration changes none of them.
+    pub fn watch_state(&self, leases_table: bool) -> Result<Stmt> {
+        let (t, now) = (&self.table, words(self.flavor).now);
+        let leases = if leases_table {
+            format!("(SELECT COUNT(*) FROM {t}_leases WHERE name = :name)")
+        } else {
+            "0".to_string()
+        };
+        compile(
+            self.flavor,
+            &format!(
+                "SELECT token, CASE WHEN owner IS NULL OR expires_at < {now} THEN 1 ELSE 0 END, \
+                 {leases} FROM {t} WHERE name = :name"
+            ),
+            &[Col::Int, Col::Int, Col::Int],
+        )
+    }
+
     /// The PostgreSQL channel that releases of `name` are announced on: NOTIFY channels are
     /// identifiers of at most 63 bytes, so the table and name are hashed (a collision wakes
     /// a waiter for nothing, once).

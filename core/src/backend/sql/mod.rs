@@ -36,6 +36,8 @@ mod admin;
 pub(crate) mod dialect;
 pub(crate) mod error;
 pub(crate) mod fence_sql;
+#[cfg(target_os = "linux")]
+mod file_watch;
 mod in_flight;
 mod lock_sql;
 #[cfg(feature = "mysql")]
@@ -51,6 +53,7 @@ pub(crate) mod shared_sql;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 pub(crate) mod table;
+mod wake;
 
 use std::sync::Arc;
 use std::time::Duration;

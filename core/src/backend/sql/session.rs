@@ -69,6 +69,11 @@ pub(crate) trait SqlPool: Send + Sync {
     async fn connection(&self) -> Result<Box<dyn Session>, sqlx::Error>;
     /// A write transaction (`BEGIN IMMEDIATE` on SQLite, so the write lock is taken first).
     async fn begin(&self) -> Result<Box<dyn Session>, sqlx::Error>;
+    /// A connection of its own, with the pool's settings but outside it: for work that runs
+    /// often and long (the wake-up poll), which would otherwise take a pooled connection from
+    /// the statements and pay the pool's ping at every check-in. Its statements commit one by
+    /// one; it closes when dropped.
+    async fn detached(&self) -> Result<Box<dyn Session>, sqlx::Error>;
     async fn close(&self);
 }
 
@@ -80,6 +85,8 @@ pub(crate) struct Pooled<DB: sqlx::Database> {
 
 pub(crate) struct Conn<DB: sqlx::Database>(sqlx::pool::PoolConnection<DB>);
 pub(crate) struct Tx<DB: sqlx::Database>(sqlx::Transaction<'static, DB>);
+/// A connection of its own, outside the pool (see [`SqlPool::detached`]).
+pub(crate) struct Detached<DB: sqlx::Database>(DB::Connection);
 
 /// PostgreSQL types every parameter; a NULL with no type lets the server infer it from the
 /// statement, as it does for a literal NULL (sqlx would otherwise send whatever type the
@@ -104,8 +111,104 @@ impl sqlx::Encode<'_, sqlx::Postgres> for UntypedNull {
     }
 }
 
+/// The [`Session`] impl of one wrapper of a `$db` connection, the same for each: the wrapper's
+/// inherent `connection()` reaches the connection inside, and `end(commit)` ends the
+/// transaction (nothing to do for a plain connection).
+macro_rules! session {
+    ($wrapper:ident, $db:ty) => {
+        #[async_trait]
+        impl Session for $wrapper<$db> {
+            async fn fetch_all(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+                cols: &[Col],
+            ) -> Result<Vec<Row>, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .fetch_all(self.connection())
+                    .await?;
+                rows.iter()
+                    .map(|r| Pooled::<$db>::decode(r, cols))
+                    .collect()
+            }
+
+            async fn execute(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+            ) -> Result<u64, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .execute(self.connection())
+                    .await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn fetch_optional(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+                cols: &[Col],
+            ) -> Result<Option<Row>, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .fetch_optional(self.connection())
+                    .await?;
+                row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
+            }
+
+            async fn commit(self: Box<Self>) -> Result<(), sqlx::Error> {
+                self.end(true).await
+            }
+
+            async fn rollback(self: Box<Self>) -> Result<(), sqlx::Error> {
+                self.end(false).await
+            }
+        }
+    };
+}
+
 macro_rules! driver {
     ($db:ty, $args:ty, $null:expr) => {
+        impl Conn<$db> {
+            fn connection(&mut self) -> &mut <$db as sqlx::Database>::Connection {
+                &mut self.0
+            }
+
+            async fn end(self: Box<Self>, _commit: bool) -> Result<(), sqlx::Error> {
+                Ok(())
+            }
+        }
+
+        impl Detached<$db> {
+            fn connection(&mut self) -> &mut <$db as sqlx::Database>::Connection {
+                &mut self.0
+            }
+
+            async fn end(self: Box<Self>, _commit: bool) -> Result<(), sqlx::Error> {
+                Ok(())
+            }
+        }
+
+        impl Tx<$db> {
+            fn connection(&mut self) -> &mut <$db as sqlx::Database>::Connection {
+                &mut self.0
+            }
+
+            async fn end(self: Box<Self>, commit: bool) -> Result<(), sqlx::Error> {
+                if commit {
+                    self.0.commit().await
+                } else {
+                    self.0.rollback().await
+                }
+            }
+        }
+
+        session!(Conn, $db);
+        session!(Detached, $db);
+        session!(Tx, $db);
+
         impl Pooled<$db> {
             fn bind(params: Vec<SqlValue>) -> Result<$args, sqlx::Error> {
                 let mut args = <$args>::default();
@@ -159,108 +262,6 @@ macro_rules! driver {
         }
 
         #[async_trait]
-        impl Session for Conn<$db> {
-            async fn fetch_all(
-                &mut self,
-                sql: &Arc<str>,
-                params: Vec<SqlValue>,
-                cols: &[Col],
-            ) -> Result<Vec<Row>, sqlx::Error> {
-                let args = Pooled::<$db>::bind(params)?;
-                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .fetch_all(&mut *self.0)
-                    .await?;
-                rows.iter()
-                    .map(|r| Pooled::<$db>::decode(r, cols))
-                    .collect()
-            }
-
-            async fn execute(
-                &mut self,
-                sql: &Arc<str>,
-                params: Vec<SqlValue>,
-            ) -> Result<u64, sqlx::Error> {
-                let args = Pooled::<$db>::bind(params)?;
-                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .execute(&mut *self.0)
-                    .await?;
-                Ok(done.rows_affected())
-            }
-
-            async fn fetch_optional(
-                &mut self,
-                sql: &Arc<str>,
-                params: Vec<SqlValue>,
-                cols: &[Col],
-            ) -> Result<Option<Row>, sqlx::Error> {
-                let args = Pooled::<$db>::bind(params)?;
-                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .fetch_optional(&mut *self.0)
-                    .await?;
-                row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
-            }
-
-            async fn commit(self: Box<Self>) -> Result<(), sqlx::Error> {
-                Ok(())
-            }
-
-            async fn rollback(self: Box<Self>) -> Result<(), sqlx::Error> {
-                Ok(())
-            }
-        }
-
-        #[async_trait]
-        impl Session for Tx<$db> {
-            async fn fetch_all(
-                &mut self,
-                sql: &Arc<str>,
-                params: Vec<SqlValue>,
-                cols: &[Col],
-            ) -> Result<Vec<Row>, sqlx::Error> {
-                let args = Pooled::<$db>::bind(params)?;
-                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .fetch_all(&mut *self.0)
-                    .await?;
-                rows.iter()
-                    .map(|r| Pooled::<$db>::decode(r, cols))
-                    .collect()
-            }
-
-            async fn execute(
-                &mut self,
-                sql: &Arc<str>,
-                params: Vec<SqlValue>,
-            ) -> Result<u64, sqlx::Error> {
-                let args = Pooled::<$db>::bind(params)?;
-                let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .execute(&mut *self.0)
-                    .await?;
-                Ok(done.rows_affected())
-            }
-
-            async fn fetch_optional(
-                &mut self,
-                sql: &Arc<str>,
-                params: Vec<SqlValue>,
-                cols: &[Col],
-            ) -> Result<Option<Row>, sqlx::Error> {
-                let args = Pooled::<$db>::bind(params)?;
-                let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .fetch_optional(&mut *self.0)
-                    .await?;
-                row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
-            }
-
-            async fn commit(self: Box<Self>) -> Result<(), sqlx::Error> {
-                self.0.commit().await
-            }
-
-            async fn rollback(self: Box<Self>) -> Result<(), sqlx::Error> {
-                self.0.rollback().await
-            }
-        }
-
-        #[async_trait]
         impl SqlPool for Pooled<$db> {
             async fn connection(&self) -> Result<Box<dyn Session>, sqlx::Error> {
                 Ok(Box::new(Conn(self.pool.acquire().await?)))
@@ -284,6 +285,12 @@ macro_rules! driver {
                     sqlx::Error::Protocol(format!("the task running BEGIN failed: {e}"))
                 })??;
                 Ok(Box::new(Tx(tx)))
+            }
+
+            async fn detached(&self) -> Result<Box<dyn Session>, sqlx::Error> {
+                use sqlx::ConnectOptions;
+                let connection = self.pool.connect_options().connect().await?;
+                Ok(Box::new(Detached::<$db>(connection)))
             }
 
             async fn close(&self) {

@@ -5,7 +5,8 @@
 //! every write in a `BEGIN IMMEDIATE` transaction (a read-then-write in a deferred
 //! transaction can fail with a busy snapshot under WAL whatever the timeout). The "server
 //! clock" is this machine's wall clock, read inside the write transaction, in microseconds.
-//! Waiting polls with jitter (SQLite has no notifications across processes).
+//! SQLite has no notifications across processes: waiters are woken by a watch on the
+//! database's write-ahead log ([`super::wake`]).
 
 use std::path::Path;
 use std::str::FromStr;
@@ -98,6 +99,30 @@ pub(crate) async fn open_pool(
     Ok(Pooled {
         pool,
         begin_sql: Some("BEGIN IMMEDIATE"),
+    })
+}
+
+/// What wakes this database's waiters ([`super::wake`]): a change to its write-ahead log (or
+/// to the file itself), in its folder, named as the database was opened.
+pub(crate) fn wake_trigger(url: &LockerUrl) -> Result<super::wake::Trigger> {
+    let path = plain_file_path(
+        &url.sqlite_path()
+            .ok_or_else(|| Error::internal("not a sqlite URL"))?,
+    );
+    let folder = match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder.to_path_buf(),
+        _ => Path::new(".").to_path_buf(),
+    };
+    // Absolute now: the watch is made later, after the process may have changed folder.
+    let folder = std::fs::canonicalize(&folder).unwrap_or(folder);
+    let Some(file) = path.file_name() else {
+        return Ok(super::wake::Trigger::Poll);
+    };
+    let mut wal = file.to_os_string();
+    wal.push("-wal");
+    Ok(super::wake::Trigger::Files {
+        folder,
+        files: vec![wal, file.to_os_string()],
     })
 }
 

@@ -7,8 +7,9 @@
 //!   expired, so an expired lease is never revived;
 //! - release sets `owner = NULL` where name and owner match; the row stays, and so does its
 //!   counter (a row deleted by hand is covered by the time floor);
-//! - waiting is woken by PostgreSQL's NOTIFY (one listening connection per Locker) and
-//!   polls elsewhere.
+//! - waiting is woken by PostgreSQL's NOTIFY (one listening connection per Locker), and
+//!   elsewhere by a watcher that reads the waited rows when the database's files change
+//!   (SQLite) or every few milliseconds (MySQL/MariaDB) ([`super::wake`]).
 //!
 //! That is the mutex; semaphores and read-write locks are in [`super::shared`], on the same
 //! rows, and this file sends each operation to one or the other by its mode. Inspect, list
@@ -89,6 +90,8 @@ pub struct SqlBackend {
     /// PostgreSQL: the Locker's one LISTEN connection, opened on first wait.
     #[cfg(feature = "postgres")]
     notifier: Option<super::postgres::Notifier>,
+    /// SQLite and MySQL/MariaDB: the Locker's wake-up watcher, started on first wait.
+    waker: Option<super::wake::Waker>,
     /// The operation timeout: how long close waits for connections in use to come back, and
     /// how long each try of an abandoned attempt's release may take.
     operation_timeout: Duration,
@@ -155,6 +158,26 @@ impl SqlBackend {
             )),
             _ => None,
         };
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::internal("a Locker must connect inside a tokio runtime"))?;
+        let waker = match flavor {
+            Flavor::Postgres => None,
+            Flavor::MySql => Some(super::wake::Trigger::Poll),
+            #[cfg(feature = "sqlite")]
+            Flavor::Sqlite => Some(super::sqlite::wake_trigger(url)?),
+            #[cfg(not(feature = "sqlite"))]
+            Flavor::Sqlite => None,
+        }
+        .map(|trigger| {
+            let state = sql.watch_state(shared_schema.unavailable.is_none())?;
+            Ok::<_, Error>(super::wake::Waker::new(
+                pool.clone(),
+                state,
+                trigger,
+                runtime.clone(),
+            ))
+        })
+        .transpose()?;
         Ok(SqlBackend {
             kind: url.kind,
             store: Arc::new(Store {
@@ -163,6 +186,7 @@ impl SqlBackend {
                 shared,
                 shared_schema,
             }),
+            waker,
             attempts: Arc::default(),
             deployment_id,
             #[cfg(feature = "postgres")]
@@ -499,6 +523,9 @@ impl Backend for SqlBackend {
         {
             return Ok(notifier.watch(channel).await);
         }
+        if let Some(waker) = &self.waker {
+            return Ok(waker.watch(name));
+        }
         Ok(Box::new(crate::backend::PollOnly))
     }
 
@@ -535,6 +562,9 @@ impl Backend for SqlBackend {
         #[cfg(feature = "postgres")]
         if let Some(notifier) = &self.notifier {
             notifier.close();
+        }
+        if let Some(waker) = &self.waker {
+            waker.close();
         }
         // sqlx's close waits, without a limit, for every connection in use to come back, and a
         // connection comes back only once a ping answers on it (after a cancelled query, say):
