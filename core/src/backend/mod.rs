@@ -193,6 +193,42 @@ impl OwnedAcquireRequest {
     }
 }
 
+/// One lease to renew ([`Backend::renew_many`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RenewRequest<'a> {
+    pub name: &'a LockName,
+    pub mode: LockMode,
+    pub owner: OwnerId,
+    pub ttl: Duration,
+}
+
+/// One [`Backend::renew`] per lease, concurrently, each within `timeout`: what
+/// [`Backend::renew_many`] does where a backend has no batch, and for the leases a batch
+/// leaves out.
+pub(crate) async fn renew_each<B: Backend + ?Sized>(
+    backend: &B,
+    leases: &[RenewRequest<'_>],
+    timeout: Duration,
+) -> Vec<Result<Renewal>> {
+    let renewals = leases
+        .iter()
+        .map(|lease| async move {
+            tokio::time::timeout(
+                timeout,
+                backend.renew(lease.name, lease.mode, lease.owner, lease.ttl),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::unavailable(format!(
+                    "renewal of lock {:?} got no answer within {timeout:?}",
+                    lease.name.as_str()
+                )))
+            })
+        })
+        .collect();
+    crate::sync::join_all(renewals).await
+}
+
 /// A subscription to release notifications for one lock, made *before* the retry that
 /// follows a failed attempt, so a release in between is never missed.
 #[async_trait]
@@ -279,6 +315,18 @@ pub trait Backend: Send + Sync + 'static {
         owner: OwnerId,
         ttl: Duration,
     ) -> Result<Renewal>;
+
+    /// Renews several leases of this Locker that came due together, each as [`Backend::renew`]
+    /// would, answering in their order. A backend that can sends them as one request (one
+    /// script, one statement); the default sends one renewal each, concurrently, each bounded
+    /// by `timeout` so one slow answer does not fail the others.
+    async fn renew_many(
+        &self,
+        leases: &[RenewRequest<'_>],
+        timeout: Duration,
+    ) -> Vec<Result<Renewal>> {
+        renew_each(self, leases, timeout).await
+    }
 
     /// Releases if ours; `Ok(false)` when it was not ours (nothing was touched).
     async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool>;

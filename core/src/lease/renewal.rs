@@ -1,5 +1,11 @@
 //! Renewals: one schedule per Locker, and one scheduler task on its runtime that sleeps until
-//! the earliest lease is due, then renews each due lease in a task of its own.
+//! the earliest lease is due, then renews the due leases together: one
+//! [`crate::backend::Backend::renew_many`] per batch, which a backend sends as one request
+//! where it can (one script on Redis, one statement on SQL). A lease due a little later (within
+//! a twelfth of its ttl, at most [`MAX_EARLY`]) joins the batch early, so a process holding
+//! thousands of leases acquired at scattered moments sends a few requests per renewal period,
+//! not one per lease. Each lease keeps its own schedule: the next renewal is a third of its
+//! ttl after the one that confirmed it.
 //!
 //! A lease is put on the schedule where it is acquired, often on a blocking caller's thread
 //! (Python, the JVM). The scheduler is woken only when a lease comes due before the moment it
@@ -16,12 +22,24 @@ use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
 use super::state::{LeaseShared, Phase};
-use crate::backend::Renewal;
+use crate::backend::{RenewRequest, Renewal};
 use crate::clock::BootInstant;
 use crate::due::{Due, DueHeap};
+use crate::error::Error;
 use crate::events::LockEventKind;
 use crate::signal::LossReason;
 use crate::sync::unpoisoned;
+
+/// How much earlier than due a lease may renew to join a batch: a twelfth of its ttl (a
+/// quarter of the time between its renewals), at most this.
+const MAX_EARLY: Duration = Duration::from_secs(1);
+
+/// The most leases one request renews; a larger batch is split, the parts sent concurrently.
+const MAX_BATCH: usize = 500;
+
+fn may_renew_early(ttl: Duration) -> Duration {
+    (ttl / 12).min(MAX_EARLY)
+}
 
 /// When a failed renewal is tried again: soon, but not in a tight loop.
 pub(super) fn retry_interval(ttl: Duration) -> Duration {
@@ -79,24 +97,36 @@ impl RenewalSchedule {
         }
     }
 
-    /// Takes the entries due by `now` (current ones only) and arms the next wake-up: the
-    /// earliest remaining entry, skipping the stale ones at the top.
+    /// Takes the entries due by `now`, and those due a little later that may renew early
+    /// ([`may_renew_early`]), current ones only; arms the next wake-up: the earliest remaining
+    /// entry, skipping the stale ones at the top.
     fn take_due(&self, now: BootInstant) -> (Vec<Arc<LeaseShared>>, Option<BootInstant>) {
         let mut state = unpoisoned(&self.state);
         let mut due = Vec::new();
+        let mut not_yet = Vec::new();
+        let horizon = now.checked_add(MAX_EARLY).unwrap_or(now);
         while let Some(top) = state.entries.peek() {
-            if top.at > now && is_current(top) {
+            if top.at > horizon && is_current(top) {
                 break;
             }
             let Some(entry) = state.entries.pop() else {
                 break;
             };
-            if entry.at <= now
-                && let Some(lease) = entry.item.upgrade()
-                && lease.take_renewal_due(entry.at)
-            {
+            let Some(lease) = entry.item.upgrade() else {
+                continue;
+            };
+            let early_enough = entry.at <= now
+                || now.until(entry.at) <= may_renew_early(unpoisoned(&lease.state).ttl);
+            if !early_enough {
+                if lease.renewal_due() == Some(entry.at) {
+                    not_yet.push(entry);
+                }
+            } else if lease.take_renewal_due(entry.at) {
                 due.push(lease);
             }
+        }
+        for entry in not_yet {
+            state.entries.push(entry.at, entry.item, is_current);
         }
         let next = state.entries.peek().map(|top| top.at);
         state.armed = next;
@@ -108,17 +138,18 @@ impl RenewalSchedule {
     }
 }
 
-/// The scheduler task: renews the due leases, each in a task of its own (a slow renewal does
-/// not hold up the others), then sleeps until the next is due or an earlier one is scheduled.
+/// The scheduler task: renews the due leases, in batches of at most [`MAX_BATCH`] each in a
+/// task of its own, then sleeps until the next is due or an earlier one is scheduled.
 async fn run_scheduler(schedule: Weak<RenewalSchedule>, wake: Arc<Notify>) {
     loop {
         let next = {
             let Some(schedule) = schedule.upgrade() else {
                 return;
             };
-            let (due, next) = schedule.take_due(BootInstant::now());
-            for lease in due {
-                tokio::spawn(renew_once(lease));
+            let (mut due, next) = schedule.take_due(BootInstant::now());
+            while !due.is_empty() {
+                let rest = due.split_off(due.len().min(MAX_BATCH));
+                tokio::spawn(renew_batch(std::mem::replace(&mut due, rest)));
             }
             next
         };
@@ -162,12 +193,11 @@ impl LeaseShared {
     }
 }
 
-/// One renewal of a lease that came due; puts it back on the schedule for the next one (a
-/// third of the ttl after this send), or for a retry after a failure, until the client deadline
-/// (the watchdog makes the lease lost then, not this task).
-async fn renew_once(lease: Arc<LeaseShared>) {
+/// Whether `lease` still renews: held, and not past its `max_hold` (then renewals stop and it
+/// ends at its deadline).
+fn still_renews(lease: &LeaseShared) -> bool {
     if lease.current_phase() != Phase::Held {
-        return;
+        return false;
     }
     if let Some(max_hold) = lease.max_hold
         && lease.acquired_at.elapsed() >= max_hold
@@ -177,6 +207,85 @@ async fn renew_once(lease: Arc<LeaseShared>) {
             lock = lease.name,
             "max_hold reached; renewals stop and the lease ends at its deadline"
         );
+        return false;
+    }
+    true
+}
+
+/// Renews leases that came due together, as one [`crate::backend::Backend::renew_many`]. A
+/// lease whose extend is in flight renews on its own once the extend is done (a renewal and an
+/// extend never overlap).
+async fn renew_batch(leases: Vec<Arc<LeaseShared>>) {
+    let leases: Vec<Arc<LeaseShared>> = leases.into_iter().filter(|l| still_renews(l)).collect();
+    if leases.len() <= 1 {
+        if let Some(lease) = leases.into_iter().next() {
+            renew_once(lease).await;
+        }
+        return;
+    }
+    let mut turns = Vec::with_capacity(leases.len());
+    let mut batch = Vec::with_capacity(leases.len());
+    for lease in &leases {
+        match lease.renewing.try_lock() {
+            // Released (or lost) since it came due: nothing to renew.
+            Ok(_) if lease.current_phase() != Phase::Held => {}
+            Ok(turn) => {
+                turns.push(turn);
+                batch.push(lease);
+            }
+            Err(_) => {
+                tokio::spawn(renew_once(lease.clone()));
+            }
+        }
+    }
+    // Read after the turns are held: an extend that ended before may have changed the ttl.
+    let ttls: Vec<Duration> = batch.iter().map(|l| unpoisoned(&l.state).ttl).collect();
+    let requests: Vec<RenewRequest<'_>> = batch
+        .iter()
+        .zip(&ttls)
+        .map(|(lease, ttl)| RenewRequest {
+            name: &lease.name,
+            mode: lease.mode,
+            owner: lease.owner,
+            ttl: *ttl,
+        })
+        .collect();
+    let Some(first) = batch.first() else {
+        return;
+    };
+    let timeout = first.operation_timeout;
+    let sent_at = BootInstant::now();
+    let sent_wall = SystemTime::now();
+    let outcomes =
+        match tokio::time::timeout(timeout, first.backend.renew_many(&requests, timeout)).await {
+            Ok(outcomes) if outcomes.len() == batch.len() => outcomes,
+            Ok(_) => batch
+                .iter()
+                .map(|_| {
+                    Err(Error::internal(
+                        "a batch renewal answered for another number of leases",
+                    ))
+                })
+                .collect(),
+            Err(_) => batch
+                .iter()
+                .map(|lease| {
+                    Err(Error::unavailable(format!(
+                        "renewal of lock {:?} got no answer within {timeout:?}",
+                        lease.name.as_str()
+                    )))
+                })
+                .collect(),
+        };
+    for ((lease, outcome), ttl) in batch.iter().zip(outcomes).zip(ttls) {
+        record(lease, outcome, sent_at, sent_wall, ttl);
+    }
+    drop(turns);
+}
+
+/// One renewal of a lease that came due, alone.
+async fn renew_once(lease: Arc<LeaseShared>) {
+    if !still_renews(&lease) {
         return;
     }
     // Held until the outcome is recorded: a renewal and an extend never overlap.
@@ -195,6 +304,19 @@ async fn renew_once(lease: Arc<LeaseShared>) {
                 .renew(&lease.name, lease.mode, lease.owner, ttl),
         )
         .await;
+    record(&lease, outcome, sent_at, sent_wall, ttl);
+}
+
+/// Records a renewal's outcome: confirmed, the next renewal is a third of the ttl after this
+/// send; not ours, the lease is lost; failed, it is tried again soon, until the client deadline
+/// (the watchdog makes the lease lost then, not this task).
+fn record(
+    lease: &Arc<LeaseShared>,
+    outcome: crate::error::Result<Renewal>,
+    sent_at: BootInstant,
+    sent_wall: SystemTime,
+    ttl: Duration,
+) {
     match outcome {
         // Confirming schedules the next renewal.
         Ok(Renewal::Renewed) => lease.confirm(sent_at, sent_wall, ttl),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use fencelock::metrics::{Instrument, Measurement, MetricsSink};
 use fencelock::{BootInstant, ErrorCode, Lease, LockOptions, LockerOptions, LossReason};
 
-use crate::backends::Target;
+use crate::backends::{Target, offers_semaphores};
 use crate::contract;
 use crate::exclusion::close;
 use crate::release::held;
@@ -20,6 +20,7 @@ contract!(
     a_forced_release_makes_the_holder_lost_within_one_renewal_interval,
     without_renewal_the_lease_is_lost_at_its_client_deadline,
     renewals_keep_a_short_lease_alive_past_several_ttls,
+    leases_due_together_renew_together_and_one_forced_away_is_lost_alone,
     max_hold_stops_renewals,
     a_panicking_metrics_sink_neither_delays_nor_loses_the_lost_signal,
 );
@@ -165,6 +166,53 @@ async fn renewals_keep_a_short_lease_alive_past_several_ttls(target: Target) {
         lease.release().await.unwrap();
     }
     close(vec![locker, other]).await;
+}
+
+/// A Locker's leases that come due together renew together (one request per batch on Redis
+/// and SQL: docs/design.md §3.1): mutexes, and a semaphore permit where the backend offers
+/// them, stay held past several ttls, while one mutex among them, forced away and taken by
+/// another client, is lost alone, taken over.
+async fn leases_due_together_renew_together_and_one_forced_away_is_lost_alone(target: Target) {
+    let (holder, operator) = (target.locker().await, target.locker().await);
+    let options = LockOptions::default().with_ttl(SHORT);
+    let names: Vec<String> = (0..6).map(|i| unique(&format!("batch-{i}"))).collect();
+    let mut leases = Vec::new();
+    for name in &names {
+        leases.push(holder.acquire(name, &options).await.unwrap());
+    }
+    if offers_semaphores(target) {
+        let semaphore = holder.semaphore(&unique("batch-permit"), 2).unwrap();
+        leases.push(semaphore.acquire(&options).await.unwrap());
+    }
+    let forced = leases.remove(2);
+    let signal = forced.lost_signal();
+    operator.force_release(forced.name()).await.unwrap();
+    let next = operator.acquire(forced.name(), &held()).await.unwrap();
+    let reason = tokio::time::timeout(SOON, signal.wait())
+        .await
+        .expect("the lease forced away was never reported lost");
+    assert_eq!(reason, LossReason::TakenOver);
+    assert_lost(&forced);
+    let started = Instant::now();
+    while started.elapsed() < SHORT * 3 {
+        for lease in &leases {
+            assert!(
+                lease.is_held(),
+                "{} lost {:?} into a hold of {SHORT:?} leases: {:?}",
+                lease.name(),
+                started.elapsed(),
+                lease.lost_signal().reason()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for lease in leases {
+        let info = operator.inspect(lease.name()).await.unwrap();
+        assert!(info.held, "{}: not held on the server", lease.name());
+        lease.release().await.unwrap();
+    }
+    next.release().await.unwrap();
+    close(vec![holder, operator]).await;
 }
 
 /// Renewals stop once the lease has been held `max_hold`: a live holder is lost at its next

@@ -14,10 +14,10 @@ use super::direct::Direct;
 use super::error::map_error;
 use super::keys::keys;
 use super::reply::as_i64;
-use super::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, LAYOUT_VERSION, RELEASE, RENEW};
+use super::scripts::{ACQUIRE, FENCE_COUNTER_TTL_MS, LAYOUT_VERSION, RELEASE, RENEW, RENEW_MANY};
 use super::shared::parse_acquire_reply;
 use super::{RedisBackend, ms, owner_hex};
-use crate::backend::{AcquireRequest, Attempt, Renewal};
+use crate::backend::{AcquireRequest, Attempt, RenewRequest, Renewal};
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
 use crate::name::LockName;
@@ -310,6 +310,85 @@ impl RedisBackend {
             )));
         }
         Ok(Renewal::Renewed)
+    }
+
+    /// Renews mutexes in one script ([`RENEW_MANY`]) on one instance, followed by `WAIT 1`
+    /// while the master reports replicas: one answer per lease, in order.
+    pub(super) async fn renew_locks(&self, leases: &[RenewRequest<'_>]) -> Vec<Result<Renewal>> {
+        let mut outcomes: Vec<Option<Result<Renewal>>> = leases
+            .iter()
+            .map(
+                |lease| match self.ensure_open().and_then(|()| self.check_ttl(lease.ttl)) {
+                    Ok(()) => None,
+                    Err(e) => Some(Err(e)),
+                },
+            )
+            .collect();
+        let sent: Vec<usize> = (0..leases.len())
+            .filter(|i| outcomes[*i].is_none())
+            .collect();
+        if sent.is_empty() {
+            return outcomes.into_iter().flatten().collect();
+        }
+        let lock_keys: Vec<String> = sent
+            .iter()
+            .map(|i| keys(&self.settings.prefix, leases[*i].name).lock)
+            .collect();
+        let key_refs: Vec<&str> = lock_keys.iter().map(String::as_str).collect();
+        let args: Vec<String> = sent
+            .iter()
+            .flat_map(|i| [owner_hex(leases[*i].owner), ms(leases[*i].ttl).to_string()])
+            .collect();
+        let shortest = sent
+            .iter()
+            .map(|i| leases[*i].ttl)
+            .min()
+            .unwrap_or_default();
+        let wait_ms = wait_timeout(shortest);
+        let answer = async {
+            let ack = self.replica_ack().await?;
+            self.run_script(
+                &RENEW_MANY,
+                &key_refs,
+                &args,
+                ack.as_ref(),
+                wait_ms,
+                "redis renew",
+                || None,
+            )
+            .await
+        }
+        .await;
+        let answers: Vec<Result<Renewal>> = match answer {
+            Err(e) => sent.iter().map(|_| Err(e.clone())).collect(),
+            Ok((reply, acks)) => {
+                let renewed: Vec<i64> = match &reply {
+                    Value::Array(items) => items.iter().map(|v| as_i64(v).unwrap_or(0)).collect(),
+                    _ => Vec::new(),
+                };
+                sent.iter()
+                    .enumerate()
+                    .map(|(at, i)| match renewed.get(at) {
+                        None => Err(Error::backend(format!(
+                            "the renewal script answered {reply:?}, not one answer per lock"
+                        ))),
+                        Some(1) if acks < 1 => Err(Error::unavailable(format!(
+                            "no replica acknowledged the renewal of lock {:?}",
+                            leases[*i].name.as_str()
+                        ))),
+                        Some(1) => Ok(Renewal::Renewed),
+                        Some(_) => Ok(Renewal::NotOurs),
+                    })
+                    .collect()
+            }
+        };
+        for (i, answer) in sent.into_iter().zip(answers) {
+            outcomes[i] = Some(answer);
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(Error::internal("a renewal was not sent"))))
+            .collect()
     }
 
     pub(super) async fn release_lock(&self, name: &LockName, owner: OwnerId) -> Result<bool> {

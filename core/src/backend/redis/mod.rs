@@ -65,8 +65,10 @@ use self::error::map_error;
 use self::keys::keys;
 use self::pubsub::WakeHub;
 use self::replica::ReplicaAck;
-use self::scripts::{ACQUIRE, GONE_TTL_MS, RELEASE, RENEW};
-use super::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
+use self::scripts::{ACQUIRE, GONE_TTL_MS, RELEASE, RENEW, RENEW_MANY};
+use super::{
+    AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, RenewRequest, Renewal, renew_each,
+};
 use crate::clock::drift_margin;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
@@ -168,7 +170,7 @@ impl RedisBackend {
             _ => None,
         };
         if let Conn::Single(_) = conn {
-            let mutex_scripts = [&*ACQUIRE, &*RENEW, &*RELEASE];
+            let mutex_scripts = [&*ACQUIRE, &*RENEW, &*RENEW_MANY, &*RELEASE];
             for script in mutex_scripts.into_iter().chain(shared_scripts::all()) {
                 script
                     .load_async(&mut conn)
@@ -284,6 +286,47 @@ impl Backend for RedisBackend {
             LockMode::Exclusive => self.renew_lock(name, owner, ttl).await,
             _ => self.renew_shared(name, owner, ttl).await,
         }
+    }
+
+    /// On one instance, the mutexes among `leases` renew in one script ([`RENEW_MANY`]); the
+    /// other kinds, and every lease on a Cluster (whose keys live on many masters), renew one
+    /// by one.
+    async fn renew_many(
+        &self,
+        leases: &[RenewRequest<'_>],
+        timeout: Duration,
+    ) -> Vec<Result<Renewal>> {
+        let single = matches!(self.conn, Conn::Single(_));
+        let batched: Vec<bool> = leases
+            .iter()
+            .map(|lease| single && lease.mode == LockMode::Exclusive)
+            .collect();
+        if batched.iter().filter(|b| **b).count() < 2 {
+            return renew_each(self, leases, timeout).await;
+        }
+        let (mutexes, others): (Vec<_>, Vec<_>) = leases
+            .iter()
+            .zip(&batched)
+            .partition(|(_, batched)| **batched);
+        let mutexes: Vec<RenewRequest<'_>> = mutexes.into_iter().map(|(l, _)| *l).collect();
+        let others: Vec<RenewRequest<'_>> = others.into_iter().map(|(l, _)| *l).collect();
+        let (mutex_outcomes, other_outcomes) = tokio::join!(
+            self.renew_locks(&mutexes),
+            renew_each(self, &others, timeout)
+        );
+        let (mut mutex_outcomes, mut other_outcomes) =
+            (mutex_outcomes.into_iter(), other_outcomes.into_iter());
+        batched
+            .iter()
+            .map(|batched| {
+                let next = if *batched {
+                    mutex_outcomes.next()
+                } else {
+                    other_outcomes.next()
+                };
+                next.unwrap_or_else(|| Err(Error::internal("a batch renewal lost an answer")))
+            })
+            .collect()
     }
 
     async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool> {

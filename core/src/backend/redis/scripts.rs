@@ -67,12 +67,13 @@ pub(crate) fn with_gt(body: &str) -> Script {
     Script::new(&format!("{LUA_GT}{body}"))
 }
 
-/// The source of a lock script as the server runs it, by name (`acquire`, `renew`, `release`,
-/// `force_release`), for the tests that replay one by hand ([`crate::internals`]).
+/// The source of a lock script as the server runs it, by name (`acquire`, `renew`,
+/// `renew_many`, `release`, `force_release`), for the tests that replay one by hand ([`crate::internals`]).
 pub(crate) fn source(name: &str) -> Option<String> {
     Some(match name {
         "acquire" => format!("{LUA_GT}{ACQUIRE_LUA}"),
         "renew" => RENEW_LUA.to_string(),
+        "renew_many" => RENEW_MANY_LUA.to_string(),
         "release" => release_lua(),
         "force_release" => FORCE_RELEASE_LUA.to_string(),
         _ => return None,
@@ -141,6 +142,23 @@ end
 return 0
 "#;
 
+/// KEYS: locks. ARGV: per lock, its owner then its ttl ms. Answers one 1 (renewed) or 0 per
+/// lock, in order: [`RENEW`] for each, in one script, so a Locker's leases that came due
+/// together renew in one request. A replay answers as the first run did.
+pub static RENEW_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_MANY_LUA));
+const RENEW_MANY_LUA: &str = r#"
+local renewed = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('HGET', key, 'owner') == ARGV[2 * i - 1] then
+    redis.call('PEXPIRE', key, ARGV[2 * i])
+    renewed[i] = 1
+  else
+    renewed[i] = 0
+  end
+end
+return renewed
+"#;
+
 /// How many owner ids the tombstone (`<lock>:gone`) keeps: a replay of a release is still
 /// recognised after this many later releases of the same lock by others.
 pub const GONE_OWNERS: usize = 8;
@@ -202,6 +220,7 @@ mod tests {
         for (name, script) in [
             ("acquire", &*ACQUIRE),
             ("renew", &*RENEW),
+            ("renew_many", &*RENEW_MANY),
             ("release", &*RELEASE),
             ("force_release", &*FORCE_RELEASE),
         ] {

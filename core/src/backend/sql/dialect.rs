@@ -200,6 +200,71 @@ pub(super) fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<St
     })
 }
 
+/// A statement whose middle is one piece repeated per row (`(name = ? AND owner = ?) OR …`):
+/// the named parameters of its head, then the rows' values in order ([`compile_rows`]).
+#[derive(Debug, Clone)]
+pub(crate) struct RowsStmt {
+    pub sql: Arc<str>,
+    head: Vec<P>,
+    pub cols: Vec<Col>,
+}
+
+impl RowsStmt {
+    /// The head's values from `args`, then `rows` (the values of every row, in order).
+    pub fn bind(&self, args: &Args, rows: Vec<SqlValue>) -> Result<Vec<SqlValue>, sqlx::Error> {
+        let head = Stmt {
+            sql: self.sql.clone(),
+            params: self.head.clone(),
+            cols: Vec::new(),
+        };
+        let mut values = head.bind(args)?;
+        values.extend(rows);
+        Ok(values)
+    }
+}
+
+/// Compiles `head` (named parameters, as [`compile`]), then `row` `rows` times joined by `join`
+/// (each `?` in it a positional parameter, numbered on after the head's where the database
+/// numbers them), then `tail` (no parameters).
+pub(super) fn compile_rows(
+    flavor: Flavor,
+    head: &str,
+    row: &str,
+    join: &str,
+    rows: usize,
+    tail: &str,
+    cols: &[Col],
+) -> Result<RowsStmt> {
+    let head = compile(flavor, head, &[])?;
+    let mut sql = head.sql.to_string();
+    let mut n = head.params.len();
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(join);
+        }
+        for piece in row.split_inclusive('?') {
+            match piece.strip_suffix('?') {
+                Some(text) => {
+                    sql.push_str(text);
+                    n += 1;
+                    match flavor {
+                        Flavor::MySql => sql.push('?'),
+                        Flavor::Sqlite => sql.push_str(&format!("?{n}")),
+                        Flavor::Postgres => sql.push_str(&format!("${n}")),
+                    }
+                }
+                None => sql.push_str(piece),
+            }
+        }
+    }
+    sql.push_str(tail);
+    Ok(RowsStmt {
+        sql: sql.into(),
+        head: head.params,
+        cols: cols.to_vec(),
+    })
+}
+
 /// The pieces of SQL text that differ by database.
 pub(super) struct Words {
     /// The database clock, as a value comparable with `expires_at`.

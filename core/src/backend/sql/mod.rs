@@ -44,6 +44,7 @@ mod lock_sql;
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+mod renew_batch;
 pub(crate) mod retry;
 pub(crate) mod schema;
 pub(crate) mod session;

@@ -18,6 +18,7 @@
 //! A deadlock or serialization failure rolls the whole transaction back, so those are run
 //! again at once (a few times) before anything is reported ([`super::retry`]).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -33,7 +34,9 @@ use super::session::{SqlPool, int, text};
 use super::shared;
 use super::shared_schema::{SharedSchema, prepare};
 use super::shared_sql::{SHARED_OWNER, SharedSql};
-use crate::backend::{AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, Renewal};
+use crate::backend::{
+    AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, RenewRequest, Renewal, renew_each,
+};
 use crate::clock::unix_micros;
 use crate::error::{Error, Result};
 use crate::ids::OwnerId;
@@ -478,6 +481,59 @@ impl Backend for SqlBackend {
             self.renew_once(name, mode, owner, ttl)
         })
         .await
+    }
+
+    /// The mutexes among `leases` renew in one statement per ttl ([`super::renew_batch`]);
+    /// semaphores and read-write locks one by one.
+    async fn renew_many(
+        &self,
+        leases: &[RenewRequest<'_>],
+        timeout: Duration,
+    ) -> Vec<Result<Renewal>> {
+        let mut outcomes: Vec<Option<Result<Renewal>>> = leases.iter().map(|_| None).collect();
+        let mut by_ttl: BTreeMap<Duration, Vec<usize>> = BTreeMap::new();
+        for (i, lease) in leases.iter().enumerate() {
+            if lease.mode == LockMode::Exclusive {
+                by_ttl.entry(lease.ttl).or_default().push(i);
+            }
+        }
+        for (ttl, group) in by_ttl.into_iter().filter(|(_, group)| group.len() >= 2) {
+            let batch: Vec<RenewRequest<'_>> = group.iter().map(|i| leases[*i]).collect();
+            let renewed = async {
+                self.ensure_open()?;
+                with_conflict_retries(&self.context("renew"), &self.store.sql.table, || {
+                    super::renew_batch::renew_mutexes(&self.store, &batch, ttl)
+                })
+                .await
+            }
+            .await;
+            match renewed {
+                Ok(answers) => {
+                    for (i, answer) in group.iter().zip(answers) {
+                        outcomes[*i] = Some(Ok(answer));
+                    }
+                }
+                Err(e) => {
+                    for i in &group {
+                        outcomes[*i] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        let rest: Vec<usize> = (0..leases.len())
+            .filter(|i| outcomes[*i].is_none())
+            .collect();
+        let singles: Vec<RenewRequest<'_>> = rest.iter().map(|i| leases[*i]).collect();
+        for (i, answer) in rest
+            .into_iter()
+            .zip(renew_each(self, &singles, timeout).await)
+        {
+            outcomes[i] = Some(answer);
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(Error::internal("a renewal was not sent"))))
+            .collect()
     }
 
     async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool> {
