@@ -143,19 +143,7 @@ async fn renewals_keep_a_short_lease_alive_past_several_ttls(target: Target) {
         .unwrap();
     let b = locker.acquire(&shortened, &held()).await.unwrap();
     b.extend(Some(SHORT)).await.unwrap();
-    let started = Instant::now();
-    while started.elapsed() < SHORT * 3 {
-        for lease in [&a, &b] {
-            assert!(
-                lease.is_held(),
-                "{} lost {:?} into a hold of {SHORT:?} leases: {:?}",
-                lease.name(),
-                started.elapsed(),
-                lease.lost_signal().reason()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    stay_held_for_three_ttls(&[&a, &b]).await;
     for lease in [&a, &b] {
         let name = lease.name();
         assert!(other.try_acquire(name, &held()).await.unwrap().is_none());
@@ -166,6 +154,24 @@ async fn renewals_keep_a_short_lease_alive_past_several_ttls(target: Target) {
         lease.release().await.unwrap();
     }
     close(vec![locker, other]).await;
+}
+
+/// Watches `leases` (of ttl [`SHORT`]) for three ttls: each must stay held throughout, which
+/// only renewals can do.
+async fn stay_held_for_three_ttls(leases: &[&Lease]) {
+    let started = Instant::now();
+    while started.elapsed() < SHORT * 3 {
+        for lease in leases {
+            assert!(
+                lease.is_held(),
+                "{} lost {:?} into a hold of {SHORT:?} leases: {:?}",
+                lease.name(),
+                started.elapsed(),
+                lease.lost_signal().reason()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A Locker's leases that come due together renew together (one request per batch on Redis
@@ -193,19 +199,7 @@ async fn leases_due_together_renew_together_and_one_forced_away_is_lost_alone(ta
         .expect("the lease forced away was never reported lost");
     assert_eq!(reason, LossReason::TakenOver);
     assert_lost(&forced);
-    let started = Instant::now();
-    while started.elapsed() < SHORT * 3 {
-        for lease in &leases {
-            assert!(
-                lease.is_held(),
-                "{} lost {:?} into a hold of {SHORT:?} leases: {:?}",
-                lease.name(),
-                started.elapsed(),
-                lease.lost_signal().reason()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    stay_held_for_three_ttls(&leases.iter().collect::<Vec<_>>()).await;
     for lease in leases {
         let info = operator.inspect(lease.name()).await.unwrap();
         assert!(info.held, "{}: not held on the server", lease.name());
