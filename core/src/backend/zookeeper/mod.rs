@@ -311,9 +311,16 @@ impl Backend for ZkBackend {
             .map(|_| ())
     }
 
+    /// Read after a sync: this Locker's server may lag behind the one that just served a
+    /// holder (an ensemble), and without it an observer could read a lock just taken elsewhere
+    /// as free. Best effort, as for force release: when the sync fails, so does the read.
     async fn inspect(&self, name: &LockName) -> Result<LockInfo> {
         let inner = &self.inner;
         let session = inner.session().await?;
+        let _ = session
+            .client
+            .sync(&layout::lock_folder(&inner.settings.root, name))
+            .await;
         inner.inspect_in(&session, name).await
     }
 
@@ -323,6 +330,8 @@ impl Backend for ZkBackend {
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LockInfo>> {
         let inner = &self.inner;
         let session = inner.session().await?;
+        // One sync serves the whole listing: it brings this Locker's server up to the leader.
+        let _ = session.client.sync(&inner.settings.root).await;
         let Some(folders) = inner
             .list(&session, &inner.settings.root, "listing the lock folders")
             .await?
