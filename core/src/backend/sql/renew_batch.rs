@@ -9,9 +9,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::dialect::{Args, Flavor, P, RowsStmt, compile_rows, words};
+use super::lock_sql::LockSql;
 use super::retry::OpError;
+use super::session::SqlPool;
 use super::session::{Col, text};
-use super::table::Store;
 use crate::backend::{RenewRequest, Renewal};
 use crate::clock::unix_micros;
 use crate::error::Result;
@@ -53,13 +54,14 @@ fn statements(flavor: Flavor, t: &str, rows: usize) -> Result<(RowsStmt, Option<
     })
 }
 
-/// Renews `leases` (mutexes, all with the same `ttl`) in one statement: one answer each.
+/// Renews `leases` (mutexes of lease table `sql`, all with the same `ttl`) in one statement:
+/// one answer each.
 pub(super) async fn renew_mutexes(
-    store: &Store,
+    pool: &dyn SqlPool,
+    sql: &LockSql,
     leases: &[RenewRequest<'_>],
     ttl: Duration,
 ) -> std::result::Result<Vec<Renewal>, OpError> {
-    let sql = &store.sql;
     let (renew, read_back) = statements(sql.flavor, &sql.table, leases.len())?;
     let rows: Vec<SqlValue> = leases
         .iter()
@@ -72,9 +74,9 @@ pub(super) async fn renew_mutexes(
         .collect();
     let in_tx = sql.writes_in_tx || read_back.is_some();
     let mut s = if in_tx {
-        store.pool.begin().await?
+        pool.begin().await?
     } else {
-        store.pool.connection().await?
+        pool.connection().await?
     };
     // SQLite's clock is read inside its write transaction, as the single renewal's is.
     let args = Args::new()

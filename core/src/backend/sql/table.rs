@@ -502,7 +502,8 @@ impl Backend for SqlBackend {
             let renewed = async {
                 self.ensure_open()?;
                 with_conflict_retries(&self.context("renew"), &self.store.sql.table, || {
-                    super::renew_batch::renew_mutexes(&self.store, &batch, ttl)
+                    let store = self.store.as_ref();
+                    super::renew_batch::renew_mutexes(store.pool.as_ref(), &store.sql, &batch, ttl)
                 })
                 .await
             }
