@@ -229,6 +229,60 @@ pub(crate) async fn renew_each<B: Backend + ?Sized>(
     crate::sync::join_all(renewals).await
 }
 
+/// Renews `leases` in batches where a backend can: the leases to which `batch_of` gives the
+/// same key, where at least two do, go together to `renew_batch` (which answers one per lease,
+/// in its order); the others renew one by one ([`renew_each`]). Everything runs concurrently
+/// and the answers come back in the order of `leases`.
+pub(crate) async fn renew_in_batches<'a, B, K, Fut>(
+    backend: &B,
+    leases: &[RenewRequest<'a>],
+    timeout: Duration,
+    batch_of: impl Fn(&RenewRequest<'a>) -> Option<K>,
+    renew_batch: impl Fn(K, Vec<RenewRequest<'a>>) -> Fut,
+) -> Vec<Result<Renewal>>
+where
+    B: Backend + ?Sized,
+    K: Ord,
+    Fut: std::future::Future<Output = Vec<Result<Renewal>>>,
+{
+    let mut groups: std::collections::BTreeMap<K, Vec<usize>> = Default::default();
+    for (i, lease) in leases.iter().enumerate() {
+        if let Some(key) = batch_of(lease) {
+            groups.entry(key).or_default().push(i);
+        }
+    }
+    let mut singles: Vec<usize> = Vec::new();
+    let mut batches: Vec<(Vec<usize>, Fut)> = Vec::new();
+    for (key, group) in groups {
+        if group.len() >= 2 {
+            let requests = group.iter().map(|i| leases[*i]).collect();
+            batches.push((group, renew_batch(key, requests)));
+        } else {
+            singles.extend(group);
+        }
+    }
+    singles.extend((0..leases.len()).filter(|i| batch_of(&leases[*i]).is_none()));
+    let (indices, batches): (Vec<Vec<usize>>, Vec<Fut>) = batches.into_iter().unzip();
+    let single_requests: Vec<RenewRequest<'a>> = singles.iter().map(|i| leases[*i]).collect();
+    let (batch_answers, single_answers) = tokio::join!(
+        crate::sync::join_all(batches),
+        renew_each(backend, &single_requests, timeout)
+    );
+    let mut outcomes: Vec<Option<Result<Renewal>>> = leases.iter().map(|_| None).collect();
+    let answered = indices
+        .iter()
+        .zip(batch_answers)
+        .flat_map(|(group, answers)| group.iter().copied().zip(answers))
+        .chain(singles.iter().copied().zip(single_answers));
+    for (i, answer) in answered {
+        outcomes[i] = Some(answer);
+    }
+    outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Err(Error::internal("a batch renewal lost an answer"))))
+        .collect()
+}
+
 /// A subscription to release notifications for one lock, made *before* the retry that
 /// follows a failed attempt, so a release in between is never missed.
 #[async_trait]

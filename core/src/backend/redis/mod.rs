@@ -67,7 +67,8 @@ use self::pubsub::WakeHub;
 use self::replica::ReplicaAck;
 use self::scripts::{ACQUIRE, GONE_TTL_MS, RELEASE, RENEW, RENEW_MANY};
 use super::{
-    AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, RenewRequest, Renewal, renew_each,
+    AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, RenewRequest, Renewal,
+    renew_in_batches,
 };
 use crate::clock::drift_margin;
 use crate::error::{Error, Result};
@@ -297,36 +298,14 @@ impl Backend for RedisBackend {
         timeout: Duration,
     ) -> Vec<Result<Renewal>> {
         let single = matches!(self.conn, Conn::Single(_));
-        let batched: Vec<bool> = leases
-            .iter()
-            .map(|lease| single && lease.mode == LockMode::Exclusive)
-            .collect();
-        if batched.iter().filter(|b| **b).count() < 2 {
-            return renew_each(self, leases, timeout).await;
-        }
-        let (mutexes, others): (Vec<_>, Vec<_>) = leases
-            .iter()
-            .zip(&batched)
-            .partition(|(_, batched)| **batched);
-        let mutexes: Vec<RenewRequest<'_>> = mutexes.into_iter().map(|(l, _)| *l).collect();
-        let others: Vec<RenewRequest<'_>> = others.into_iter().map(|(l, _)| *l).collect();
-        let (mutex_outcomes, other_outcomes) = tokio::join!(
-            self.renew_locks(&mutexes),
-            renew_each(self, &others, timeout)
-        );
-        let (mut mutex_outcomes, mut other_outcomes) =
-            (mutex_outcomes.into_iter(), other_outcomes.into_iter());
-        batched
-            .iter()
-            .map(|batched| {
-                let next = if *batched {
-                    mutex_outcomes.next()
-                } else {
-                    other_outcomes.next()
-                };
-                next.unwrap_or_else(|| Err(Error::internal("a batch renewal lost an answer")))
-            })
-            .collect()
+        renew_in_batches(
+            self,
+            leases,
+            timeout,
+            |lease| (single && lease.mode == LockMode::Exclusive).then_some(()),
+            |(), mutexes| async move { self.renew_locks(&mutexes).await },
+        )
+        .await
     }
 
     async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool> {

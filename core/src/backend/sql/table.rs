@@ -18,7 +18,6 @@
 //! A deadlock or serialization failure rolls the whole transaction back, so those are run
 //! again at once (a few times) before anything is reported ([`super::retry`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -35,7 +34,8 @@ use super::shared;
 use super::shared_schema::{SharedSchema, prepare};
 use super::shared_sql::{SHARED_OWNER, SharedSql};
 use crate::backend::{
-    AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, RenewRequest, Renewal, renew_each,
+    AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, RenewRequest, Renewal,
+    renew_in_batches,
 };
 use crate::clock::unix_micros;
 use crate::error::{Error, Result};
@@ -490,51 +490,33 @@ impl Backend for SqlBackend {
         leases: &[RenewRequest<'_>],
         timeout: Duration,
     ) -> Vec<Result<Renewal>> {
-        let mut outcomes: Vec<Option<Result<Renewal>>> = leases.iter().map(|_| None).collect();
-        let mut by_ttl: BTreeMap<Duration, Vec<usize>> = BTreeMap::new();
-        for (i, lease) in leases.iter().enumerate() {
-            if lease.mode == LockMode::Exclusive {
-                by_ttl.entry(lease.ttl).or_default().push(i);
-            }
-        }
-        for (ttl, group) in by_ttl.into_iter().filter(|(_, group)| group.len() >= 2) {
-            let batch: Vec<RenewRequest<'_>> = group.iter().map(|i| leases[*i]).collect();
-            let renewed = async {
-                self.ensure_open()?;
-                with_conflict_retries(&self.context("renew"), &self.store.sql.table, || {
-                    let store = self.store.as_ref();
-                    super::renew_batch::renew_mutexes(store.pool.as_ref(), &store.sql, &batch, ttl)
-                })
-                .await
-            }
-            .await;
-            match renewed {
-                Ok(answers) => {
-                    for (i, answer) in group.iter().zip(answers) {
-                        outcomes[*i] = Some(Ok(answer));
-                    }
+        renew_in_batches(
+            self,
+            leases,
+            timeout,
+            |lease| (lease.mode == LockMode::Exclusive).then_some(lease.ttl),
+            |ttl, batch| async move {
+                let renewed = async {
+                    self.ensure_open()?;
+                    with_conflict_retries(&self.context("renew"), &self.store.sql.table, || {
+                        let store = self.store.as_ref();
+                        super::renew_batch::renew_mutexes(
+                            store.pool.as_ref(),
+                            &store.sql,
+                            &batch,
+                            ttl,
+                        )
+                    })
+                    .await
                 }
-                Err(e) => {
-                    for i in &group {
-                        outcomes[*i] = Some(Err(e.clone()));
-                    }
+                .await;
+                match renewed {
+                    Ok(answers) => answers.into_iter().map(Ok).collect(),
+                    Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
                 }
-            }
-        }
-        let rest: Vec<usize> = (0..leases.len())
-            .filter(|i| outcomes[*i].is_none())
-            .collect();
-        let singles: Vec<RenewRequest<'_>> = rest.iter().map(|i| leases[*i]).collect();
-        for (i, answer) in rest
-            .into_iter()
-            .zip(renew_each(self, &singles, timeout).await)
-        {
-            outcomes[i] = Some(answer);
-        }
-        outcomes
-            .into_iter()
-            .map(|o| o.unwrap_or_else(|| Err(Error::internal("a renewal was not sent"))))
-            .collect()
+            },
+        )
+        .await
     }
 
     async fn release(&self, name: &LockName, mode: LockMode, owner: OwnerId) -> Result<bool> {
