@@ -33,6 +33,7 @@
 //! every SQL URL takes.
 
 mod admin;
+pub(crate) mod conn_pool;
 pub(crate) mod dialect;
 pub(crate) mod error;
 pub(crate) mod fence_sql;

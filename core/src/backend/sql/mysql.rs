@@ -14,10 +14,10 @@
 
 use std::time::Duration;
 
-use sqlx::Connection;
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlSslMode};
+use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
 
 use super::SqlSettings;
+use super::conn_pool::{ConnPool, PoolSettings};
 use super::session::Pooled;
 use crate::error::{Error, Result};
 use crate::options::LockerOptions;
@@ -115,36 +115,19 @@ pub(crate) fn open_pool(
 ) -> Result<Pooled<sqlx::MySql>> {
     let connect = connect_options(url)?;
     let lock_wait = options.operation_timeout.as_secs().max(1);
-    let read_committed = settings.read_committed;
-    let pool = MySqlPoolOptions::new()
-        .max_connections(settings.pool_size)
-        .min_connections(0)
-        .acquire_timeout(options.operation_timeout)
-        .test_before_acquire(false)
-        .after_connect(move |conn, _meta| {
-            Box::pin(async move {
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SET SESSION innodb_lock_wait_timeout = {lock_wait}"
-                )))
-                .execute(&mut *conn)
-                .await?;
-                if read_committed {
-                    sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                        .execute(&mut *conn)
-                        .await?;
-                }
-                Ok(())
-            })
-        })
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for > IDLE_PING {
-                    conn.ping().await?;
-                }
-                Ok(true)
-            })
-        })
-        .connect_lazy_with(connect);
+    let mut setup = vec![format!(
+        "SET SESSION innodb_lock_wait_timeout = {lock_wait}"
+    )];
+    if settings.read_committed {
+        setup.push("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".to_string());
+    }
+    let pool = ConnPool::new(PoolSettings {
+        connect,
+        setup,
+        size: settings.pool_size,
+        acquire_timeout: options.operation_timeout,
+        ping_after: Some(IDLE_PING),
+    });
     Ok(Pooled {
         pool,
         begin_sql: None,

@@ -23,11 +23,11 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgNotification, PgPoolOptions, PgSslMode};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::SqlSettings;
+use super::conn_pool::{ConnPool, PoolSettings};
 use super::session::Pooled;
 use crate::backend::ReleaseWatch;
 use crate::error::{Error, Result};
@@ -148,20 +148,13 @@ pub(crate) fn open_pool(
     settings: &SqlSettings,
 ) -> Result<Pooled<sqlx::Postgres>> {
     let connect = connect_options(url, options)?;
-    let pool = PgPoolOptions::new()
-        .max_connections(settings.pool_size)
-        .min_connections(0)
-        .acquire_timeout(options.operation_timeout)
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for > IDLE_PING {
-                    conn.ping().await?;
-                }
-                Ok(true)
-            })
-        })
-        .connect_lazy_with(connect);
+    let pool = ConnPool::new(PoolSettings {
+        connect,
+        setup: Vec::new(),
+        size: settings.pool_size,
+        acquire_timeout: options.operation_timeout,
+        ping_after: Some(IDLE_PING),
+    });
     Ok(Pooled {
         pool,
         begin_sql: None,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sqlx::{Arguments, AssertSqlSafe, Row as _};
 
+use super::conn_pool::{ConnPool, Lent};
 use crate::sql_value::SqlValue;
 
 /// What a statement's result column is read as.
@@ -77,14 +78,23 @@ pub(crate) trait SqlPool: Send + Sync {
     async fn close(&self);
 }
 
-/// A sqlx pool of one driver, and how its write transactions begin.
-pub(crate) struct Pooled<DB: sqlx::Database> {
-    pub pool: sqlx::Pool<DB>,
+/// The statement pool of one driver ([`ConnPool`]), and how its write transactions begin.
+pub(crate) struct Pooled<DB: sqlx::Database>
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    pub pool: Arc<ConnPool<DB>>,
     pub begin_sql: Option<&'static str>,
 }
 
-pub(crate) struct Conn<DB: sqlx::Database>(sqlx::pool::PoolConnection<DB>);
-pub(crate) struct Tx<DB: sqlx::Database>(sqlx::Transaction<'static, DB>);
+/// A lent connection whose statements commit one by one.
+pub(crate) struct Conn<DB: sqlx::Database>(Lent<DB>)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>;
+/// A lent connection inside a transaction.
+pub(crate) struct Tx<DB: sqlx::Database>(Lent<DB>)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>;
 /// A connection of its own, outside the pool (see [`SqlPool::detached`]).
 pub(crate) struct Detached<DB: sqlx::Database>(DB::Connection);
 
@@ -112,8 +122,9 @@ impl sqlx::Encode<'_, sqlx::Postgres> for UntypedNull {
 }
 
 /// The [`Session`] impl of one wrapper of a `$db` connection, the same for each: the wrapper's
-/// inherent `connection()` reaches the connection inside, and `end(commit)` ends the
-/// transaction (nothing to do for a plain connection).
+/// inherent `start()` reaches the connection for a statement, `ended(&outcome)` records how the
+/// statement ended (a lent connection goes back to its pool only after statements that ran to
+/// their end), and `end(commit)` ends the transaction (nothing to do for a plain connection).
 macro_rules! session {
     ($wrapper:ident, $db:ty) => {
         #[async_trait]
@@ -126,8 +137,10 @@ macro_rules! session {
             ) -> Result<Vec<Row>, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
                 let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .fetch_all(self.connection())
-                    .await?;
+                    .fetch_all(self.start())
+                    .await;
+                self.ended(&rows);
+                let rows = rows?;
                 rows.iter()
                     .map(|r| Pooled::<$db>::decode(r, cols))
                     .collect()
@@ -140,8 +153,10 @@ macro_rules! session {
             ) -> Result<u64, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
                 let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .execute(self.connection())
-                    .await?;
+                    .execute(self.start())
+                    .await;
+                self.ended(&done);
+                let done = done?;
                 Ok(done.rows_affected())
             }
 
@@ -153,16 +168,18 @@ macro_rules! session {
             ) -> Result<Option<Row>, sqlx::Error> {
                 let args = Pooled::<$db>::bind(params)?;
                 let row = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .fetch_optional(self.connection())
-                    .await?;
+                    .fetch_optional(self.start())
+                    .await;
+                self.ended(&row);
+                let row = row?;
                 row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
             }
 
-            async fn commit(self: Box<Self>) -> Result<(), sqlx::Error> {
+            async fn commit(mut self: Box<Self>) -> Result<(), sqlx::Error> {
                 self.end(true).await
             }
 
-            async fn rollback(self: Box<Self>) -> Result<(), sqlx::Error> {
+            async fn rollback(mut self: Box<Self>) -> Result<(), sqlx::Error> {
                 self.end(false).await
             }
         }
@@ -172,36 +189,42 @@ macro_rules! session {
 macro_rules! driver {
     ($db:ty, $args:ty, $null:expr) => {
         impl Conn<$db> {
-            fn connection(&mut self) -> &mut <$db as sqlx::Database>::Connection {
-                &mut self.0
+            fn start(&mut self) -> &mut <$db as sqlx::Database>::Connection {
+                self.0.start()
             }
 
-            async fn end(self: Box<Self>, _commit: bool) -> Result<(), sqlx::Error> {
+            fn ended<T>(&mut self, outcome: &Result<T, sqlx::Error>) {
+                self.0.ended(outcome)
+            }
+
+            async fn end(&mut self, _commit: bool) -> Result<(), sqlx::Error> {
                 Ok(())
             }
         }
 
         impl Detached<$db> {
-            fn connection(&mut self) -> &mut <$db as sqlx::Database>::Connection {
+            fn start(&mut self) -> &mut <$db as sqlx::Database>::Connection {
                 &mut self.0
             }
 
-            async fn end(self: Box<Self>, _commit: bool) -> Result<(), sqlx::Error> {
+            fn ended<T>(&mut self, _outcome: &Result<T, sqlx::Error>) {}
+
+            async fn end(&mut self, _commit: bool) -> Result<(), sqlx::Error> {
                 Ok(())
             }
         }
 
         impl Tx<$db> {
-            fn connection(&mut self) -> &mut <$db as sqlx::Database>::Connection {
-                &mut self.0
+            fn start(&mut self) -> &mut <$db as sqlx::Database>::Connection {
+                self.0.start()
             }
 
-            async fn end(self: Box<Self>, commit: bool) -> Result<(), sqlx::Error> {
-                if commit {
-                    self.0.commit().await
-                } else {
-                    self.0.rollback().await
-                }
+            fn ended<T>(&mut self, outcome: &Result<T, sqlx::Error>) {
+                self.0.ended(outcome)
+            }
+
+            async fn end(&mut self, commit: bool) -> Result<(), sqlx::Error> {
+                self.0.end(commit).await
             }
         }
 
@@ -264,33 +287,19 @@ macro_rules! driver {
         #[async_trait]
         impl SqlPool for Pooled<$db> {
             async fn connection(&self) -> Result<Box<dyn Session>, sqlx::Error> {
-                Ok(Box::new(Conn(self.pool.acquire().await?)))
+                Ok(Box::new(Conn(self.pool.lend().await?)))
             }
 
             async fn begin(&self) -> Result<Box<dyn Session>, sqlx::Error> {
-                // BEGIN runs to its end in a task of its own, even if the caller's future is
-                // dropped (a timeout, a cancelled acquire): sqlx counts a transaction only once
-                // BEGIN's answer has arrived, so a BEGIN cut short would put the connection back
-                // in the pool inside a transaction nobody ends (its later single statements
-                // never committed, their row locks, or SQLite's write lock, held).
-                let (pool, begin_sql) = (self.pool.clone(), self.begin_sql);
-                let tx = tokio::spawn(async move {
-                    match begin_sql {
-                        Some(sql) => pool.begin_with(sql).await,
-                        None => pool.begin().await,
-                    }
-                })
-                .await
-                .map_err(|e| {
-                    sqlx::Error::Protocol(format!("the task running BEGIN failed: {e}"))
-                })??;
-                Ok(Box::new(Tx(tx)))
+                // A BEGIN cut short (a timeout, a cancelled acquire) leaves the connection
+                // unknown to its pool, which closes it rather than lend it again.
+                let mut lent = self.pool.lend().await?;
+                lent.begin(self.begin_sql.unwrap_or("BEGIN")).await?;
+                Ok(Box::new(Tx(lent)))
             }
 
             async fn detached(&self) -> Result<Box<dyn Session>, sqlx::Error> {
-                use sqlx::ConnectOptions;
-                let connection = self.pool.connect_options().connect().await?;
-                Ok(Box::new(Detached::<$db>(connection)))
+                Ok(Box::new(Detached::<$db>(self.pool.open().await?)))
             }
 
             async fn close(&self) {

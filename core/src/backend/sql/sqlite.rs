@@ -12,8 +12,9 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
+use super::conn_pool::{ConnPool, PoolSettings};
 use super::error::map_sqlx_error;
 use super::session::Pooled;
 use crate::error::{Error, Result};
@@ -73,15 +74,17 @@ pub(crate) async fn open_pool(
     // Switching a new file to WAL takes an exclusive lock, and SQLite answers BUSY at once,
     // without its busy handler, when several processes open one new file together: try again
     // for up to the operation timeout.
+    let pool = ConnPool::new(PoolSettings {
+        connect,
+        setup: Vec::new(),
+        size: 2,
+        acquire_timeout: options.operation_timeout,
+        ping_after: None,
+    });
     let started = std::time::Instant::now();
-    let pool = loop {
-        let opened = SqlitePoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(options.operation_timeout)
-            .connect_with(connect.clone())
-            .await;
-        match opened {
-            Ok(pool) => break pool,
+    loop {
+        match pool.open_one().await {
+            Ok(()) => break,
             Err(e) if is_busy(&e) && started.elapsed() < options.operation_timeout => {
                 let pause: u64 = rand::Rng::random_range(&mut rand::rng(), 5..50);
                 tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -93,7 +96,7 @@ pub(crate) async fn open_pool(
                 ));
             }
         }
-    };
+    }
     // Writes take the write lock first: a read-then-write in a deferred transaction can fail
     // with a busy snapshot under WAL whatever the busy timeout.
     Ok(Pooled {
