@@ -312,14 +312,22 @@ mod tests {
         assert!(failed.is_err());
         // The statement's future ended with the database's answer, but `ended` was not called:
         // the connection counts as unknown and is closed.
-        assert_eq!(idle(&pool), 0, "an unconfirmed statement closes its connection");
+        assert_eq!(
+            idle(&pool),
+            0,
+            "an unconfirmed statement closes its connection"
+        );
         let mut lent = pool.lend().await.unwrap();
         let failed = sqlx::query("SELECT * FROM no_such_table")
             .fetch_all(lent.start())
             .await;
         lent.ended(&failed);
         drop(lent);
-        assert_eq!(idle(&pool), 1, "an error the database answered leaves it usable");
+        assert_eq!(
+            idle(&pool),
+            1,
+            "an error the database answered leaves it usable"
+        );
     }
 
     #[tokio::test]
@@ -337,7 +345,11 @@ mod tests {
         drop(lent);
         assert_eq!(idle(&pool), 0);
         let mut again = pool.lend().await.unwrap();
-        assert_eq!(count(&mut again).await, 0, "a new connection takes the slot");
+        assert_eq!(
+            count(&mut again).await,
+            0,
+            "a new connection takes the slot"
+        );
     }
 
     #[tokio::test]
