@@ -602,9 +602,8 @@ async fn a_late_acquire_statement_leaves_a_ghost_for_one_background_release_at_m
 ///
 /// Every chunk A sends is late here (a slow link), so that A's release, sent once the answer
 /// comes back, is still on its way when the hold begins. The delay is chosen so that A gives
-/// up in the middle of the acquire: PostgreSQL takes the lock in 2 round trips (prepare,
-/// execute), MariaDB in about 12 (a transaction of 3 prepared statements, and the row's first
-/// insert on its own).
+/// up in the middle of the acquire: both take a free row that exists in 2 round trips (prepare,
+/// execute of one statement: PostgreSQL's upsert, MariaDB's `UPDATE` of a free row).
 async fn a_ghost_behind_a_black_hole_lasts_its_ttl_at_most(db: Db) {
     let t = table("hole");
     let direct = db.with(&format!("table={t}"));
@@ -626,10 +625,7 @@ async fn a_ghost_behind_a_black_hole_lasts_its_ttl_at_most(db: Db) {
         .await
         .unwrap();
     let ttl = Duration::from_secs(3);
-    let delay = match db.kind {
-        sql_support::Kind::Postgres => Duration::from_millis(1500),
-        sql_support::Kind::MariaDb => Duration::from_millis(400),
-    };
+    let delay = Duration::from_millis(1500);
     proxy.delay(delay);
     let started = Instant::now();
     let acquired = a

@@ -9,7 +9,7 @@
 //! | name column | `BLOB` | `BYTEA` | `VARBINARY(255)` (binary: case- and space-sensitive) |
 //! | expiry column | `INTEGER` µs since the epoch | `TIMESTAMPTZ` | `DATETIME(6)`, UTC |
 //! | clock | this machine's, read inside `BEGIN IMMEDIATE` | `clock_timestamp()` | `UTC_TIMESTAMP(6)` |
-//! | acquire | one upsert `RETURNING` | one upsert `RETURNING` (+ time left, same statement) | transaction with `SELECT … FOR UPDATE` |
+//! | acquire | one upsert `RETURNING` | one upsert `RETURNING` (+ time left, same statement) | one `UPDATE` of a free row, minting with `LAST_INSERT_ID(…)`; else a transaction with `SELECT … FOR UPDATE` |
 //! | missing row | inserted by the upsert | inserted by the upsert | `INSERT IGNORE`, autocommit, before the transaction |
 //! | writes | in `BEGIN IMMEDIATE` | single statements | single statements |
 //! | release | `UPDATE` | `UPDATE` + `pg_notify` in one statement | `UPDATE` |
@@ -540,11 +540,12 @@ mod tests {
                     stmts.extend([upsert].into_iter().chain(left))
                 }
                 AcquireSql::LockRow {
+                    take_free,
                     seed,
                     lock,
                     take,
                     token,
-                } => stmts.extend([seed, lock, take, token]),
+                } => stmts.extend([take_free, seed, lock, take, token]),
             }
             stmts.extend(shared.all());
             stmts.extend([

@@ -24,10 +24,13 @@ pub(crate) enum AcquireSql {
     /// nothing, the time left and the kind of a name in shared use come from its second and
     /// third columns (PostgreSQL) or from `left`.
     Upsert { upsert: Stmt, left: Option<Stmt> },
-    /// A transaction: `seed` (autocommit) makes sure the row exists, `lock` locks it and says
-    /// whether it is held, for how long and, when in shared use, as what kind; `take` mints
-    /// the token, `token` reads it back.
+    /// First `take_free`, one autocommit statement that takes the row when it is free and
+    /// reports the token it minted as its `LAST_INSERT_ID`; when it takes nothing (the row is
+    /// held, missing, or never taken), a transaction: `seed` (autocommit) makes sure the row
+    /// exists, `lock` locks it and says whether it is held, for how long and, when in shared
+    /// use, as what kind; `take` mints the token, `token` reads it back.
     LockRow {
+        take_free: Stmt,
         seed: Stmt,
         lock: Stmt,
         take: Stmt,
@@ -136,6 +139,20 @@ impl LockSql {
                 left: None,
             },
             Flavor::MySql => AcquireSql::LockRow {
+                // Only a row taken before (token > 0): a row's first token is minted by `take`,
+                // whose clock is read once the row is locked, so it exceeds every token of a
+                // deleted earlier row of the name; this statement's clock is read when it
+                // starts, possibly before such a row was deleted and seeded again. Every later
+                // token also exceeds the row's last one.
+                take_free: c(
+                    &format!(
+                        "UPDATE {t} SET owner = :owner, \
+                         token = LAST_INSERT_ID(GREATEST(token + 1, {now_us})), \
+                         expires_at = {expiry}, holder = :holder \
+                         WHERE name = :name AND token > 0 AND (owner IS NULL OR expires_at < {now})"
+                    ),
+                    &[],
+                )?,
                 seed: c(
                     &format!(
                         "INSERT IGNORE INTO {t} (name, owner, token, expires_at, holder) \

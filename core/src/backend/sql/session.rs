@@ -43,7 +43,17 @@ pub(crate) fn text(row: &Row, i: usize) -> Option<String> {
 #[async_trait]
 pub(crate) trait Session: Send {
     /// Runs a statement; the rows it affected (or returned, for a PostgreSQL `SELECT`).
-    async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error>;
+    async fn execute(&mut self, sql: &Arc<str>, params: Vec<SqlValue>) -> Result<u64, sqlx::Error> {
+        Ok(self.execute_with_id(sql, params).await?.0)
+    }
+    /// Runs a statement; the rows it affected and the id its answer carries: MySQL's
+    /// `LAST_INSERT_ID` (which `LAST_INSERT_ID(expr)` in an `UPDATE` sets), SQLite's last
+    /// rowid, none on PostgreSQL.
+    async fn execute_with_id(
+        &mut self,
+        sql: &Arc<str>,
+        params: Vec<SqlValue>,
+    ) -> Result<(u64, Option<u64>), sqlx::Error>;
     /// Runs a statement and reads its first row as `cols`.
     async fn fetch_optional(
         &mut self,
@@ -126,7 +136,7 @@ impl sqlx::Encode<'_, sqlx::Postgres> for UntypedNull {
 /// statement ended (a lent connection goes back to its pool only after statements that ran to
 /// their end), and `end(commit)` ends the transaction (nothing to do for a plain connection).
 macro_rules! session {
-    ($wrapper:ident, $db:ty) => {
+    ($wrapper:ident, $db:ty, $reported_id:expr) => {
         #[async_trait]
         impl Session for $wrapper<$db> {
             async fn fetch_all(
@@ -146,18 +156,20 @@ macro_rules! session {
                     .collect()
             }
 
-            async fn execute(
+            async fn execute_with_id(
                 &mut self,
                 sql: &Arc<str>,
                 params: Vec<SqlValue>,
-            ) -> Result<u64, sqlx::Error> {
+            ) -> Result<(u64, Option<u64>), sqlx::Error> {
+                let reported_id: fn(&<$db as sqlx::Database>::QueryResult) -> Option<u64> =
+                    $reported_id;
                 let args = Pooled::<$db>::bind(params)?;
                 let done = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
                     .execute(self.start())
                     .await;
                 self.ended(&done);
                 let done = done?;
-                Ok(done.rows_affected())
+                Ok((done.rows_affected(), reported_id(&done)))
             }
 
             async fn fetch_optional(
@@ -187,7 +199,7 @@ macro_rules! session {
 }
 
 macro_rules! driver {
-    ($db:ty, $args:ty, $null:expr) => {
+    ($db:ty, $args:ty, $null:expr, $reported_id:expr) => {
         impl Conn<$db> {
             fn start(&mut self) -> &mut <$db as sqlx::Database>::Connection {
                 self.0.start()
@@ -228,9 +240,9 @@ macro_rules! driver {
             }
         }
 
-        session!(Conn, $db);
-        session!(Detached, $db);
-        session!(Tx, $db);
+        session!(Conn, $db, $reported_id);
+        session!(Detached, $db, $reported_id);
+        session!(Tx, $db, $reported_id);
 
         impl Pooled<$db> {
             fn bind(params: Vec<SqlValue>) -> Result<$args, sqlx::Error> {
@@ -313,13 +325,20 @@ macro_rules! driver {
 driver!(
     sqlx::Sqlite,
     sqlx::sqlite::SqliteArguments,
-    Option::<i64>::None
+    Option::<i64>::None,
+    |done| u64::try_from(done.last_insert_rowid()).ok()
 );
 #[cfg(feature = "postgres")]
-driver!(sqlx::Postgres, sqlx::postgres::PgArguments, UntypedNull);
+driver!(
+    sqlx::Postgres,
+    sqlx::postgres::PgArguments,
+    UntypedNull,
+    |_| None
+);
 #[cfg(feature = "mysql")]
 driver!(
     sqlx::MySql,
     sqlx::mysql::MySqlArguments,
-    Option::<i64>::None
+    Option::<i64>::None,
+    |done| Some(done.last_insert_id())
 );

@@ -383,11 +383,23 @@ async fn acquire_once(
             attempt
         }
         AcquireSql::LockRow {
+            take_free,
             seed,
             lock,
             take,
             token,
         } => {
+            let (taken, minted_id) = pool
+                .connection()
+                .await?
+                .execute_with_id(&take_free.sql, take_free.bind(&args)?)
+                .await?;
+            if taken == 1 {
+                return Ok(Attempt::Acquired {
+                    token: minted(minted_id.and_then(|id| i64::try_from(id).ok()))?,
+                    origin: None,
+                });
+            }
             for _ in 0..3 {
                 let mut tx = pool.begin().await?;
                 let Some(row) = tx
