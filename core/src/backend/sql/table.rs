@@ -462,7 +462,7 @@ impl Backend for SqlBackend {
         let owned = req.to_owned();
         let (timeout, releasing) = (self.operation_timeout, self.context("release"));
         let running = self.attempts.start(req.owner);
-        let attempt = tokio::spawn(async move {
+        crate::sync::finish_even_if_dropped(async move {
             let req = owned.as_request();
             let result =
                 with_conflict_retries(&context, &store.sql.table, || acquire_once(&store, &req))
@@ -475,10 +475,9 @@ impl Backend for SqlBackend {
             }
             drop(running);
             result
-        });
-        attempt
-            .await
-            .map_err(|e| Error::internal(format!("the acquire attempt's task failed: {e}")))?
+        })
+        .await
+        .map_err(|panic| Error::internal(format!("the acquire attempt panicked: {}", panic.0)))?
     }
 
     async fn renew(
