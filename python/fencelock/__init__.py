@@ -18,6 +18,11 @@ Besides the mutex of ``locker.lock(name)``: ``with locker.semaphore(name, permit
 ``with locker.write_lock(name)`` (one writer alone), each with ``async with`` too; a lease's
 ``mode`` says which it holds.
 
+As a decorator: ``@locker.locked("nightly", ttl=60)`` runs each call of a function or coroutine
+function holding the lock; ``fencelock.current_lease()`` is the call's Lease. A blocking call that
+waits for a lock, made inside a running asyncio loop, raises ``fencelock.BlockingCallInEventLoop``
+(use the async form there).
+
 Several names at once: ``with locker.lock_many(["a", "b"]) as lease:`` takes every name or none,
 in one order whatever the order given (no deadlock between overlapping sets); ``lease.part(name)``
 is that name's Lease, to give the fence it guards.
@@ -30,9 +35,11 @@ Durations are seconds (int or float) or ``datetime.timedelta``. There is no ``ti
 ``ttl=`` is how long a lease lasts, ``wait=`` how long acquiring may block (None = forever).
 """
 
+from ._decorate import current_lease
 from ._errors import (
     Auth,
     BackendError,
+    BlockingCallInEventLoop,
     Closed,
     Deadlock,
     InternalError,
@@ -91,5 +98,7 @@ __all__ = [
     "Deadlock",
     "Closed",
     "InternalError",
+    "BlockingCallInEventLoop",
+    "current_lease",
     "__version__",
 ]

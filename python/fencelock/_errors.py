@@ -24,6 +24,7 @@ __all__ = [
     "Deadlock",
     "Closed",
     "InternalError",
+    "BlockingCallInEventLoop",
 ]
 
 
@@ -117,3 +118,16 @@ class InternalError(LockError):
     """A bug in fencelock, including a caught Rust panic. Please report it."""
 
     code = "INTERNAL"
+
+
+class BlockingCallInEventLoop(RuntimeError):
+    """A blocking call that waits for a lock (``with locker.lock(...)``, ``acquire()``,
+    ``acquire_many()``, a leadership campaign) made in a thread whose asyncio event loop is
+    running: it would stall the loop while it waited, and a holder in that loop could never
+    release. Use ``async with`` or ``await locker.acquire_async(...)`` there. Calls of one round
+    trip (``try_acquire()``, ``inspect()``, ``release()``, ``extend()``, ``close()``) are allowed.
+
+    A mistake in the calling code, so not a :class:`LockError` (``except LockError`` does not
+    hide it). Setting ``FENCELOCK_ALLOW_BLOCKING_IN_EVENT_LOOP=1`` allows such calls, for Jupyter,
+    whose cells run inside a loop.
+    """

@@ -37,6 +37,7 @@ __version__: str
 
 _T = TypeVar("_T")
 _Entered = TypeVar("_Entered", "Lease", "Leadership")
+_Func = TypeVar("_Func", bound=Callable[..., Any])
 
 #: _Seconds (int or float) or a timedelta.
 _Seconds: TypeAlias = Union[int, float, timedelta]
@@ -89,6 +90,21 @@ class Locker:
         reentrant: bool = False,
         pipelined_release: bool = False,
     ) -> Lock[Lease]: ...
+    def locked(
+        self,
+        name: str,
+        *,
+        ttl: _Seconds = 30,
+        wait: Optional[_Seconds] = None,
+        auto_renew: bool = True,
+        max_hold: Optional[_Seconds] = None,
+        holder: Optional[str] = None,
+        reentrant: bool = False,
+        pipelined_release: bool = False,
+    ) -> Lock[Lease]:
+        """The lock `name` as a decorator: `@locker.locked("nightly", ttl=60, wait=0)` runs each
+        call of the function or coroutine function while holding it; inside,
+        `fencelock.current_lease()` is the call's Lease. The same Lock as `lock(name, ...)`."""
     def semaphore(
         self,
         name: str,
@@ -312,6 +328,10 @@ class Lock(Generic[_Entered]):
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> Awaitable[bool]: ...
+    def __call__(self, func: _Func) -> _Func:
+        """As a decorator: each call of `func` (a function, or a coroutine function) runs while
+        holding the lock; `fencelock.current_lease()` is the call's Lease. A generator function
+        is refused (`TypeError`)."""
 
 @final
 class Lease:

@@ -76,6 +76,13 @@ pub(crate) fn invalid_type(message: impl Into<String>) -> PyErr {
     })
 }
 
+/// A blocking call made where it would stall a running asyncio event loop:
+/// `fencelock.BlockingCallInEventLoop`, a `RuntimeError` (a mistake in the calling code, outside
+/// the shared error codes).
+pub(crate) fn blocking_in_event_loop(py: Python<'_>, message: &str) -> PyErr {
+    instance(py, "BlockingCallInEventLoop", (message,)).unwrap_or_else(|e| e)
+}
+
 pub(crate) fn closed(message: impl Into<String>) -> PyErr {
     to_py(Error::closed(message))
 }

@@ -24,7 +24,7 @@ use crate::options::{
     LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options,
     locker_options, text,
 };
-use crate::runtime::{OnInterrupt, awaitable, wait};
+use crate::runtime::{OnInterrupt, awaitable, refuse_waiting_inside_event_loop, wait};
 
 /// A client bound to one backend, made by `fencelock.connect(url)`.
 ///
@@ -135,6 +135,23 @@ impl PyLocker {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyLock> {
         guard(|| PyLock::new(slf, &name, options, "lock", false, LockMode::Exclusive))
+    }
+
+    /// The lock `name` as a decorator: `@locker.locked("nightly", ttl=60, wait=0)` runs each
+    /// call of the function, or of the coroutine function, while holding it (acquired as the
+    /// call starts, released as it returns or raises); inside, `fencelock.current_lease()` is
+    /// the call's Lease. The same object as `lock(name, **options)`, whose Lock is a decorator
+    /// too; the options are checked here, once.
+    #[pyo3(
+        signature = (name, **options),
+        text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"
+    )]
+    fn locked(
+        slf: &Bound<'_, Self>,
+        name: Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyLock> {
+        guard(|| PyLock::new(slf, &name, options, "locked", false, LockMode::Exclusive))
     }
 
     /// One of `permits` permits of the semaphore `name`, to use with `with` or `async with`: at
@@ -317,6 +334,7 @@ impl PyLocker {
             let options = acquire_options(options, LOCK_OPTIONS, "acquire")?;
             let locker = self.core()?.clone();
             let scope = current_scope(py)?;
+            refuse_waiting_inside_event_loop(py)?;
             let lease = wait(
                 py,
                 async move { locker.acquire_in(scope, &name, &options).await },
@@ -445,6 +463,7 @@ impl PyLocker {
             let options = acquire_options(options, LOCK_OPTIONS, "acquire_many")?;
             let locker = self.core()?.clone();
             let scope = current_scope(py)?;
+            refuse_waiting_inside_event_loop(py)?;
             let lease = wait(
                 py,
                 async move {
@@ -878,6 +897,7 @@ impl PyLock {
         guard(|| {
             let (lock, scope, claim) = self.enter(py)?;
             let options = self.options.clone();
+            refuse_waiting_inside_event_loop(py)?;
             let lease = wait(
                 py,
                 async move { lock.acquire_in(scope, &options).await },
@@ -931,6 +951,16 @@ impl PyLock {
                 None => awaitable(py, async { Ok(false) }),
                 Some(lease) => exit_async(py, lease, propagating),
             }
+        })
+    }
+
+    /// Used as a decorator (`@locker.lock(name, ...)`, `@locker.semaphore(...)`, ...): each call
+    /// of `func` runs while holding the lock, in `with` (a function) or `async with` (a
+    /// coroutine function); `fencelock.current_lease()` is the call's Lease.
+    fn __call__(slf: Bound<'_, Self>, func: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        guard(|| {
+            let wrap = slf.py().import("fencelock._decorate")?.getattr("wrap")?;
+            Ok(wrap.call1((slf, func))?.unbind())
         })
     }
 

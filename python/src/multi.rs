@@ -17,7 +17,7 @@ use crate::locker::{
     Claim, PyLocker, Scopes, acquire_options, claim, current_scope, drop_scopes, new_scopes, take,
 };
 use crate::options::{LOCK_OPTIONS, optional_duration, text};
-use crate::runtime::{OnInterrupt, awaitable, block, wait};
+use crate::runtime::{OnInterrupt, awaitable, block, refuse_waiting_inside_event_loop, wait};
 use crate::signal::PyLostSignal;
 
 /// The names of a multi-name lock: any iterable of str (each checked as `lock(name)` checks
@@ -380,6 +380,7 @@ impl PyMultiLock {
         guard(|| {
             let (locker, scope, claim) = self.enter(py)?;
             let (names, options) = (self.names.clone(), self.options.clone());
+            refuse_waiting_inside_event_loop(py)?;
             let lease = wait(
                 py,
                 async move {

@@ -47,7 +47,7 @@ pub(crate) fn duration(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Duratio
     let py = value.py();
     let accepted = "a number of seconds (int or float) or a datetime.timedelta";
     if value.is_instance_of::<PyBool>() {
-        return Err(invalid(format!(
+        return Err(invalid_type(format!(
             "{what} must be {accepted}, not a bool ({})",
             describe(value)
         )));
@@ -96,7 +96,7 @@ pub(crate) fn duration(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Duratio
         let total = days as u64 * 86_400 + seconds as u64;
         return Ok(Duration::from_secs(total) + Duration::from_micros(micros as u64));
     }
-    Err(invalid(format!(
+    Err(invalid_type(format!(
         "{what} must be {accepted}, not {} ({})",
         type_name(value),
         describe(value)
@@ -158,7 +158,7 @@ pub(crate) fn permits(value: &Bound<'_, PyAny>) -> PyResult<u32> {
 
 fn boolean(value: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
     if !value.is_instance_of::<PyBool>() {
-        return Err(invalid(format!(
+        return Err(invalid_type(format!(
             "{what} must be True or False, not {} ({})",
             type_name(value),
             describe(value)
@@ -182,11 +182,13 @@ impl<'a, 'py> Options<'a, 'py> {
         if let Some(dict) = given {
             for key in dict.keys() {
                 let key: String = key.extract()?;
+                // Python raises TypeError for a keyword a function does not take; these are
+                // that, and fencelock.InvalidArgument too.
                 if key == "timeout" {
-                    return Err(invalid(TIMEOUT_MESSAGE));
+                    return Err(invalid_type(TIMEOUT_MESSAGE));
                 }
                 if !known.contains(&key.as_str()) {
-                    return Err(invalid(format!(
+                    return Err(invalid_type(format!(
                         "{call}() got an unknown option {key:?}; it takes {}",
                         known.join(", ")
                     )));
@@ -239,7 +241,7 @@ pub(crate) const FENCE_OPTIONS: &[&str] = &["poll_interval", "operation_timeout"
 pub(crate) fn lock_options(options: &Options<'_, '_>) -> PyResult<LockOptions> {
     let ttl = match options.get("ttl")? {
         Some(ttl) if ttl.is_none() => {
-            return Err(invalid(
+            return Err(invalid_type(
                 "ttl must be a number of seconds or a datetime.timedelta, not None (the default is 30)",
             ));
         }

@@ -37,7 +37,39 @@ use pyo3_async_runtimes::TaskLocals;
 use pyo3_async_runtimes::generic::{self, ContextExt};
 use tokio::runtime::{Handle, Runtime};
 
-use crate::error::{panic_to_py, to_py};
+use crate::error::{blocking_in_event_loop, panic_to_py, to_py};
+
+/// Set (to anything but `0` or empty) to let blocking calls run inside a running asyncio event
+/// loop, stalling it: for Jupyter, whose cells run inside one.
+const ALLOW_BLOCKING_IN_EVENT_LOOP: &str = "FENCELOCK_ALLOW_BLOCKING_IN_EVENT_LOOP";
+
+static GET_RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// Refuses a blocking call that waits for a lock's holders on a thread whose asyncio event loop
+/// is running: it would stall every task of that loop for as long as it waited (a
+/// `with locker.lock(...)` inside `async def`), and a holder in the same loop could never
+/// release. The calls of one round trip (try_acquire, inspect, release, extend, close) are let
+/// through: they block the loop for that round trip, as a synchronous driver's call does.
+pub(crate) fn refuse_waiting_inside_event_loop(py: Python<'_>) -> PyResult<()> {
+    let get_running_loop = GET_RUNNING_LOOP.import(py, "asyncio", "_get_running_loop")?;
+    if get_running_loop.call0()?.is_none() {
+        return Ok(());
+    }
+    if std::env::var(ALLOW_BLOCKING_IN_EVENT_LOOP).is_ok_and(|v| !v.is_empty() && v != "0") {
+        return Ok(());
+    }
+    Err(blocking_in_event_loop(
+        py,
+        &format!(
+            "a blocking fencelock call that waits for the lock (`with locker.lock(...)`, \
+             acquire(), acquire_many(), ...) was made inside a running asyncio event loop, which \
+             it would stall while it waited, and a holder in that loop could never release: use \
+             the async form there (`async with locker.lock(...)`, `await \
+             locker.acquire_async(...)`). Set {ALLOW_BLOCKING_IN_EVENT_LOOP}=1 to allow it \
+             (Jupyter)"
+        ),
+    ))
+}
 
 /// The longest a blocking call goes without checking for Ctrl-C.
 pub(crate) const SLICE: Duration = Duration::from_millis(100);

@@ -105,14 +105,53 @@ BAD_LOCK_OPTIONS = {
 }
 
 
-@pytest.mark.parametrize("kwargs,fragment", BAD_LOCK_OPTIONS.values(), ids=BAD_LOCK_OPTIONS.keys())
-def test_bad_lock_options(locker: fencelock.Locker, kwargs: Dict[str, Any], fragment: str) -> None:
+# The options of the wrong type, or unknown: as Python's own functions, these raise TypeError
+# (and InvalidArgument too); a value of the right type out of range raises ValueError alone.
+WRONG_TYPES = {
+    "ttl-str",
+    "ttl-bool",
+    "ttl-none",
+    "ttl-list",
+    "wait-str",
+    "wait-bool",
+    "auto-renew-str",
+    "auto-renew-int",
+    "holder-int",
+    "timeout",
+    "unknown-option",
+    "reentrant-str",
+    "reentrant-int",
+    "pipelined-release-str",
+}
+
+
+@pytest.mark.parametrize(
+    "key,kwargs,fragment",
+    [(key, *case) for key, case in BAD_LOCK_OPTIONS.items()],
+    ids=BAD_LOCK_OPTIONS.keys(),
+)
+def test_bad_lock_options(
+    locker: fencelock.Locker, key: str, kwargs: Dict[str, Any], fragment: str
+) -> None:
     # Refused at once, whichever entry point; lock() refuses before anything is entered.
-    for call in (locker.lock, locker.acquire):
+    for call in (locker.lock, locker.locked, locker.acquire):
         with pytest.raises(fencelock.InvalidArgument, match=fragment) as caught:
             call("opts", **kwargs)
         assert caught.value.code == "INVALID_ARGUMENT"
         assert isinstance(caught.value, ValueError)
+        assert isinstance(caught.value, TypeError) == (key in WRONG_TYPES), key
+
+
+def test_wrong_types_are_caught_by_except_type_error_and_except_lock_error(
+    locker: fencelock.Locker,
+) -> None:
+    for catch in (TypeError, fencelock.LockError):
+        try:
+            locker.lock("x", ttl="30")  # type: ignore[arg-type]
+        except catch as error:
+            assert "ttl must be a number of seconds" in str(error)
+        else:
+            pytest.fail("ttl='30' was accepted")
 
 
 def test_timeout_is_refused_everywhere_and_names_ttl_and_wait(

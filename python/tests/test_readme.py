@@ -33,6 +33,7 @@ def python_examples() -> List[str]:
 #: The binding README's runnable examples, by the text that starts their paragraph, with what
 #: each prints.
 BINDING_PRINTS = {
+    "As a decorator": ["report for 2026-12-03 under fencing token"],
     "Several names as one lock": [
         "holding ['account-17', 'account-4']",
         "account-17 written under fencing token",
@@ -69,6 +70,6 @@ def test_readme_python_example_runs(index: int) -> None:
     run_example(python_examples()[index], PRINTS[index])
 
 
-@pytest.mark.parametrize("paragraph", list(BINDING_PRINTS), ids=["many"])
+@pytest.mark.parametrize("paragraph", list(BINDING_PRINTS), ids=["decorator", "many"])
 def test_binding_readme_example_runs(paragraph: str) -> None:
     run_example(binding_example(paragraph), BINDING_PRINTS[paragraph])
