@@ -18,7 +18,12 @@ export type ErrorCode =
 
 export declare const ERROR_CODES: readonly ErrorCode[];
 
-/** Every failure of fencelock: an Error with a stable `code`. */
+/**
+ * Every failure of fencelock: an Error with a stable `code`. An argument of the wrong type (a
+ * number where a string goes, a non-function callback) is Node's own argument error instead: a
+ * `TypeError` with `code: 'ERR_INVALID_ARG_TYPE'`, outside the shared codes; a value of the
+ * right type that is out of range is a LockError `INVALID_ARGUMENT`.
+ */
 export declare class LockError extends Error {
   readonly name: 'LockError';
   readonly code: ErrorCode;
@@ -207,6 +212,8 @@ export declare class Lease implements AsyncDisposable {
   readonly mode: LockMode;
   /** The fencing token: strictly increasing per lock name, below 2^63. */
   readonly token: bigint;
+  /** The fencing token as a decimal string: for JSON, logs and databases without 64-bit integers. */
+  readonly tokenString: string;
   /** When the server expires the lease unless renewed (this client's estimate); null on ZooKeeper. */
   readonly expiresAt: Date | null;
   /**
@@ -218,10 +225,19 @@ export declare class Lease implements AsyncDisposable {
   readonly isLost: boolean;
   /** Neither released nor lost. */
   readonly isHeld: boolean;
+  /** Whether the last renewal failed (renewals are retried until the client deadline). */
+  readonly renewalFailing: boolean;
+  /**
+   * Whether the lease's connection to its backend is down (ZooKeeper's "suspended") or its last
+   * renewal failed: stop writing until it clears; the lease is lost at its deadline otherwise.
+   */
+  readonly isSuspended: boolean;
   /** Aborted, with a LOST LockError as its reason, when the lease is lost. Does not keep the process alive. */
   readonly signal: AbortSignal;
   /** Throws LOST after a loss (NOT_HELD after release). */
   throwIfLost(): void;
+  /** What JSON.stringify shows: the name, the token as a decimal string, and the mode. */
+  toJSON(): { name: string; token: string; mode: LockMode };
   /** Sets a new ttl (ms) from now; the current ttl when omitted. NOT_HELD after release, LOST after a loss. */
   extend(ttl?: number): Promise<void>;
   /** Releases the lock. NOT_HELD on a second release, LOST if the lease was lost first. */

@@ -20,6 +20,14 @@ function invalid(message) {
   return new LockError('INVALID_ARGUMENT', message);
 }
 
+// An argument of the wrong type: a TypeError with Node's own code, as Node's APIs throw; a value
+// of the right type out of range is a LockError INVALID_ARGUMENT.
+function invalidType(message) {
+  const error = new TypeError(message);
+  error.code = 'ERR_INVALID_ARG_TYPE';
+  return error;
+}
+
 function describe(value) {
   if (value === null) return 'null';
   if (typeof value === 'string') {
@@ -36,7 +44,8 @@ function describe(value) {
 }
 
 function checkString(value, what) {
-  if (typeof value !== 'string') throw invalid(`${what} must be a string, not ${describe(value)}`);
+  if (typeof value !== 'string')
+    throw invalidType(`${what} must be a string, not ${describe(value)}`);
   // Node-API would turn a lone surrogate into U+FFFD, so "a\uD800" and "a\uDC00" would name
   // one lock: refuse it, as Python and the JVM do.
   if (!value.isWellFormed()) {
@@ -49,13 +58,13 @@ function checkString(value, what) {
 // module with messages that name the option (src/options.rs), and ranges by the core.
 function checkMs(value, what) {
   if (typeof value !== 'number')
-    throw invalid(`${what} must be a number of milliseconds, not ${describe(value)}`);
+    throw invalidType(`${what} must be a number of milliseconds, not ${describe(value)}`);
   return value;
 }
 
 function checkBool(value, what) {
   if (typeof value !== 'boolean')
-    throw invalid(`${what} must be true or false, not ${describe(value)}`);
+    throw invalidType(`${what} must be true or false, not ${describe(value)}`);
   return value;
 }
 
@@ -76,7 +85,7 @@ const TIMEOUT_MESSAGE =
 function checkKeys(options, known, call) {
   if (options === undefined || options === null) return {};
   if (typeof options !== 'object' || Array.isArray(options)) {
-    throw invalid(`${call}() options must be an object, not ${describe(options)}`);
+    throw invalidType(`${call}() options must be an object, not ${describe(options)}`);
   }
   for (const key of Object.keys(options)) {
     if (key === 'timeout') throw invalid(TIMEOUT_MESSAGE);
@@ -130,7 +139,7 @@ function lockOptions(options, known, call) {
   const out = {};
   if (given.ttl !== undefined) {
     if (given.ttl === null)
-      throw invalid('ttl must be a number of milliseconds, not null (the default is 30000)');
+      throw invalidType('ttl must be a number of milliseconds, not null (the default is 30000)');
     out.ttl = checkMs(given.ttl, 'ttl');
   }
   // Absent or null: wait forever.
@@ -146,7 +155,7 @@ function lockOptions(options, known, call) {
   let signal;
   if (given.signal !== undefined && given.signal !== null) {
     if (!isAbortSignal(given.signal))
-      throw invalid(`signal must be an AbortSignal, not ${describe(given.signal)}`);
+      throw invalidType(`signal must be an AbortSignal, not ${describe(given.signal)}`);
     signal = given.signal;
   }
   return { options: out, signal };
@@ -161,7 +170,7 @@ const WRITE = Object.freeze({ mode: 'write' });
 /** A semaphore's lock options, the AbortSignal, and its mode with the permits (required). */
 function semaphoreOptions(options, call) {
   if (typeof options === 'number') {
-    throw invalid(
+    throw invalidType(
       `${call}() takes the permits among its options: ${call}(name, { permits: ${options} })`,
     );
   }
@@ -174,7 +183,7 @@ function semaphoreOptions(options, call) {
   }
   // Whole numbers in range: the native module and the core check (src/options.rs).
   if (typeof permits !== 'number')
-    throw invalid(`permits must be a number, not ${describe(permits)}`);
+    throw invalidType(`permits must be a number, not ${describe(permits)}`);
   return { mode: { mode: 'permit', permits }, options: opts, signal };
 }
 
@@ -186,7 +195,9 @@ function scopedArgs(call, name, options, fn) {
   }
   checkString(name, 'lock name');
   if (typeof fn !== 'function')
-    throw invalid(`${call}() needs a function to run while holding the lock, not ${describe(fn)}`);
+    throw invalidType(
+      `${call}() needs a function to run while holding the lock, not ${describe(fn)}`,
+    );
   return { options, fn };
 }
 
@@ -197,7 +208,7 @@ function scopedArgs(call, name, options, fn) {
 function checkNames(names) {
   if (!Array.isArray(names)) {
     const hint = typeof names === 'string' ? ` (for one name: [${JSON.stringify(names)}])` : '';
-    throw invalid(`lock names must be an array of strings, not ${describe(names)}${hint}`);
+    throw invalidType(`lock names must be an array of strings, not ${describe(names)}${hint}`);
   }
   return names.map((name, i) => checkString(name, `lock name ${i + 1}`));
 }
@@ -214,7 +225,7 @@ function connectOptions(options, call, known) {
   let logger;
   if (given.logger !== undefined && given.logger !== null) {
     if (typeof given.logger !== 'function')
-      throw invalid(`logger must be a function, not ${describe(given.logger)}`);
+      throw invalidType(`logger must be a function, not ${describe(given.logger)}`);
     logger = { fn: given.logger, level: checkLogLevel(given.logLevel) };
   } else if (given.logLevel !== undefined && given.logLevel !== null) {
     throw invalid('logLevel needs a logger');
@@ -222,7 +233,7 @@ function connectOptions(options, call, known) {
   let metrics = false;
   if (given.metrics !== undefined && given.metrics !== null) {
     if (typeof given.metrics !== 'boolean')
-      throw invalid(`metrics must be true or false, not ${describe(given.metrics)}`);
+      throw invalidType(`metrics must be true or false, not ${describe(given.metrics)}`);
     metrics = given.metrics;
   }
   return { options: out, logger, metrics };
@@ -281,7 +292,7 @@ function setLogger(fn, options) {
     native.setLogger(null, undefined);
     return;
   }
-  if (typeof fn !== 'function') throw invalid(`logger must be a function, not ${describe(fn)}`);
+  if (typeof fn !== 'function') throw invalidType(`logger must be a function, not ${describe(fn)}`);
   const given = checkKeys(options, ['level'], 'setLogger');
   const level = checkLogLevel(given.level);
   native.setLogger((record) => {
@@ -362,9 +373,27 @@ class Lease {
     return new Date(this.#native.validUntil);
   }
 
+  /** The fencing token as a decimal string: for JSON, logs and databases without 64-bit integers. */
+  get tokenString() {
+    return this.#token.toString();
+  }
+
   /** Whether the lease is lost; computed from the client deadline on every read. */
   get isLost() {
     return this.#native.isLost;
+  }
+
+  /** Whether the last renewal failed (renewals are retried until the client deadline). */
+  get renewalFailing() {
+    return this.#native.renewalFailing;
+  }
+
+  /**
+   * Whether the lease's connection to its backend is down (ZooKeeper's "suspended") or its last
+   * renewal failed: stop writing until it clears; the lease is lost at its deadline otherwise.
+   */
+  get isSuspended() {
+    return this.#native.isSuspended;
   }
 
   /** Neither released nor lost. */
@@ -426,6 +455,14 @@ class Lease {
       if (e instanceof LockError && e.code === 'NOT_HELD') return;
       throw e;
     }
+  }
+
+  /**
+   * What JSON.stringify shows: the name, the token as a decimal string (JSON has no bigint) and
+   * the mode, so logging a lease shows it and never throws.
+   */
+  toJSON() {
+    return { name: this.#name, token: this.tokenString, mode: this.#mode };
   }
 
   [util.inspect.custom]() {
@@ -859,7 +896,7 @@ class Locker extends EventEmitter {
     }
     const checked = checkNames(names);
     if (typeof fn !== 'function')
-      throw invalid(
+      throw invalidType(
         `withLocks() needs a function to run while holding the locks, not ${describe(fn)}`,
       );
     const { options: opts, signal } = lockOptions(options, ACQUIRE_OPTIONS, 'withLocks');
@@ -901,7 +938,9 @@ class Locker extends EventEmitter {
     }
     checkString(name, 'election name');
     if (typeof fn !== 'function')
-      throw invalid(`withLeadership() needs a function to run while leading, not ${describe(fn)}`);
+      throw invalidType(
+        `withLeadership() needs a function to run while leading, not ${describe(fn)}`,
+      );
     const leadership = await this.campaign(name, options);
     let result;
     try {
@@ -1010,11 +1049,11 @@ function tokenArgs(token) {
   if (typeof token === 'number' && Number.isSafeInteger(token) && token >= 0)
     return [undefined, String(token)];
   if (typeof token === 'number') {
-    throw invalid(
+    throw invalidType(
       `token must be a Lease or a bigint; the number ${token} cannot be a token (tokens exceed 2^53: use bigint)`,
     );
   }
-  throw invalid(`token must be a Lease or a bigint, not ${describe(token)}`);
+  throw invalidType(`token must be a Lease or a bigint, not ${describe(token)}`);
 }
 
 function sqlParam(value, at) {
@@ -1040,7 +1079,7 @@ function sqlParam(value, at) {
           kind: 'bytes',
           bytes: Buffer.from(value.buffer, value.byteOffset, value.byteLength),
         };
-      throw invalid(
+      throw invalidType(
         `${at} is ${describe(value)}; parameters may be null, number, bigint, boolean, string or Buffer`,
       );
   }
@@ -1049,7 +1088,7 @@ function sqlParam(value, at) {
 // [[sql, params], ...], [{ sql, params }, ...] or bare sql strings.
 function sqlStatements(statements) {
   if (!Array.isArray(statements)) {
-    throw invalid(
+    throw invalidType(
       'statements must be an array of [sql, params] pairs, e.g. [["UPDATE t SET n = n + 1 WHERE id = ?", [7]]]',
     );
   }
@@ -1064,14 +1103,14 @@ function sqlStatements(statements) {
     } else if (item !== null && typeof item === 'object' && !Array.isArray(item)) {
       ({ sql, params } = item);
     } else {
-      throw invalid(
+      throw invalidType(
         `statement ${n} must be a [sql, params] pair, a { sql, params } object or an sql string`,
       );
     }
     checkString(sql, `the sql of statement ${n}`);
     if (params === undefined || params === null) params = [];
     if (!Array.isArray(params))
-      throw invalid(`the params of statement ${n} must be an array, not ${describe(params)}`);
+      throw invalidType(`the params of statement ${n} must be an array, not ${describe(params)}`);
     return {
       sql,
       params: params.map((p, j) => sqlParam(p, `parameter ${j + 1} of statement ${n}`)),
@@ -1129,7 +1168,7 @@ class Fence {
     if (typeof value === 'string') bytes = Buffer.from(value, 'utf8');
     else if (value instanceof Uint8Array)
       bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-    else throw invalid(`value must be a string or a Buffer, not ${describe(value)}`);
+    else throw invalidType(`value must be a string or a Buffer, not ${describe(value)}`);
     try {
       await this.#native.fencedSet(lease, bare, key, bytes);
     } catch (e) {

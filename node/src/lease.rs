@@ -91,6 +91,19 @@ impl NativeLease {
         guard(|| Ok(self.lease.is_held()))
     }
 
+    /// Whether the last renewal failed (renewals are retried until the client deadline).
+    #[napi(getter)]
+    pub fn renewal_failing(&self) -> Result<bool> {
+        guard(|| Ok(self.lease.renewal_failing()))
+    }
+
+    /// Whether the lease's connection to its backend is down (ZooKeeper's "suspended") or its
+    /// last renewal failed: stop writing until it clears.
+    #[napi(getter)]
+    pub fn is_suspended(&self) -> Result<bool> {
+        guard(|| Ok(self.lease.is_suspended()))
+    }
+
     /// Why the lease was lost (`expired`, `taken_over`, `session_expired`), or null.
     #[napi(getter)]
     pub fn lost_reason(&self) -> Result<Option<String>> {

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
-import { fencelock, LONG, tempDir, runSql, within, sleep } from './helpers.mjs';
+import { fencelock, LONG, tempDir, runSql, within, sleep, until } from './helpers.mjs';
 import * as hooks from './hooks.mjs';
 
 const { connect, Fence, LockError } = fencelock;
@@ -46,6 +46,65 @@ test('acquire gives a lease with a bigint token, a name and an expiry', async ()
     assert.equal(lease.isHeld, false);
     assert.equal((await locker.inspect('basic')).held, false);
   } finally {
+    await locker.close();
+  }
+});
+
+test('a lease logs as JSON: name, token as a decimal string, mode; tokenString', async () => {
+  const { locker } = await sqliteLocker();
+  try {
+    const lease = await locker.acquire('logged', { ttl: 10_000 });
+    assert.equal(lease.tokenString, lease.token.toString());
+    assert.deepEqual(JSON.parse(JSON.stringify({ lease })), {
+      lease: { name: 'logged', token: lease.tokenString, mode: 'exclusive' },
+    });
+    assert.doesNotThrow(() => JSON.stringify({ token: lease.tokenString }));
+    await lease.release();
+  } finally {
+    await locker.close();
+  }
+});
+
+test('a failing renewal shows as renewalFailing and isSuspended until a renewal succeeds', async () => {
+  const dir = tempDir();
+  const path = join(dir, 'locks.db');
+  // busy_timeout_ms=0: a renewal that meets another writer's lock fails at once (and is retried).
+  const locker = await connect(`sqlite://${path}?busy_timeout_ms=0`);
+  const { spawn } = await import('node:child_process');
+  let blocker;
+  try {
+    const lease = await locker.acquire('renewing', { ttl: 6_000 });
+    assert.equal(lease.renewalFailing, false);
+    assert.equal(lease.isSuspended, false);
+    // Another process holds SQLite's write lock until its stdin closes.
+    blocker = spawn(
+      process.env.PYTHON || 'python3',
+      [
+        '-c',
+        'import sqlite3, sys\n' +
+          'con = sqlite3.connect(sys.argv[1], isolation_level=None)\n' +
+          'con.execute("BEGIN EXCLUSIVE")\n' +
+          'print("locked", flush=True)\n' +
+          'sys.stdin.read()\n' +
+          'con.execute("ROLLBACK")\n',
+        path,
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    await new Promise((resolve, reject) => {
+      blocker.stdout.once('data', resolve);
+      blocker.once('exit', () => reject(new Error('the blocking process exited early')));
+    });
+    await until(() => lease.renewalFailing, LONG, 'a failed renewal');
+    assert.equal(lease.isSuspended, true);
+    assert.equal(lease.isHeld, true, 'failing, not lost');
+    blocker.stdin.end();
+    await until(() => !lease.renewalFailing, LONG, 'a renewal after the failure');
+    assert.equal(lease.isSuspended, false);
+    assert.equal(lease.isHeld, true);
+    await lease.release();
+  } finally {
+    blocker?.stdin.end();
     await locker.close();
   }
 });
@@ -387,7 +446,8 @@ test('pipelinedRelease: release resolves once sent and the lock is free for the 
     assert.ok(next.token > last);
     await next.release();
     await assert.rejects(locker.acquire('x', { pipelinedRelease: 'yes' }), {
-      code: 'INVALID_ARGUMENT',
+      name: 'TypeError',
+      code: 'ERR_INVALID_ARG_TYPE',
     });
   } finally {
     await locker.close();

@@ -132,7 +132,8 @@ for (const backend of backends()) {
           await second.resign();
         }
         await assert.rejects(a.campaign(name, { pipelinedRelease: 'yes' }), {
-          code: 'INVALID_ARGUMENT',
+          name: 'TypeError',
+          code: 'ERR_INVALID_ARG_TYPE',
         });
       } finally {
         await a.close();

@@ -1,5 +1,6 @@
 // Bad inputs and misuse: each rejects (or throws) a LockError with its documented code and a
-// message, and never crashes the process.
+// message, and never crashes the process. An argument of the wrong type is Node's own argument
+// error instead (TYPE below): a TypeError with code ERR_INVALID_ARG_TYPE.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -40,11 +41,11 @@ after(async () => {
 
 const cases = [
   // connect
-  ['connect: url not a string', 'INVALID_ARGUMENT', () => connect(123)],
+  ['connect: url not a string', 'TYPE', () => connect(123)],
   ['connect: empty url', 'INVALID_ARGUMENT', () => connect('')],
   ['connect: unknown scheme', 'INVALID_ARGUMENT', () => connect('ftp://127.0.0.1/locks')],
   ['connect: not a url', 'INVALID_ARGUMENT', () => connect('not a url')],
-  ['connect: options not an object', 'INVALID_ARGUMENT', () => connect(url, 'fast')],
+  ['connect: options not an object', 'TYPE', () => connect(url, 'fast')],
   ['connect: unknown option', 'INVALID_ARGUMENT', () => connect(url, { poll: 5 })],
   ['connect: pollInterval 0', 'INVALID_ARGUMENT', () => connect(url, { pollInterval: 0 })],
   [
@@ -52,29 +53,25 @@ const cases = [
     'INVALID_ARGUMENT',
     () => connect(url, { operationTimeout: NaN }),
   ],
-  [
-    'connect: operationTimeout a string',
-    'INVALID_ARGUMENT',
-    () => connect(url, { operationTimeout: '10s' }),
-  ],
+  ['connect: operationTimeout a string', 'TYPE', () => connect(url, { operationTimeout: '10s' })],
   [
     'connect: nobody listening',
     'UNAVAILABLE',
     () => connect('redis://127.0.0.1:1', { operationTimeout: 3_000 }),
   ],
   // names
-  ['acquire: name not a string', 'INVALID_ARGUMENT', () => locker.acquire(42)],
-  ['acquire: name missing', 'INVALID_ARGUMENT', () => locker.acquire()],
+  ['acquire: name not a string', 'TYPE', () => locker.acquire(42)],
+  ['acquire: name missing', 'TYPE', () => locker.acquire()],
   ['acquire: empty name', 'INVALID_ARGUMENT', () => locker.acquire('')],
   ['acquire: name with NUL', 'INVALID_ARGUMENT', () => locker.acquire('a\0b')],
   ['acquire: name over 255 bytes', 'INVALID_ARGUMENT', () => locker.acquire('é'.repeat(128))],
-  ['inspect: name null', 'INVALID_ARGUMENT', () => locker.inspect(null)],
+  ['inspect: name null', 'TYPE', () => locker.inspect(null)],
   // durations
   ['ttl NaN', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: NaN })],
   ['ttl Infinity', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: Infinity })],
   ['ttl negative', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: -1 })],
-  ['ttl a string', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: '1000' })],
-  ['ttl a bigint', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 1000n })],
+  ['ttl a string', 'TYPE', () => locker.acquire('x', { ttl: '1000' })],
+  ['ttl a bigint', 'TYPE', () => locker.acquire('x', { ttl: 1000n })],
   ['ttl above 2^53', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 2 ** 53 + 2 })],
   ['ttl below the minimum', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: 50 })],
   [
@@ -82,28 +79,24 @@ const cases = [
     'INVALID_ARGUMENT',
     () => locker.acquire('x', { ttl: 8 * 24 * 3600 * 1000 }),
   ],
-  ['ttl null', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttl: null })],
+  ['ttl null', 'TYPE', () => locker.acquire('x', { ttl: null })],
   ['wait negative', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: -5 })],
   ['wait Infinity', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: Infinity })],
   ['wait NaN', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: NaN })],
-  ['wait a string', 'INVALID_ARGUMENT', () => locker.acquire('x', { wait: '10' })],
+  ['wait a string', 'TYPE', () => locker.acquire('x', { wait: '10' })],
   ['maxHold zero', 'INVALID_ARGUMENT', () => locker.acquire('x', { maxHold: 0 })],
   // other options
-  ['autoRenew not a boolean', 'INVALID_ARGUMENT', () => locker.acquire('x', { autoRenew: 'yes' })],
-  ['holder not a string', 'INVALID_ARGUMENT', () => locker.acquire('x', { holder: 7 })],
+  ['autoRenew not a boolean', 'TYPE', () => locker.acquire('x', { autoRenew: 'yes' })],
+  ['holder not a string', 'TYPE', () => locker.acquire('x', { holder: 7 })],
   ['holder too long', 'INVALID_ARGUMENT', () => locker.acquire('x', { holder: 'h'.repeat(2000) })],
-  ['signal not an AbortSignal', 'INVALID_ARGUMENT', () => locker.acquire('x', { signal: {} })],
+  ['signal not an AbortSignal', 'TYPE', () => locker.acquire('x', { signal: {} })],
   ['unknown option', 'INVALID_ARGUMENT', () => locker.acquire('x', { ttll: 5000 })],
   ['timeout option', 'INVALID_ARGUMENT', () => locker.acquire('x', { timeout: 1000 })],
-  ['reentrant not a boolean', 'INVALID_ARGUMENT', () => locker.acquire('x', { reentrant: 'yes' })],
-  [
-    'tryAcquire reentrant not a boolean',
-    'INVALID_ARGUMENT',
-    () => locker.tryAcquire('x', { reentrant: 1 }),
-  ],
+  ['reentrant not a boolean', 'TYPE', () => locker.acquire('x', { reentrant: 'yes' })],
+  ['tryAcquire reentrant not a boolean', 'TYPE', () => locker.tryAcquire('x', { reentrant: 1 })],
   [
     'withLock reentrant not a boolean',
-    'INVALID_ARGUMENT',
+    'TYPE',
     () => locker.withLock('x', { reentrant: null }, () => {}),
   ],
   // lone surrogates: Node-API would make both of these "a\uFFFD", one lock
@@ -111,27 +104,23 @@ const cases = [
   ['a name with a lone low surrogate', 'INVALID_ARGUMENT', () => locker.tryAcquire('a\uDC00')],
   ['a prefix with a lone surrogate', 'INVALID_ARGUMENT', () => locker.list('\uD800')],
   // elections
-  ['campaign with a non-string name', 'INVALID_ARGUMENT', () => locker.campaign(7)],
+  ['campaign with a non-string name', 'TYPE', () => locker.campaign(7)],
   ['campaign with an empty name', 'INVALID_ARGUMENT', () => locker.campaign('')],
   ['campaign with reentrant', 'INVALID_ARGUMENT', () => locker.campaign('x', { reentrant: true })],
   ['campaign with maxHold zero', 'INVALID_ARGUMENT', () => locker.campaign('x', { maxHold: 0 })],
-  ['campaign ttl a string', 'INVALID_ARGUMENT', () => locker.campaign('x', { ttl: '1s' })],
-  [
-    'campaign signal not an AbortSignal',
-    'INVALID_ARGUMENT',
-    () => locker.campaign('x', { signal: 5 }),
-  ],
-  ['campaign options not an object', 'INVALID_ARGUMENT', () => locker.campaign('x', 'ttl')],
-  ['leader with a non-string name', 'INVALID_ARGUMENT', () => locker.leader(null)],
-  ['withLeadership without a function', 'INVALID_ARGUMENT', () => locker.withLeadership('x', {})],
+  ['campaign ttl a string', 'TYPE', () => locker.campaign('x', { ttl: '1s' })],
+  ['campaign signal not an AbortSignal', 'TYPE', () => locker.campaign('x', { signal: 5 })],
+  ['campaign options not an object', 'TYPE', () => locker.campaign('x', 'ttl')],
+  ['leader with a non-string name', 'TYPE', () => locker.leader(null)],
+  ['withLeadership without a function', 'TYPE', () => locker.withLeadership('x', {})],
   ['campaign on a closed locker', 'CLOSED', () => closedLocker.campaign('x')],
-  ['options not an object', 'INVALID_ARGUMENT', () => locker.acquire('x', 'ttl=5')],
+  ['options not an object', 'TYPE', () => locker.acquire('x', 'ttl=5')],
   ['tryAcquire with a wait', 'INVALID_ARGUMENT', () => locker.tryAcquire('x', { wait: 5 })],
-  ['withLock without a function', 'INVALID_ARGUMENT', () => locker.withLock('x')],
-  ['withLock with a non-function', 'INVALID_ARGUMENT', () => locker.withLock('x', {}, 'work')],
+  ['withLock without a function', 'TYPE', () => locker.withLock('x')],
+  ['withLock with a non-function', 'TYPE', () => locker.withLock('x', {}, 'work')],
   ['extend ttl NaN', 'INVALID_ARGUMENT', () => held.extend(NaN)],
   ['extend ttl too short', 'INVALID_ARGUMENT', () => held.extend(50)],
-  ['extend ttl a string', 'INVALID_ARGUMENT', () => held.extend('1s')],
+  ['extend ttl a string', 'TYPE', () => held.extend('1s')],
   // use after release, loss, close
   ['release after release', 'NOT_HELD', () => released.release()],
   ['extend after release', 'NOT_HELD', () => released.extend()],
@@ -153,23 +142,23 @@ const cases = [
   ],
   // fences
   ['Fence.open: empty resource', 'INVALID_ARGUMENT', () => Fence.open(url, '')],
-  ['Fence.open: url not a string', 'INVALID_ARGUMENT', () => Fence.open(null, 'r')],
-  ['token a string', 'INVALID_ARGUMENT', () => fence.fencedExecute('12', ['SELECT 1'])],
+  ['Fence.open: url not a string', 'TYPE', () => Fence.open(null, 'r')],
+  ['token a string', 'TYPE', () => fence.fencedExecute('12', ['SELECT 1'])],
   ['token negative', 'INVALID_ARGUMENT', () => fence.check(-1n)],
   ['token 2^63', 'INVALID_ARGUMENT', () => fence.check(2n ** 63n)],
-  ['token a number above 2^53', 'INVALID_ARGUMENT', () => fence.check(2 ** 53 + 2)],
-  ['token a fraction', 'INVALID_ARGUMENT', () => fence.check(1.5)],
-  ['statements not an array', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, 'SELECT 1')],
-  ['sql not a string', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [[1]])],
-  ['params not an array', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', 1]])],
-  ['parameter an object', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', [{}]]])],
+  ['token a number above 2^53', 'TYPE', () => fence.check(2 ** 53 + 2)],
+  ['token a fraction', 'TYPE', () => fence.check(1.5)],
+  ['statements not an array', 'TYPE', () => fence.fencedExecute(1n, 'SELECT 1')],
+  ['sql not a string', 'TYPE', () => fence.fencedExecute(1n, [[1]])],
+  ['params not an array', 'TYPE', () => fence.fencedExecute(1n, [['SELECT ?', 1]])],
+  ['parameter an object', 'TYPE', () => fence.fencedExecute(1n, [['SELECT ?', [{}]]])],
   ['parameter NaN', 'INVALID_ARGUMENT', () => fence.fencedExecute(1n, [['SELECT ?', [NaN]]])],
   [
     'parameter bigint above 64 bits',
     'INVALID_ARGUMENT',
     () => fence.fencedExecute(1n, [['SELECT ?', [2n ** 64n]]]),
   ],
-  ['fencedSet value a number', 'INVALID_ARGUMENT', () => fence.fencedSet(1n, 'k', 5)],
+  ['fencedSet value a number', 'TYPE', () => fence.fencedSet(1n, 'k', 5)],
   // panics
   ['a panic in a sync export', 'INTERNAL', () => hooks.panic()],
   ['a panic in an async export', 'INTERNAL', () => hooks.panicAsync()],
@@ -181,6 +170,13 @@ for (const [what, code, call] of cases) {
     try {
       outcome = await call();
     } catch (e) {
+      if (code === 'TYPE') {
+        assert.ok(e instanceof TypeError, `not a TypeError: ${e?.stack ?? e}`);
+        assert.ok(!(e instanceof LockError), 'a wrong type is not a LockError');
+        assert.equal(e.code, 'ERR_INVALID_ARG_TYPE', e.message);
+        assert.ok(e.message.length > 5, `message too short: ${e.message}`);
+        return;
+      }
       assert.ok(e instanceof LockError, `not a LockError: ${e?.stack ?? e}`);
       assert.ok(e instanceof Error);
       assert.equal(e.code, code, `${e.code}: ${e.message}`);
@@ -221,7 +217,7 @@ test('the code of a native error comes from its code property, not from its mess
 test('async calls reject rather than throw synchronously', () => {
   const p = locker.acquire(42);
   assert.ok(p instanceof Promise);
-  return assert.rejects(p, { code: 'INVALID_ARGUMENT' });
+  return assert.rejects(p, { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
 });
 
 test('messages name the bad option and never show a password', async () => {

@@ -7,6 +7,11 @@ import { randomUUID } from 'node:crypto';
 
 import * as fencelock from '../index.mjs';
 
+/** Node's own argument error, which fencelock throws for an argument of the wrong type. */
+export function isWrongType(e) {
+  return e instanceof TypeError && e.code === 'ERR_INVALID_ARG_TYPE';
+}
+
 export { fencelock };
 
 // Generous margins: CI is a busy 2-core machine. No test asserts speed.
@@ -90,6 +95,15 @@ export function within(promise, ms, what) {
     timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Polls `condition` every 20 ms until it holds; fails after `ms` saying `what` did not happen. */
+export async function until(condition, ms, what) {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`);
+    await sleep(20);
+  }
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   backends,
   connectOrSkip,
   fresh,
+  isWrongType,
   LONG,
   sleep,
   tempDir,
@@ -332,11 +333,23 @@ test('permits and options are checked: INVALID_ARGUMENT with a message that says
       /signal/,
     ],
   ];
+  const wrongTypes = new Set([
+    'permits as an argument',
+    'permits a string',
+    'permits a bigint',
+    'a name not a string',
+    'withSemaphore without fn',
+    'withReadLock without fn',
+    'withWriteLock with a bad signal',
+  ]);
   try {
     for (const [what, call, message] of cases) {
       await assert.rejects(
         call(),
-        (e) => e instanceof LockError && e.code === 'INVALID_ARGUMENT' && message.test(e.message),
+        (e) =>
+          (wrongTypes.has(what)
+            ? isWrongType(e)
+            : e instanceof LockError && e.code === 'INVALID_ARGUMENT') && message.test(e.message),
         what,
       );
     }

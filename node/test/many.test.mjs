@@ -14,6 +14,7 @@ import {
   backends,
   connectOrSkip,
   fresh,
+  isWrongType,
   LONG,
   sleep,
   takeOver,
@@ -316,7 +317,7 @@ async function sqliteLocker() {
   return { locker: await fencelock.connect(`sqlite://${path}`), path };
 }
 
-test('bad names and options are INVALID_ARGUMENT with a message that says why; nothing is taken', async () => {
+test('bad names and options are INVALID_ARGUMENT (a TypeError for a wrong type) with a message that says why; nothing is taken', async () => {
   const { locker } = await sqliteLocker();
   const fn = () => {};
   const many = Array.from({ length: 65 }, (_, i) => `n${i}`);
@@ -342,11 +343,27 @@ test('bad names and options are INVALID_ARGUMENT with a message that says why; n
     ['withLocks with no names', () => locker.withLocks([], fn), /at least one name/],
     ['withLocks with a bad option', () => locker.withLocks(['a'], { ttl: 'x' }, fn), /ttl/],
   ];
+  const wrongTypes = new Set([
+    'a name not a string',
+    'a null name',
+    'one name, not an array',
+    'no names at all',
+    'a Set',
+    'a bad wait',
+    'a bad signal',
+    'options not an object',
+    'withLocks without fn',
+    'withLocks with one name',
+    'withLocks with a bad option',
+  ]);
   try {
     for (const [what, call, message] of cases) {
       await assert.rejects(
         call(),
-        (e) => e instanceof LockError && e.code === 'INVALID_ARGUMENT' && message.test(e.message),
+        (e) =>
+          (wrongTypes.has(what)
+            ? isWrongType(e)
+            : e instanceof LockError && e.code === 'INVALID_ARGUMENT') && message.test(e.message),
         what,
       );
     }
@@ -354,8 +371,8 @@ test('bad names and options are INVALID_ARGUMENT with a message that says why; n
     // The bound itself is fine.
     const most = await locker.lockMany(many.slice(0, 64), { wait: 0 });
     assert.equal(most.names.length, 64);
-    assert.throws(() => most.part(7), { code: 'INVALID_ARGUMENT' });
-    await assert.rejects(most.extend('long'), { code: 'INVALID_ARGUMENT' });
+    assert.throws(() => most.part(7), { code: 'ERR_INVALID_ARG_TYPE' });
+    await assert.rejects(most.extend('long'), { code: 'ERR_INVALID_ARG_TYPE' });
     await most.release();
     assert.deepEqual((await locker.list('')).locks, []);
   } finally {

@@ -94,7 +94,7 @@ test('metrics are off by default, and bad values are typed errors', async () => 
   );
   await assert.rejects(
     fencelock.connect(sqliteUrl(), { metrics: 'yes' }),
-    (e) => e.code === 'INVALID_ARGUMENT' && /metrics/.test(e.message),
+    (e) => e instanceof TypeError && e.code === 'ERR_INVALID_ARG_TYPE' && /metrics/.test(e.message),
   );
   await assert.rejects(
     fencelock.Fence.open(sqliteUrl(), 'r', { metrics: true }),

@@ -61,7 +61,7 @@ for (const backend of backends()) {
       try {
         await assert.rejects(locker.list('a\0b'), (e) => e.code === 'INVALID_ARGUMENT');
         await assert.rejects(locker.list('x'.repeat(256)), (e) => e.code === 'INVALID_ARGUMENT');
-        await assert.rejects(locker.list(7), (e) => e.code === 'INVALID_ARGUMENT');
+        await assert.rejects(locker.list(7), (e) => e.code === 'ERR_INVALID_ARG_TYPE');
         await assert.rejects(locker.forceRelease(''), (e) => e.code === 'INVALID_ARGUMENT');
         await assert.rejects(
           locker.forceRelease(fresh('never-held')),

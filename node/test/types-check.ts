@@ -37,6 +37,9 @@ async function example(): Promise<bigint> {
   const when: Date | null = lease.expiresAt;
   const deadline: Date = lease.validUntil;
   const lost: AbortSignal = lease.signal;
+  const tokenText: string = lease.tokenString;
+  const logged: { name: string; token: string; mode: string } = lease.toJSON();
+  const degraded: boolean = lease.isSuspended || lease.renewalFailing;
   lease.throwIfLost();
   await lease.extend(10_000);
   await lease.release();

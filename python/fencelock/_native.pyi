@@ -358,7 +358,12 @@ class Lease:
     @property
     def is_held(self) -> bool: ...
     @property
-    def renewal_failing(self) -> bool: ...
+    def renewal_failing(self) -> bool:
+        """Whether the last renewal failed (renewals are retried until the client deadline)."""
+    @property
+    def is_suspended(self) -> bool:
+        """Whether the lease's connection is down (ZooKeeper's "suspended") or its last renewal
+        failed: stop writing until it clears; the lease is lost at its deadline otherwise."""
     @property
     def lost(self) -> LostSignal: ...
     def raise_if_lost(self) -> None: ...

@@ -192,6 +192,14 @@ impl PyLease {
         guard(|| Ok(self.core().renewal_failing()))
     }
 
+    /// Whether the lease's connection to its backend is down (ZooKeeper's "suspended") or its
+    /// last renewal failed: stop writing until it clears (it clears by itself once a renewal
+    /// or the connection is back; the lease is lost at its deadline otherwise).
+    #[getter]
+    fn is_suspended(&self) -> PyResult<bool> {
+        guard(|| Ok(self.core().is_suspended()))
+    }
+
     /// The signal set when this lease is lost: `lost.is_set()`, `lost.wait(timeout)`,
     /// `await lease.lost`.
     #[getter]

@@ -89,3 +89,50 @@ def test_awaiting_lost_can_be_cancelled(locker: fencelock.Locker) -> None:
         await lease.release_async()
 
     asyncio.run(main())
+
+
+def test_a_failing_renewal_shows_as_renewal_failing_and_is_suspended_until_one_succeeds(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "locks.db"
+    # busy_timeout_ms=0: a renewal that meets another writer's lock fails at once (and is retried).
+    with fencelock.connect(f"sqlite://{path}?busy_timeout_ms=0") as locker:
+        lease = locker.acquire("renewing", ttl=6)
+        assert not lease.renewal_failing and not lease.is_suspended
+        blocker = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys\n"
+                "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                "con.execute('BEGIN EXCLUSIVE')\n"
+                "print('locked', flush=True)\n"
+                "sys.stdin.read()\n"
+                "con.execute('ROLLBACK')\n",
+                str(path),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert blocker.stdout is not None and blocker.stdout.readline().strip() == "locked"
+            deadline = time.monotonic() + LONG
+            while not lease.renewal_failing:
+                assert time.monotonic() < deadline, "no renewal failed"
+                time.sleep(0.02)
+            assert lease.is_suspended and lease.is_held, "failing, not lost"
+        finally:
+            assert blocker.stdin is not None
+            blocker.stdin.close()
+            blocker.wait(LONG)
+        deadline = time.monotonic() + LONG
+        while lease.renewal_failing:
+            assert time.monotonic() < deadline, "no renewal succeeded after the failure"
+            time.sleep(0.02)
+        assert not lease.is_suspended and lease.is_held
+        lease.release()
