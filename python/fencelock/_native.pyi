@@ -75,9 +75,11 @@ class Locker:
     """A client bound to one backend, made by `fencelock.connect(url)`."""
 
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """Whether `close()` was called (True in a forked child, where this Locker cannot be used)."""
     @property
-    def url(self) -> str: ...
+    def url(self) -> str:
+        """The URL, with any password redacted."""
     def lock(
         self,
         name: str,
@@ -89,7 +91,18 @@ class Locker:
         holder: Optional[str] = None,
         reentrant: bool = False,
         pipelined_release: bool = False,
-    ) -> Lock[Lease]: ...
+    ) -> Lock[Lease]:
+        """A lock on `name`, to use with `with` or `async with`; nothing is sent until it is entered.
+        The block gets the Lease; leaving it releases the lock. Leaving after the lease was lost
+        raises `fencelock.Lost` (unless another exception is already propagating); leaving after an
+        explicit `lease.release()` is quiet.
+
+        Options: ttl (lease length in seconds or a timedelta, default 30), wait (how long to block;
+        None = forever, 0 = try once), auto_renew (renew every ttl/3, default True), max_hold (stop
+        renewing after this long), holder (text stored with the lock), reentrant (re-enter in the
+        same thread or task), pipelined_release (release returns once the command is sent; its reply
+        is checked in the background and a lock found no longer ours sets `lost`).
+        """
     def locked(
         self,
         name: str,
@@ -186,7 +199,14 @@ class Locker:
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
         pipelined_release: bool = False,
-    ) -> Lock[Leadership]: ...
+    ) -> Lock[Leadership]:
+        """Leadership of the election `name`, to use with `with` or `async with`: entering campaigns
+        (waits to acquire the election's lock, up to `wait`, forever by default) and yields a
+        `fencelock.Leadership` whose `term` is larger than every earlier leader's; leaving resigns.
+        Leaving after leadership was lost raises `fencelock.Lost`. Options as for `lock()`, except
+        `reentrant` (a leader never campaigns again); with `pipelined_release`, resigning returns
+        once the release is sent.
+        """
     def run_as_leader(
         self,
         name: str,
@@ -198,9 +218,18 @@ class Locker:
         max_hold: Optional[_Seconds] = None,
         holder: Optional[str] = None,
         pipelined_release: bool = False,
-    ) -> _T: ...
-    def leader(self, name: str) -> Optional[Leader]: ...
-    def leader_async(self, name: str) -> Awaitable[Optional[Leader]]: ...
+    ) -> _T:
+        """Campaigns for `name`, calls `fn(leadership)` once leading, resigns when it returns and
+        returns what it returned. `fn` should watch `leadership.lost` (or call
+        `leadership.raise_if_lost()` between steps) and stop once it is set; if leadership was lost
+        meanwhile, `fencelock.Lost` is raised after `fn` returns. Options as for `leadership()`.
+        """
+    def leader(self, name: str) -> Optional[Leader]:
+        """Who leads the election `name` now (a `fencelock.Leader` with `term` and `holder`), or None;
+        read without campaigning.
+        """
+    def leader_async(self, name: str) -> Awaitable[Optional[Leader]]:
+        """Awaitable `leader`."""
     def acquire(
         self,
         name: str,
@@ -212,7 +241,11 @@ class Locker:
         holder: Optional[str] = None,
         reentrant: bool = False,
         pipelined_release: bool = False,
-    ) -> Lease: ...
+    ) -> Lease:
+        """Acquires `name` and returns its Lease, waiting up to `wait` seconds (forever by default).
+        Raises `fencelock.Timeout` when the wait ends first. The GIL is released while waiting, and
+        Ctrl-C interrupts the wait, leaving nothing behind. Options as for `lock()`.
+        """
     def try_acquire(
         self,
         name: str,
@@ -223,7 +256,8 @@ class Locker:
         holder: Optional[str] = None,
         reentrant: bool = False,
         pipelined_release: bool = False,
-    ) -> Optional[Lease]: ...
+    ) -> Optional[Lease]:
+        """Tries once: the Lease, or None when somebody else holds the lock."""
     def acquire_async(
         self,
         name: str,
@@ -235,7 +269,10 @@ class Locker:
         holder: Optional[str] = None,
         reentrant: bool = False,
         pipelined_release: bool = False,
-    ) -> Awaitable[Lease]: ...
+    ) -> Awaitable[Lease]:
+        """Awaitable `acquire`: `lease = await locker.acquire_async(name, ...)`. Cancelling the await
+        stops waiting and leaves nothing behind.
+        """
     def try_acquire_async(
         self,
         name: str,
@@ -246,7 +283,8 @@ class Locker:
         holder: Optional[str] = None,
         reentrant: bool = False,
         pipelined_release: bool = False,
-    ) -> Awaitable[Optional[Lease]]: ...
+    ) -> Awaitable[Optional[Lease]]:
+        """Awaitable `try_acquire`."""
     def acquire_many(
         self,
         names: Iterable[str],
@@ -277,20 +315,47 @@ class Locker:
         pipelined_release: bool = False,
     ) -> Awaitable[MultiLease]:
         """Awaitable `acquire_many`; cancelling the await leaves nothing behind."""
-    def inspect(self, name: str) -> LockInfo: ...
-    def inspect_async(self, name: str) -> Awaitable[LockInfo]: ...
-    def list(self, prefix: Optional[str] = None) -> LockList: ...
-    def list_async(self, prefix: Optional[str] = None) -> Awaitable[LockList]: ...
-    def force_release(self, name: str) -> None: ...
-    def force_release_async(self, name: str) -> Awaitable[None]: ...
-    def events(self) -> EventSubscription: ...
+    def inspect(self, name: str) -> LockInfo:
+        """Who holds `name`, read without acquiring it."""
+    def inspect_async(self, name: str) -> Awaitable[LockInfo]:
+        """Awaitable `inspect`."""
+    def list(self, prefix: Optional[str] = None) -> LockList:
+        """The locks held now whose names start with `prefix` (plain text, no wildcards; "" for every
+        lock), read without acquiring, sorted by name: at most 1000, with `truncated` set when more
+        matched.
+        """
+    def list_async(self, prefix: Optional[str] = None) -> Awaitable[LockList]:
+        """Awaitable `list`."""
+    def force_release(self, name: str) -> None:
+        """Frees `name` whoever holds it. DANGEROUS: for an operator clearing a holder that is dead or
+        stuck. The holder is told it lost the lock at its next renewal (on ZooKeeper at once); until
+        then two holders may run, and only fenced writes stay safe. Raises `fencelock.NotHeld` when
+        nobody held it.
+        """
+    def force_release_async(self, name: str) -> Awaitable[None]:
+        """Awaitable `force_release`."""
+    def events(self) -> EventSubscription:
+        """A subscription to the lifecycle events of this Locker's leases from now on, to read from a
+        thread of your own: `for event in locker.events(): ...`.
+        """
     def on_event(
         self,
         callback: Callable[[LockEvent], object],
         kinds: Optional[Union[str, Sequence[str]]] = None,
-    ) -> EventSubscription: ...
-    def close(self) -> None: ...
-    def close_async(self) -> Awaitable[None]: ...
+    ) -> EventSubscription:
+        """Calls `callback(event)` on a background thread for each lifecycle event of this Locker's
+        leases ("acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost",
+        "released", and a fence's "deployment_mismatch"), in order for each lease; with `kinds`,
+        only for those. Returns the subscription: `close()` it to stop. Exceptions in the callback
+        are logged to the `fencelock` logger.
+        """
+    def close(self) -> None:
+        """Releases every lease this Locker still holds and closes its connections; later calls raise
+        `fencelock.Closed`. Closing twice is harmless. In a process forked from the one that
+        connected, it does nothing (the parent's locks are the parent's).
+        """
+    def close_async(self) -> Awaitable[None]:
+        """Awaitable `close`."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,
@@ -313,7 +378,8 @@ class Lock(Generic[_Entered]):
     From `locker.leadership(name, ...)`, entering yields the Leadership and leaving resigns."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The lock's name."""
     def __enter__(self) -> _Entered: ...
     def __exit__(
         self,
@@ -338,25 +404,35 @@ class Lease:
     """Proof of holding one lock, with its fencing token."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The lock's name."""
     @property
-    def token(self) -> int: ...
+    def token(self) -> int:
+        """The fencing token: an int, strictly increasing per lock name, below 2**63. Only a mutex's or
+        a write lease's token may guard a `Fence`: readers and a semaphore's permits hold the name
+        at once.
+        """
     @property
     def mode(self) -> _LeaseMode:
         """How this lease holds its name: "exclusive" (a mutex's or an election's), "permit" (a
         semaphore's), "read" or "write" (a read-write lock's). Only "exclusive" and "write"
         leases may guard a Fence."""
     @property
-    def expires_at(self) -> Optional[datetime]: ...
+    def expires_at(self) -> Optional[datetime]:
+        """When the backend will expire the lease unless it is renewed (this client's estimate), as a
+        UTC-aware datetime; None on backends without a ttl.
+        """
     @property
     def valid_until(self) -> datetime:
         """The client deadline (UTC-aware): after it this client counts the lease lost unless a
         renewal succeeds first. It moves forward with each renewal; on backends with a ttl it
         comes before `expires_at`."""
     @property
-    def is_lost(self) -> bool: ...
+    def is_lost(self) -> bool:
+        """Whether the lease is lost; computed from the client deadline on every read."""
     @property
-    def is_held(self) -> bool: ...
+    def is_held(self) -> bool:
+        """Whether the lease is still held: neither released nor lost (False in a forked child)."""
     @property
     def renewal_failing(self) -> bool:
         """Whether the last renewal failed (renewals are retried until the client deadline)."""
@@ -365,12 +441,28 @@ class Lease:
         """Whether the lease's connection is down (ZooKeeper's "suspended") or its last renewal
         failed: stop writing until it clears; the lease is lost at its deadline otherwise."""
     @property
-    def lost(self) -> LostSignal: ...
-    def raise_if_lost(self) -> None: ...
-    def extend(self, ttl: Optional[_Seconds] = None) -> None: ...
-    def extend_async(self, ttl: Optional[_Seconds] = None) -> Awaitable[None]: ...
-    def release(self) -> None: ...
-    def release_async(self) -> Awaitable[None]: ...
+    def lost(self) -> LostSignal:
+        """The signal set when this lease is lost: `lost.is_set()`, `lost.wait(timeout)`, `await
+        lease.lost`.
+        """
+    def raise_if_lost(self) -> None:
+        """Returns if the lease is held. Raises `fencelock.Lost` if it was lost, `fencelock.NotHeld`
+        after release, `fencelock.Closed` in a process forked from the one that acquired it. Call it
+        between steps of long work.
+        """
+    def extend(self, ttl: Optional[_Seconds] = None) -> None:
+        """Sets a new ttl from now: `ttl` seconds (int, float or timedelta), or the current ttl when
+        None. Raises NotHeld after release, Lost after a loss.
+        """
+    def extend_async(self, ttl: Optional[_Seconds] = None) -> Awaitable[None]:
+        """Awaitable `extend`."""
+    def release(self) -> None:
+        """Releases the lock. Raises NotHeld if it was already released, Lost if the lease was lost
+        first (work done since may have run without the lock). Ctrl-C does not cut a release short:
+        it finishes in the background.
+        """
+    def release_async(self) -> Awaitable[None]:
+        """Awaitable `release`; cancelling the await does not cut the release short."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,
@@ -446,11 +538,13 @@ class MultiLease:
         """The earliest part's expiry on the backend; None on backends without a ttl."""
     def extend(self, ttl: Optional[_Seconds] = None) -> None:
         """A new ttl from now on every part; raises the first part's error."""
-    def extend_async(self, ttl: Optional[_Seconds] = None) -> Awaitable[None]: ...
+    def extend_async(self, ttl: Optional[_Seconds] = None) -> Awaitable[None]:
+        """Awaitable `extend`."""
     def release(self) -> None:
         """Releases every part, whatever happens to the others; raises Lost if any part was
         lost first, else NotHeld if any was already released."""
-    def release_async(self) -> Awaitable[None]: ...
+    def release_async(self) -> Awaitable[None]:
+        """Awaitable `release`; cancelling the await does not cut the release short."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,
@@ -471,9 +565,14 @@ class LostSignal:
     """Set once, when its lease is lost; `is_set()`, `wait(timeout)`, `await lease.lost`."""
 
     @property
-    def reason(self) -> Optional[str]: ...
-    def is_set(self) -> bool: ...
-    def wait(self, timeout: Optional[_Seconds] = None) -> bool: ...
+    def reason(self) -> Optional[str]:
+        """Why the lease was lost: "expired", "taken_over" or "session_expired"; None while held."""
+    def is_set(self) -> bool:
+        """Whether the lease has been lost."""
+    def wait(self, timeout: Optional[_Seconds] = None) -> bool:
+        """Blocks until the lease is lost or `timeout` seconds (int, float or timedelta) pass; returns
+        whether it is lost. None waits forever. The GIL is released while waiting.
+        """
     def __await__(self) -> Generator[Any, None, bool]: ...
 
 @final
@@ -481,17 +580,30 @@ class LockInfo:
     """What a backend knows about one lock, read by `locker.inspect(name)`."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The lock's name."""
     @property
-    def held(self) -> bool: ...
+    def held(self) -> bool:
+        """Whether somebody holds the lock now."""
     @property
-    def token(self) -> Optional[int]: ...
+    def token(self) -> Optional[int]:
+        """The last token minted for this name, in any mode (a mutex holder's, while held); None if
+        never taken.
+        """
     @property
-    def holder(self) -> Optional[dict[str, Any]]: ...
+    def holder(self) -> Optional[dict[str, Any]]:
+        """A mutex holder's description while held: a dict with some of host, pid, language, text (a
+        semaphore's or read-write lock's holders are in `leases`).
+        """
     @property
-    def time_left(self) -> Optional[float]: ...
+    def time_left(self) -> Optional[float]:
+        """Seconds left on the backend's clock while a mutex is held; None when free or unknown."""
     @property
-    def waiters(self) -> list[dict[str, Any]]: ...
+    def waiters(self) -> list[dict[str, Any]]:
+        """The waiters behind the holders, first in line first, where the backend keeps them
+        (ZooKeeper's queue; a waiting semaphore permit or writer on the other backends; empty for a
+        mutex's waiters there, which do not register): dicts with `node` and, when known, `holder`.
+        """
     @property
     def kind(self) -> _LockKind:
         """What the name is used as: "mutex" (also for a name nobody uses), "semaphore" or
@@ -510,7 +622,8 @@ class LockList:
     """The held locks whose names start with a prefix, by name (`locker.list(prefix)`)."""
 
     @property
-    def truncated(self) -> bool: ...
+    def truncated(self) -> bool:
+        """More than 1000 locks matched: only the first ones by name are here."""
     def __len__(self) -> int: ...
     def __getitem__(self, index: int, /) -> LockInfo: ...
     def __iter__(self) -> Iterator[LockInfo]: ...
@@ -520,36 +633,54 @@ class LockEvent:
     """One thing that happened to one lease (`locker.on_event`, `locker.events()`)."""
 
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """ "acquired", "renewed", "renewal_retried", "suspended", "resumed", "lost", "released" or
+        "deployment_mismatch" (a fence's warning, docs/design.md §3.7).
+        """
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The lock's name."""
     @property
-    def token(self) -> int: ...
+    def token(self) -> int:
+        """The lease's fencing token."""
     @property
-    def backend(self) -> str: ...
+    def backend(self) -> str:
+        """The backend: "redis", "zookeeper", "postgres", ..."""
     @property
-    def timestamp(self) -> float: ...
+    def timestamp(self) -> float:
+        """When it happened, in seconds since the epoch (as `time.time()`)."""
     @property
-    def reason(self) -> Optional[str]: ...
+    def reason(self) -> Optional[str]:
+        """Why: the loss reason, the renewal error, ...; None when there is nothing to say."""
 
 @final
 class EventSubscription:
     """The lifecycle events of a Locker's leases; iterate it or call `next(timeout)`."""
 
-    def next(self, timeout: Optional[_Seconds] = None) -> Optional[LockEvent]: ...
+    def next(self, timeout: Optional[_Seconds] = None) -> Optional[LockEvent]:
+        """The next event, waiting up to `timeout` seconds (None: until there is one or the
+        subscription ends). Returns None on timeout or once ended and drained.
+        """
     def __iter__(self) -> Self: ...
     def __next__(self) -> LockEvent: ...
     @property
-    def dropped(self) -> int: ...
+    def dropped(self) -> int:
+        """How many events were dropped because 10,000 waited unread."""
     @property
-    def closed(self) -> bool: ...
-    def close(self) -> None: ...
+    def closed(self) -> bool:
+        """Whether it ended (closed, or its Locker closed)."""
+    def close(self) -> None:
+        """Unsubscribes; events already queued can still be read."""
 
 @final
 class _LogSubscription:
     def __new__(cls, level: int) -> Self: ...
-    def next(self, timeout: float) -> Optional[tuple[int, str, Optional[str], float]]: ...
-    def set_level(self, level: int) -> None: ...
+    def next(self, timeout: float) -> Optional[tuple[int, str, Optional[str], float]]:
+        """The next record as `(levelno, message, lock or None, created)`, waiting up to `timeout`
+        seconds with the GIL released; None on timeout.
+        """
+    def set_level(self, level: int) -> None:
+        """Follows the `fencelock` logger's effective level."""
     def close(self) -> None: ...
 
 @final
@@ -557,27 +688,41 @@ class Leadership:
     """Leadership of an election; `term` is its lease's fencing token."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The election's name."""
     @property
-    def term(self) -> int: ...
+    def term(self) -> int:
+        """This leader's term: larger than every earlier leader's."""
     @property
-    def is_leader(self) -> bool: ...
+    def is_leader(self) -> bool:
+        """Still the leader: neither resigned nor lost."""
     @property
-    def lease(self) -> Lease: ...
+    def lease(self) -> Lease:
+        """The lease behind the leadership, for fences (its token is the term)."""
     @property
-    def lost(self) -> LostSignal: ...
-    def raise_if_lost(self) -> None: ...
-    def resign(self) -> None: ...
-    def resign_async(self) -> Awaitable[None]: ...
+    def lost(self) -> LostSignal:
+        """Set the moment leadership is lost: `lost.is_set()`, `lost.wait(timeout)`, `await lost`."""
+    def raise_if_lost(self) -> None:
+        """Returns while leading; raises `fencelock.Lost` once leadership was lost, `NotHeld` after
+        `resign()`.
+        """
+    def resign(self) -> None:
+        """Steps down so another candidate can lead. Raises `fencelock.Lost` if leadership was lost
+        first, `NotHeld` if already resigned.
+        """
+    def resign_async(self) -> Awaitable[None]:
+        """Awaitable `resign`."""
 
 @final
 class Leader:
     """Who leads an election now, from `locker.leader(name)`."""
 
     @property
-    def term(self) -> int: ...
+    def term(self) -> int:
+        """The leader's term (its lease's fencing token)."""
     @property
-    def holder(self) -> Optional[dict[str, Any]]: ...
+    def holder(self) -> Optional[dict[str, Any]]:
+        """The leader's description: a dict with some of host, pid, language, text."""
 
 @final
 class Fence:
@@ -590,7 +735,10 @@ class Fence:
         *,
         poll_interval: Optional[_Seconds] = None,
         operation_timeout: Optional[_Seconds] = None,
-    ) -> Fence: ...
+    ) -> Fence:
+        """Opens the fence of `resource` in the database at `url` (sqlite:///abs/path.db today); the
+        fence table is created on first use. Options as for `connect()`.
+        """
     @staticmethod
     def open_async(
         url: str,
@@ -598,24 +746,46 @@ class Fence:
         *,
         poll_interval: Optional[_Seconds] = None,
         operation_timeout: Optional[_Seconds] = None,
-    ) -> Awaitable[Fence]: ...
+    ) -> Awaitable[Fence]:
+        """Awaitable `open`."""
     @property
-    def resource(self) -> str: ...
+    def resource(self) -> str:
+        """The resource this fence guards."""
     def fenced_execute(
         self, token: Union[Lease, int], statements: Sequence[_SqlStatement]
-    ) -> list[int]: ...
+    ) -> list[int]:
+        """Runs `statements` (a list of `(sql, params)`; params a list of None, int, float, str or
+        bytes) in one transaction if `token` (a Lease or an int) is at least the highest this fence
+        has accepted, and records it as the highest. Returns the rows each statement changed. Raises
+        StaleToken (nothing written) when a newer holder has written, Lost for a lease past its
+        deadline (nothing sent), BackendError when a statement fails (all rolled back).
+        """
     def fenced_execute_async(
         self, token: Union[Lease, int], statements: Sequence[_SqlStatement]
-    ) -> Awaitable[list[int]]: ...
-    def fenced_set(self, token: Union[Lease, int], key: str, value: Union[bytes, str]) -> None: ...
+    ) -> Awaitable[list[int]]:
+        """Awaitable `fenced_execute`."""
+    def fenced_set(self, token: Union[Lease, int], key: str, value: Union[bytes, str]) -> None:
+        """Sets `key` to `value` (bytes or str) if `token` (a Lease or an int) is at least the highest
+        this fence has accepted, in one script (Redis fences). Raises StaleToken (nothing written)
+        when a newer holder has written, Lost for a lease past its deadline (nothing sent),
+        InvalidArgument on a SQL fence (use `fenced_execute`).
+        """
     def fenced_set_async(
         self, token: Union[Lease, int], key: str, value: Union[bytes, str]
-    ) -> Awaitable[None]: ...
-    def check(self, token: Union[Lease, int]) -> None: ...
-    def check_async(self, token: Union[Lease, int]) -> Awaitable[None]: ...
-    def highest(self) -> Optional[int]: ...
-    def highest_async(self) -> Awaitable[Optional[int]]: ...
-    def close(self) -> None: ...
+    ) -> Awaitable[None]:
+        """Awaitable `fenced_set`."""
+    def check(self, token: Union[Lease, int]) -> None:
+        """Advisory: returns if `token` would be accepted now, raises StaleToken if not. A check
+        followed by a separate write protects nothing; use `fenced_execute` for the write.
+        """
+    def check_async(self, token: Union[Lease, int]) -> Awaitable[None]:
+        """Awaitable `check`."""
+    def highest(self) -> Optional[int]:
+        """The highest token accepted so far, or None."""
+    def highest_async(self) -> Awaitable[Optional[int]]:
+        """Awaitable `highest`."""
+    def close(self) -> None:
+        """Closes the fence's connections."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,
