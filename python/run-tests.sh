@@ -43,6 +43,9 @@ fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 # opentelemetry-sdk: test_metrics.py reads the metrics back through the SDK's in-memory reader.
 "$venv/bin/python" -m pip install --quiet "pytest>=7" "mypy>=1.10" "opentelemetry-sdk>=1.20"
+# The frameworks the recipes of python/recipes/ run in (tests/test_recipes.py).
+"$venv/bin/python" -m pip install --quiet "celery[redis]>=5.3" "django>=4.2" "fastapi>=0.110" \
+    "httpx>=0.27" "gunicorn>=22"
 [ -n "${FENCELOCK_WHEEL:-}" ] || "$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2"
 
 if [ -n "${FENCELOCK_WHEEL:-}" ]; then
