@@ -91,7 +91,9 @@ fi
 
 step "pytest"
 set +e
-"$venv/bin/pytest" -c "$here/pyproject.toml" --rootdir "$here" -p no:cacheprovider "$here/tests" "$@"
+# PYTHONFAULTHANDLER: a crash of the interpreter, also while it shuts down after the tests (where
+# pytest's own fault handler is off), prints every Python thread's stack.
+PYTHONFAULTHANDLER=1 "$venv/bin/pytest" -c "$here/pyproject.toml" --rootdir "$here" -p no:cacheprovider "$here/tests" "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
