@@ -56,7 +56,7 @@ fn build(py: Python<'_>, err: &Error) -> PyResult<PyErr> {
 
 /// Converts a core error into its `fencelock.*` exception.
 pub(crate) fn to_py(err: Error) -> PyErr {
-    Python::attach(|py| match build(py, &err) {
+    crate::exit::attach(|py| match build(py, &err) {
         Ok(exc) => exc,
         // The error module itself failed to load: surface that, it is the real problem.
         Err(import_error) => import_error,
@@ -71,7 +71,7 @@ pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
 pub(crate) fn invalid_type(message: impl Into<String>) -> PyErr {
     let message = message.into();
     // The error module failing to load is the real problem: surface that.
-    Python::attach(|py| {
+    crate::exit::attach(|py| {
         instance(py, "InvalidArgumentType", (message.as_str(),)).unwrap_or_else(|e| e)
     })
 }

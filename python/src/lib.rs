@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 mod contract;
 mod election;
 mod error;
+mod exit;
 mod fence;
 mod holder;
 mod lease;
@@ -50,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(locker::connect, m)?)?;
     m.add_function(wrap_pyfunction!(locker::connect_async, m)?)?;
     contract::register(m)?;
+    exit::register(m)?;
     #[cfg(feature = "test-hooks")]
     test_hooks::register(m)?;
     Ok(())

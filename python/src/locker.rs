@@ -499,7 +499,7 @@ impl PyLocker {
                     .acquire_many_in(scope, &names, &options)
                     .await
                     .map_err(to_py)?;
-                Python::attach(|py| PyMultiLease::new(py, lease))
+                crate::exit::attach(|py| PyMultiLease::new(py, lease))
             })
         })
     }
@@ -931,7 +931,7 @@ impl PyLock {
             awaitable(py, async move {
                 let lease = lock.acquire_in(scope, &options).await.map_err(to_py)?;
                 claim.fulfil(lease.clone());
-                Python::attach(|py| Self::entered(py, lease, leadership))
+                crate::exit::attach(|py| Self::entered(py, lease, leadership))
             })
         })
     }

@@ -39,7 +39,7 @@ pub(crate) fn host_sink(py: Python<'_>) -> PyResult<Arc<dyn MetricsSink>> {
     }
     on_own_thread("fencelock-metrics", move |batch: &[Measurement]| {
         // One GIL acquisition for everything that queued up meanwhile.
-        Python::attach(|py| {
+        crate::exit::attach(|py| {
             for m in batch {
                 let Some((instrument, host)) = instruments.iter().find(|(i, _)| *i == m.instrument)
                 else {

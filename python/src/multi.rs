@@ -420,7 +420,7 @@ impl PyMultiLock {
                     .await
                     .map_err(to_py)?;
                 claim.fulfil(lease.clone());
-                Python::attach(|py| PyMultiLease::new(py, lease))
+                crate::exit::attach(|py| PyMultiLease::new(py, lease))
             })
         })
     }

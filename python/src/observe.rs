@@ -33,7 +33,7 @@ fn wait_for<T: Send>(
                 .saturating_duration_since(std::time::Instant::now())
                 .min(SLICE),
         };
-        if let Some(item) = py.detach(|| next(slice)) {
+        if let Some(item) = crate::exit::detach(py, || next(slice)) {
             return Ok(Some(item));
         }
         if ended() || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
@@ -213,7 +213,7 @@ impl PyLogSubscription {
         };
         let timeout = Duration::from_secs_f64(seconds);
         let inner = &self.inner;
-        let record: Option<LogRecord> = py.detach(|| {
+        let record: Option<LogRecord> = crate::exit::detach(py, || {
             let sub = inner.lock().unwrap_or_else(|e| e.into_inner());
             sub.recv_blocking(Some(timeout))
         });

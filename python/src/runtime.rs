@@ -123,7 +123,9 @@ where
         )));
     }
     let handle = rt.handle().clone();
-    let first = py.detach(move || fencelock::blocking::first_poll_on_caller(&handle, fut));
+    let first = crate::exit::detach(py, move || {
+        fencelock::blocking::first_poll_on_caller(&handle, fut)
+    });
     let fut = match first {
         FirstPoll::Ready(result) => return Ok(result),
         FirstPoll::Pending(fut) => fut,
@@ -137,7 +139,8 @@ where
     let mut answered = answered;
     loop {
         // The receiver is moved in and back out: `detach` takes only what may cross threads.
-        let (reply, receiver) = py.detach(move || (answered.recv_timeout(SLICE), answered));
+        let (reply, receiver) =
+            crate::exit::detach(py, move || (answered.recv_timeout(SLICE), answered));
         answered = receiver;
         match reply {
             Ok(Ok(result)) => return Ok(result),

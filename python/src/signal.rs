@@ -65,7 +65,7 @@ impl PyLostSignal {
                     None => SLICE,
                 };
                 let signal = self.signal.clone();
-                if py.detach(move || signal.wait_blocking(Some(slice))) {
+                if crate::exit::detach(py, move || signal.wait_blocking(Some(slice))) {
                     return Ok(true);
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) {
