@@ -20,8 +20,8 @@ pub(crate) fn unpoisoned<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// acquire), in a task of its own from where it stopped. The effect of
 /// `tokio::spawn(future).await` without its hop to another task (a wake-up of another worker
 /// thread and two context switches) on every call that runs to its end. A panic inside it is
-/// caught, as a task's would be, and returned as an error.
-pub(crate) async fn finish_even_if_dropped<F>(future: F) -> Result<F::Output, Panicked>
+/// caught, as a task's would be, and returned as the core's internal error.
+pub(crate) async fn finish_even_if_dropped<F>(future: F) -> Result<F::Output, crate::Error>
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
@@ -32,7 +32,7 @@ where
     }
 
     impl<F: std::future::Future + Send + 'static> std::future::Future for Finishing<F> {
-        type Output = Result<F::Output, Panicked>;
+        type Output = Result<F::Output, crate::Error>;
 
         fn poll(
             mut self: std::pin::Pin<&mut Self>,
@@ -46,7 +46,7 @@ where
             let output = match polled {
                 Ok(std::task::Poll::Pending) => return std::task::Poll::Pending,
                 Ok(std::task::Poll::Ready(output)) => Ok(output),
-                Err(panic) => Err(Panicked::from(panic)),
+                Err(panic) => Err(crate::Error::from_panic(panic.as_ref())),
             };
             self.future = None;
             std::task::Poll::Ready(output)
@@ -71,21 +71,6 @@ where
         runtime,
     }
     .await
-}
-
-/// A panic caught by [`finish_even_if_dropped`], with its message.
-#[derive(Debug)]
-pub(crate) struct Panicked(pub String);
-
-impl From<Box<dyn std::any::Any + Send>> for Panicked {
-    fn from(panic: Box<dyn std::any::Any + Send>) -> Self {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".to_string());
-        Panicked(message)
-    }
 }
 
 /// Runs `futures` concurrently in the caller's task (none is spawned) and returns their outputs
@@ -147,6 +132,8 @@ mod tests {
             }
         })
         .await;
-        assert_eq!(panicked.unwrap_err().0, "boom");
+        let error = panicked.unwrap_err();
+        assert_eq!(error.code(), crate::ErrorCode::Internal);
+        assert!(error.message().contains("boom"), "{error}");
     }
 }

@@ -476,8 +476,7 @@ impl Backend for SqlBackend {
             drop(running);
             result
         })
-        .await
-        .map_err(|panic| Error::internal(format!("the acquire attempt panicked: {}", panic.0)))?
+        .await?
     }
 
     async fn renew(
