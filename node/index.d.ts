@@ -27,7 +27,26 @@ export declare const ERROR_CODES: readonly ErrorCode[];
 export declare class LockError extends Error {
   readonly name: 'LockError';
   readonly code: ErrorCode;
+  /** The driver's own error, when the failure came from one (a refused password, a dropped connection). */
+  readonly cause?: DriverError | unknown;
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown });
+}
+
+/**
+ * The error a driver reported, kept as the `cause` of the LockError made from it. Not a
+ * LockError: catch the LockError, and read its cause for detail. Secrets are stripped.
+ */
+export declare class DriverError extends Error {
+  readonly name: 'DriverError';
+  /** 'redis', 'zookeeper', 'postgres', 'mysql', 'sqlite', or 'sql' when no database answered. */
+  readonly driver: string;
+  /**
+   * The driver's own name for the error: a Redis error code ('WRONGPASS') or kind ('Io'), a
+   * ZooKeeper error ('NoAuth'), a PostgreSQL SQLSTATE ('28P01'), a MySQL/MariaDB error number
+   * ('1045'), a SQLite result code ('5').
+   */
+  readonly code: string;
+  constructor(message: string, driver: string, code: string);
 }
 
 /** A wait cancelled by an AbortSignal (cancellation is not a LockError); `cause` is the signal's reason. */

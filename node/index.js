@@ -11,7 +11,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const util = require('node:util');
 const { EventEmitter } = require('node:events');
 const native = require('./lib/native.js');
-const { ERROR_CODES, LockError, AbortError, fromNative } = require('./lib/error.js');
+const { ERROR_CODES, LockError, AbortError, DriverError, fromNative } = require('./lib/error.js');
 const { EVENT_NAMES, LIFECYCLE_EVENTS } = require('./lib/events.js');
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
@@ -1265,6 +1265,7 @@ module.exports = {
   Fence,
   LockError,
   AbortError,
+  DriverError,
   ERROR_CODES,
   version: native.version(),
   _ping,

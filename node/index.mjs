@@ -13,6 +13,7 @@ export const {
   Fence,
   LockError,
   AbortError,
+  DriverError,
   ERROR_CODES,
   version,
 } = fencelock;

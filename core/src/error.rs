@@ -89,7 +89,66 @@ pub struct Error {
     /// When the backend knows it cannot answer sooner (Redlock masters abstaining after a
     /// restart): an acquire whose wait allows it waits this long instead of failing.
     retry_after: Option<std::time::Duration>,
+    /// The driver's own error this one was made from, if any (boxed: most errors have none).
+    cause: Option<Box<DriverCause>>,
 }
+
+/// The error a database or coordination driver reported, kept beside the fencelock error made
+/// from it so that each language can chain it (`__cause__` in Python, `cause` in Node,
+/// [`std::error::Error::source`] in Rust). Its message has its secrets stripped like every
+/// message of an [`Error`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverCause {
+    driver: &'static str,
+    code: String,
+    message: String,
+}
+
+impl DriverCause {
+    pub(crate) fn new(driver: &'static str, code: impl Into<String>, message: String) -> Self {
+        DriverCause {
+            driver,
+            code: code.into(),
+            message,
+        }
+    }
+
+    /// The name of the enum variant `value` is (`NoAuth`, `Io`), from its `Debug` form without
+    /// the payload some variants carry: the code of a driver error that has no code of its own.
+    pub(crate) fn variant_name(value: &impl fmt::Debug) -> String {
+        let debug = format!("{value:?}");
+        debug
+            .split(['(', ' ', '{'])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Which driver: `redis`, `zookeeper`, `postgres`, `mysql` or `sqlite`.
+    pub fn driver(&self) -> &'static str {
+        self.driver
+    }
+
+    /// The driver's own name for the error, as its users know it: a Redis error code
+    /// (`WRONGPASS`) or redis-rs's kind (`Io`), a ZooKeeper error (`NoAuth`), a PostgreSQL
+    /// SQLSTATE (`28P01`), a MySQL/MariaDB error number (`1045`), a SQLite result code (`5`), or
+    /// sqlx's kind of failure (`Io`, `Tls`) when the database sent none.
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for DriverCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} error {}: {}", self.driver, self.code, self.message)
+    }
+}
+
+impl std::error::Error for DriverCause {}
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -98,7 +157,24 @@ impl Error {
             message: message.into(),
             retryable: false,
             retry_after: None,
+            cause: None,
         }
+    }
+
+    /// The driver's error this one was made from, if any.
+    pub fn cause(&self) -> Option<&DriverCause> {
+        self.cause.as_deref()
+    }
+
+    pub(crate) fn with_cause(mut self, cause: DriverCause) -> Self {
+        self.cause = Some(Box::new(cause));
+        self
+    }
+
+    /// This error with `other`'s driver cause: for an error reworded from another.
+    pub(crate) fn with_cause_of(mut self, other: &Error) -> Self {
+        self.cause = other.cause.clone();
+        self
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -199,11 +275,18 @@ impl fmt::Debug for Error {
         f.debug_struct("Error")
             .field("code", &self.code)
             .field("message", &self.message)
+            .field("cause", &self.cause)
             .finish()
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|c| c as &(dyn std::error::Error + 'static))
+    }
+}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -91,7 +91,7 @@ pub mod internals {
 pub use backend::{LIST_LIMIT, LeaseInfo, LockInfo, LockList, MAX_WAITERS_SHOWN, Waiter};
 pub use clock::BootInstant;
 pub use election::{Leader, Leadership};
-pub use error::{Error, ErrorCode, Result};
+pub use error::{DriverCause, Error, ErrorCode, Result};
 pub use events::{EventSubscription, LockEvent, LockEventKind};
 pub use fence::{Fence, FenceToken, LockIdentity, Statement};
 pub use holder::HolderDescription;

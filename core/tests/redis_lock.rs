@@ -224,6 +224,15 @@ async fn auth_errors_never_show_the_password() {
     let err = Locker::connect(&wrong).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Auth, "{err}");
     assert!(!err.to_string().contains("hunter2"), "{err}");
+    // The driver's own error is kept as the cause, for each language to chain.
+    let cause = err.cause().expect("the driver's error as the cause");
+    assert_eq!(
+        (cause.driver(), cause.code()),
+        ("redis", "WRONGPASS"),
+        "{err:?}"
+    );
+    assert!(std::error::Error::source(&err).is_some());
+    assert!(!format!("{cause} {err:?}").contains("hunter2"), "{err:?}");
     // A prefix outside the user's key pattern: NOPERM on a lock command is AUTH.
     let sep = if acl.contains('?') { '&' } else { '?' };
     let locker = Locker::connect(&format!("{acl}{sep}prefix=elsewhere"))
@@ -235,6 +244,7 @@ async fn auth_errors_never_show_the_password() {
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Auth, "{err}");
     assert!(!err.to_string().contains("fencelock-test"), "{err}");
+    assert_eq!(err.cause().map(|c| c.code()), Some("NOPERM"), "{err:?}");
 }
 
 #[tokio::test]

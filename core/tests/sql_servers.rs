@@ -574,6 +574,15 @@ async fn bad_credentials_and_options_get_typed_errors_without_secrets(db: Db) {
     let err = Locker::connect(&wrong).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Auth, "{err}");
     assert!(!format!("{err} {err:?}").contains("hunter2"), "{err}");
+    // The driver's own error is kept as the cause: SQLSTATE 28P01, or MySQL's error 1045.
+    let cause = err.cause().expect("the driver's error as the cause");
+    let expected = if db.url.starts_with("postgres") {
+        ("postgres", "28P01")
+    } else {
+        ("mysql", "1045")
+    };
+    assert_eq!((cause.driver(), cause.code()), expected, "{err:?}");
+    assert!(!cause.to_string().contains("hunter2"), "{cause}");
     for (query, words) in [
         ("tabel=x", "unknown"),
         ("table=x;y", "table name"),

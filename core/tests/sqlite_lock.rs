@@ -155,15 +155,19 @@ async fn bad_inputs_get_typed_errors() {
     assert_eq!(err.code(), ErrorCode::InvalidArgument);
 
     // A read-only database (mode=ro; file modes do not stop root) cannot take locks.
+    // SQLite's result code 8 (SQLITE_READONLY) is kept as the error's cause.
     let ro = Locker::connect(&format!("{url}?mode=ro")).await;
-    match ro {
+    let err = match ro {
         Ok(ro) => {
             let err = ro.acquire("job", &opts(1000)).await.unwrap_err();
             assert_eq!(err.code(), ErrorCode::Backend, "{err}");
-            assert!(err.message().contains("read-only"), "{err}");
+            err
         }
-        Err(err) => assert!(err.message().contains("read-only"), "{err}"),
-    }
+        Err(err) => err,
+    };
+    assert!(err.message().contains("read-only"), "{err}");
+    let cause = err.cause().expect("the driver's error as the cause");
+    assert_eq!((cause.driver(), cause.code()), ("sqlite", "8"), "{err:?}");
     let err = Locker::connect(&format!("{url}?table=x;drop"))
         .await
         .unwrap_err();

@@ -511,6 +511,12 @@ async fn credentials_set_acls_that_keep_non_participants_out() {
             .unwrap_err();
         assert_eq!(err.code(), ErrorCode::Auth, "{err}");
         assert!(!err.to_string().contains("hunter2"), "{err}");
+        let cause = err.cause().expect("the driver's error as the cause");
+        assert_eq!(
+            (cause.driver(), cause.code()),
+            ("zookeeper", "NoAuth"),
+            "{err:?}"
+        );
         assert_eq!(
             outsider.inspect(&name).await.unwrap_err().code(),
             ErrorCode::Auth

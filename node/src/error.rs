@@ -38,9 +38,23 @@ impl AsRef<str> for Code {
 pub type Error = napi::Error<Code>;
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// A core error as a napi error.
+/// A core error as a napi error; the driver's error, if any, rides as its `cause`, whose
+/// message is a JSON object `{driver, code, message}` that `lib/error.js` turns into a
+/// `DriverError` (napi sets a cause's `code` from its napi status only).
 pub(crate) fn to_js(err: fencelock::Error) -> Error {
-    Error::new(Code::Core(err.code()), err.message())
+    let mut error = Error::new(Code::Core(err.code()), err.message());
+    if let Some(cause) = err.cause() {
+        let carried = serde_json::json!({
+            "driver": cause.driver(),
+            "code": cause.code(),
+            "message": cause.message(),
+        });
+        error.set_cause(napi::Error::new(
+            Status::GenericFailure,
+            carried.to_string(),
+        ));
+    }
+    error
 }
 
 pub(crate) fn invalid(message: impl Into<String>) -> Error {

@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 
-import { fencelock, LONG, tempDir, sleep } from './helpers.mjs';
+import { fencelock, LONG, REQUIRE_SERVERS, tempDir, sleep } from './helpers.mjs';
 import * as hooks from './hooks.mjs';
 
 const { connect, Fence, LockError } = fencelock;
@@ -212,6 +212,43 @@ test('the code of a native error comes from its code property, not from its mess
       );
     }
   }
+});
+
+test("the driver's error is the cause: a DriverError naming the driver and its code", async () => {
+  // SQLite's SQLITE_READONLY (8) under a BACKEND LockError.
+  const readOnly = await connect(`${url}?mode=ro`);
+  try {
+    await assert.rejects(readOnly.tryAcquire('job'), (e) => {
+      assert.ok(e instanceof LockError && e.code === 'BACKEND', String(e));
+      assert.ok(e.cause instanceof fencelock.DriverError, String(e.cause));
+      assert.ok(!(e.cause instanceof LockError));
+      assert.deepEqual(
+        [e.cause.name, e.cause.driver, e.cause.code],
+        ['DriverError', 'sqlite', '8'],
+      );
+      assert.match(e.cause.message, /readonly|read-only/i);
+      return true;
+    });
+  } finally {
+    await readOnly.close();
+  }
+  // An error fencelock made without a driver has no cause.
+  await assert.rejects(locker.acquire('x', { ttl: NaN }), (e) => e.cause === undefined);
+});
+
+test("a refused Redis password keeps the server's code as the cause", async (t) => {
+  const acl = process.env.FENCELOCK_TEST_REDIS_ACL_URL;
+  // Skipped only on a machine without tests/servers.sh's Redis ACL server; CI requires it.
+  if (!acl && !REQUIRE_SERVERS)
+    return t.skip('no Redis server with ACLs (tests/servers.sh start redis)');
+  assert.ok(acl, 'FENCELOCK_TEST_REDIS_ACL_URL is not set, and FENCELOCK_REQUIRE_SERVERS=1');
+  const wrong = acl.replace(':fencelock-test@', ':hunter2-no@');
+  await assert.rejects(connect(wrong), (e) => {
+    assert.equal(e.code, 'AUTH', String(e));
+    assert.deepEqual([e.cause?.driver, e.cause?.code], ['redis', 'WRONGPASS'], String(e.cause));
+    assert.ok(!`${e.cause.message} ${e.cause.stack}`.includes('hunter2'));
+    return true;
+  });
 });
 
 test('async calls reject rather than throw synchronously', () => {

@@ -24,7 +24,7 @@ for (const { url, password } of vectors) {
   test(`no fragment of the password of ${url} appears in an error`, async () => {
     await assert.rejects(fencelock.connect(url, { operationTimeout: 3000 }), (e) => {
       assert.ok(e instanceof fencelock.LockError, String(e));
-      const shown = `${e.message} ${e.stack} ${JSON.stringify(e)}`;
+      const shown = `${e.message} ${e.stack} ${JSON.stringify(e)} ${e.cause?.stack} ${JSON.stringify(e.cause)}`;
       for (const fragment of fragments(password)) {
         assert.ok(!shown.includes(fragment), `${fragment} in ${shown}`);
       }

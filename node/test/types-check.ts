@@ -8,6 +8,7 @@ import {
   Fence,
   LockError,
   AbortError,
+  DriverError,
   ERROR_CODES,
   type ErrorCode,
   type Lease,
@@ -39,6 +40,15 @@ async function example(): Promise<bigint> {
   const lost: AbortSignal = lease.signal;
   const tokenText: string = lease.tokenString;
   const logged: { name: string; token: string; mode: string } = lease.toJSON();
+  try {
+    await lease.release();
+  } catch (e) {
+    if (e instanceof LockError && e.cause instanceof DriverError) {
+      const driverCode: string = e.cause.code;
+      const driver: string = e.cause.driver;
+      console.log(driver, driverCode);
+    }
+  }
   const degraded: boolean = lease.isSuspended || lease.renewalFailing;
   lease.throwIfLost();
   await lease.extend(10_000);

@@ -42,6 +42,7 @@ from ._errors import (
     BlockingCallInEventLoop,
     Closed,
     Deadlock,
+    DriverError,
     InternalError,
     InvalidArgument,
     LockError,
@@ -99,6 +100,7 @@ __all__ = [
     "Closed",
     "InternalError",
     "BlockingCallInEventLoop",
+    "DriverError",
     "current_lease",
     "__version__",
 ]

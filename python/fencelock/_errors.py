@@ -25,6 +25,7 @@ __all__ = [
     "Closed",
     "InternalError",
     "BlockingCallInEventLoop",
+    "DriverError",
 ]
 
 
@@ -131,3 +132,30 @@ class BlockingCallInEventLoop(RuntimeError):
     hide it). Setting ``FENCELOCK_ALLOW_BLOCKING_IN_EVENT_LOOP=1`` allows such calls, for Jupyter,
     whose cells run inside a loop.
     """
+
+
+class DriverError(Exception):
+    """The error a driver reported, chained as the ``__cause__`` of the fencelock error made
+    from it (``raise Unavailable(...) from DriverError(...)``).
+
+    ``driver`` is ``"redis"``, ``"zookeeper"``, ``"postgres"``, ``"mysql"``, ``"sqlite"``, or
+    ``"sql"`` when no database answered (an I/O or TLS failure). ``code`` is the driver's own
+    name for the error: a Redis error code (``"WRONGPASS"``) or kind (``"Io"``), a ZooKeeper
+    error (``"NoAuth"``), a PostgreSQL SQLSTATE (``"28P01"``), a MySQL/MariaDB error number
+    (``"1045"``) or a SQLite result code (``"5"``). The message has its secrets stripped.
+
+    Not a :class:`LockError`: catch the fencelock error, and read its cause for detail.
+    """
+
+    def __init__(self, message: str = "", driver: str = "", code: str = "") -> None:
+        super().__init__(message, driver, code)
+        self.driver = driver
+        self.code = code
+
+    @property
+    def message(self) -> str:
+        """The driver's message, without the driver and code."""
+        return str(self.args[0]) if self.args else ""
+
+    def __str__(self) -> str:
+        return f"{self.driver} error {self.code}: {self.message}"

@@ -47,11 +47,20 @@ fn instance<'py>(
 
 fn build(py: Python<'_>, err: &Error) -> PyResult<PyErr> {
     let name = class_name(err.code());
-    if name == "LockError" {
-        instance(py, name, (err.message(), err.code().as_str()))
+    let exception = if name == "LockError" {
+        instance(py, name, (err.message(), err.code().as_str()))?
     } else {
-        instance(py, name, (err.message(),))
+        instance(py, name, (err.message(),))?
+    };
+    if let Some(cause) = err.cause() {
+        let driver_error = instance(
+            py,
+            "DriverError",
+            (cause.message(), cause.driver(), cause.code()),
+        )?;
+        exception.set_cause(py, Some(driver_error));
     }
+    Ok(exception)
 }
 
 /// Converts a core error into its `fencelock.*` exception.

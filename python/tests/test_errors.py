@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 import pytest
-from conftest import LONG, native_test_hook, take_over
+from conftest import LONG, REQUIRE_SERVERS, native_test_hook, take_over
 
 import fencelock
 
@@ -220,6 +220,41 @@ def test_password_never_in_errors() -> None:
     with pytest.raises(fencelock.LockError) as caught:
         fencelock.connect("redis://user:s3cret-pw@127.0.0.1:1/0", operation_timeout=2)
     assert "s3cret" not in str(caught.value) and "s3cret" not in repr(caught.value)
+
+
+def test_the_drivers_error_is_the_cause(url: str) -> None:
+    # SQLite's SQLITE_READONLY (8) under a BackendError: `raise ... from DriverError(...)`.
+    with fencelock.connect(url) as locker:
+        locker.try_acquire("made")
+    with pytest.raises(fencelock.BackendError, match="read-only") as caught:
+        with fencelock.connect(f"{url}?mode=ro") as read_only:
+            read_only.try_acquire("job")
+    cause = caught.value.__cause__
+    assert isinstance(cause, fencelock.DriverError) and not isinstance(cause, fencelock.LockError)
+    assert (cause.driver, cause.code) == ("sqlite", "8")
+    assert cause.message and str(cause) == f"sqlite error 8: {cause.message}"
+    copy = pickle.loads(pickle.dumps(cause))
+    assert (copy.driver, copy.code, copy.message) == ("sqlite", "8", cause.message)
+    # A fencelock error made without a driver has no cause.
+    with pytest.raises(fencelock.InvalidArgument) as refused:
+        fencelock.connect(url, poll_interval=0)
+    assert refused.value.__cause__ is None
+
+
+# Skipped only on a machine without tests/servers.sh's Redis ACL server; CI starts it and
+# requires it (FENCELOCK_REQUIRE_SERVERS=1), so there a missing URL fails the test.
+@pytest.mark.skipif(
+    not os.environ.get("FENCELOCK_TEST_REDIS_ACL_URL") and not REQUIRE_SERVERS,
+    reason="no Redis server with ACLs (tests/servers.sh start redis)",
+)
+def test_a_refused_password_keeps_the_servers_code_as_the_cause() -> None:
+    url = os.environ["FENCELOCK_TEST_REDIS_ACL_URL"].replace(":fencelock-test@", ":hunter2-no@")
+    with pytest.raises(fencelock.Auth) as caught:
+        fencelock.connect(url)
+    cause = caught.value.__cause__
+    assert isinstance(cause, fencelock.DriverError)
+    assert (cause.driver, cause.code) == ("redis", "WRONGPASS")
+    assert "hunter2" not in f"{cause} {cause!r}"
 
 
 def test_sqlite_folder_missing(tmp_path: Path) -> None:

@@ -155,10 +155,13 @@ impl SqlFence {
                     }
                     let err =
                         map_sqlx_error(&format!("statement {} of the fenced write", i + 1), e);
-                    return Err(OpError::Fail(Error::new(
-                        err.code(),
-                        format!("{}; nothing was written", err.message()),
-                    )));
+                    return Err(OpError::Fail(
+                        Error::new(
+                            err.code(),
+                            format!("{}; nothing was written", err.message()),
+                        )
+                        .with_cause_of(&err),
+                    ));
                 }
             }
         }

@@ -1,16 +1,30 @@
 //! From redis-rs errors to fencelock's: the one place Redis errors are mapped (for Redis,
 //! Redis Cluster, Redlock's masters and the Redis fence).
 
-use crate::error::Error;
+use crate::error::{DriverCause, Error};
 use crate::url::redact_secrets;
 
 /// Converts a redis-rs error: retryable when the connection failed, AUTH when credentials or
-/// permissions were refused, secrets stripped from every message.
+/// permissions were refused, secrets stripped from every message, the driver's error kept as
+/// the cause.
 pub fn map_error(context: &str, err: redis::RedisError) -> Error {
     let text = redact_secrets(&err.to_string());
     let code = err.code().unwrap_or("").to_string();
+    let cause = DriverCause::new("redis", driver_code(&err), text.clone());
+    classify(context, &err, &code, &text).with_cause(cause)
+}
+
+/// The error's server code (`WRONGPASS`), or else redis-rs's name for its kind (`Io`).
+fn driver_code(err: &redis::RedisError) -> String {
+    match err.code() {
+        Some(code) => code.to_string(),
+        None => DriverCause::variant_name(&err.kind()),
+    }
+}
+
+fn classify(context: &str, err: &redis::RedisError, code: &str, text: &str) -> Error {
     if err.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(code.as_str(), "NOPERM" | "WRONGPASS" | "NOAUTH")
+        || matches!(code, "NOPERM" | "WRONGPASS" | "NOAUTH")
     {
         return Error::auth(format!("{context}: {text}"));
     }
@@ -22,7 +36,7 @@ pub fn map_error(context: &str, err: redis::RedisError) -> Error {
         return Error::unavailable(format!("{context}: {text}"));
     }
     if matches!(
-        code.as_str(),
+        code,
         "LOADING"
             | "BUSY"
             | "TRYAGAIN"

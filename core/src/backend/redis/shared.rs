@@ -58,7 +58,8 @@ pub(crate) fn explain_acl(err: Error) -> Error {
             "{}: the Redis user may not run a command that semaphores and read-write locks need \
              (grant the sorted set commands and HDEL: docs/redis.md, Least-privilege ACL)",
             err.message().trim_end_matches(['.', ' '])
-        ));
+        ))
+        .with_cause_of(&err);
     }
     err
 }

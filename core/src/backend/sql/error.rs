@@ -3,7 +3,7 @@
 //! questions the table's retry loops ask of an error (a conflict, a concurrent create, a
 //! missing table).
 
-use crate::error::Error;
+use crate::error::{DriverCause, Error};
 use crate::url::redact_secrets;
 
 /// An error a driver reports, by database.
@@ -90,21 +90,51 @@ pub(crate) fn is_missing_column(err: &sqlx::Error) -> bool {
     }
 }
 
-/// Converts a driver error into fencelock's, deciding retryability and stripping secrets.
-/// The one place SQLite result codes, PostgreSQL SQLSTATEs and MySQL error numbers are read.
+/// Converts a driver error into fencelock's, deciding retryability, stripping secrets and
+/// keeping the driver's error as the cause. The one place SQLite result codes, PostgreSQL
+/// SQLSTATEs and MySQL error numbers are read.
 pub fn map_sqlx_error(context: &str, err: sqlx::Error) -> Error {
-    match &err {
+    let (error, cause) = match &err {
         sqlx::Error::Database(db) => {
             let message = redact_secrets(db.message());
-            match db_code(db.as_ref()) {
-                DbCode::Postgres(code) => map_postgres(context, &code, &message),
-                DbCode::MySql(number) => map_mysql(context, number, &message),
-                DbCode::Sqlite(code) => map_sqlite(context, code, &message),
-                DbCode::Unknown(code) => {
-                    Error::backend(format!("{context}: {message} (code {code})"))
+            let (error, driver, code) = match db_code(db.as_ref()) {
+                DbCode::Postgres(code) => {
+                    (map_postgres(context, &code, &message), "postgres", code)
                 }
-            }
+                DbCode::MySql(number) => (
+                    map_mysql(context, number, &message),
+                    "mysql",
+                    number.to_string(),
+                ),
+                DbCode::Sqlite(code) => (
+                    map_sqlite(context, code, &message),
+                    "sqlite",
+                    code.to_string(),
+                ),
+                DbCode::Unknown(code) => (
+                    Error::backend(format!("{context}: {message} (code {code})")),
+                    "sql",
+                    code,
+                ),
+            };
+            (error, DriverCause::new(driver, code, message))
         }
+        other => {
+            let text = redact_secrets(&other.to_string());
+            // No database answered: the driver (sqlx) names the kind of failure.
+            let kind = DriverCause::variant_name(other);
+            (
+                map_client_failure(context, other),
+                DriverCause::new("sql", kind, text),
+            )
+        }
+    };
+    error.with_cause(cause)
+}
+
+/// A failure of the driver itself, without a database's answer.
+fn map_client_failure(context: &str, err: &sqlx::Error) -> Error {
+    match err {
         sqlx::Error::Io(e) => Error::unavailable(format!(
             "{context}: connection failed: {}",
             redact_secrets(&e.to_string())

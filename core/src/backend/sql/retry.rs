@@ -51,7 +51,8 @@ where
                     "{}; fencelock's table {table} is missing: create it (docs/sql.md) or let fencelock \
                      create it (create_table=true)",
                     err.message()
-                )));
+                ))
+                .with_cause_of(&err));
             }
             Err(OpError::Sql(e)) => return Err(map_sqlx_error(context, e)),
             Err(OpError::Fail(e)) => return Err(e),

@@ -68,7 +68,8 @@ pub(crate) async fn ensure_tables(
                         "{}; a role that may not create tables needs them made first by their owner \
                          (docs/sql.md), and create_table=false",
                         err.message()
-                    )));
+                    ))
+                    .with_cause_of(&err));
                 }
                 return Err(err);
             }

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use crate::error::{Error, Result};
+use crate::error::{DriverCause, Error, Result};
 use crate::url::redact_secrets;
 
 pub(super) type ZkError = zookeeper_client::Error;
@@ -32,11 +32,16 @@ pub(super) fn is_session_gone(e: &ZkError) -> bool {
 }
 
 /// Converts a zookeeper-client error: UNAVAILABLE (retryable) when the outcome is unknown or
-/// the ensemble cannot be reached, AUTH when credentials or ACLs refuse, secrets stripped.
+/// the ensemble cannot be reached, AUTH when credentials or ACLs refuse, secrets stripped, the
+/// driver's error kept as the cause.
 pub(super) fn map_error(context: &str, err: zookeeper_client::Error) -> Error {
-    use zookeeper_client::Error as Z;
     let text = redact_secrets(&err.to_string());
-    let message = format!("{context}: {text}");
+    let cause = DriverCause::new("zookeeper", DriverCause::variant_name(&err), text.clone());
+    classify(format!("{context}: {text}"), err).with_cause(cause)
+}
+
+fn classify(message: String, err: zookeeper_client::Error) -> Error {
+    use zookeeper_client::Error as Z;
     match err {
         Z::ConnectionLoss
         | Z::Timeout
