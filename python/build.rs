@@ -24,7 +24,17 @@ fn main() {
         return;
     }
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let destination = manifest_dir.join(PACKAGED_BINARY);
+    let destination = package_root(&manifest_dir).join(PACKAGED_BINARY);
+    // The copy lives outside cargo's target folder: a build that finds it missing (a fresh
+    // source tree built into a kept CARGO_TARGET_DIR) must run this script again.
+    println!("cargo:rerun-if-changed={}", destination.display());
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
+        // The command's supervisor is Linux-only (cli/src/main.rs): the library is built alone.
+        println!(
+            "cargo:warning=the fencelock command runs on Linux only; building the library alone"
+        );
+        return;
+    }
 
     let source = match env::var_os("FENCELOCK_CLI_BINARY") {
         Some(prebuilt) => {
@@ -35,6 +45,37 @@ fn main() {
         None => build_cli(&manifest_dir),
     };
     copy_executable(&source, &destination);
+}
+
+/// The folder that holds the Python package `fencelock/`: python/ in the repository, the root
+/// of an unpacked sdist (maturin moves pyproject.toml and the package up there).
+fn package_root(manifest_dir: &Path) -> PathBuf {
+    let in_sdist = manifest_dir
+        .parent()
+        .map(|root| root.join("fencelock/__init__.py"));
+    match in_sdist {
+        Some(init) if !manifest_dir.join("fencelock").exists() && init.exists() => {
+            manifest_dir.parent().expect("checked above").to_path_buf()
+        }
+        _ => manifest_dir.to_path_buf(),
+    }
+}
+
+/// The cargo profile of this build: the folder OUT_DIR lies in (`<target>/[<triple>/]<profile
+/// folder>/build/<package>/out`) is named for it, `debug` for dev. PROFILE says only "debug" or
+/// "release", which would build the command of a `--profile ci` wheel as dev.
+fn outer_profile() -> String {
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
+    let folder = out_dir
+        .ancestors()
+        .nth(3)
+        .and_then(Path::file_name)
+        .and_then(|name| name.to_str())
+        .expect("OUT_DIR is <target>/<profile>/build/<package>/out");
+    match folder {
+        "debug" => "dev".to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// Builds the command with the profile of the current build and returns the binary's path.
@@ -54,13 +95,14 @@ fn build_cli(manifest_dir: &Path) -> PathBuf {
             workspace.join(watched).display()
         );
     }
-    let profile = env::var("PROFILE").unwrap_or_else(|_| "debug".into());
-    let (profile_arg, profile_dir) = if profile == "release" {
-        ("release", "release")
-    } else {
-        ("dev", "debug")
-    };
-    let target_dir = workspace.join("target").join("wheel-cli");
+    let profile = outer_profile();
+    let profile_dir = if profile == "dev" { "debug" } else { &profile };
+    // Beside the outer build's folder (CARGO_TARGET_DIR when set, so that a source install
+    // pointed at a kept folder compiles the command once), never inside its locked profile folder.
+    let target_dir = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target"))
+        .join("wheel-cli");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(workspace)
@@ -73,7 +115,7 @@ fn build_cli(manifest_dir: &Path) -> PathBuf {
             "fencelock",
         ])
         .arg("--profile")
-        .arg(profile_arg)
+        .arg(&profile)
         .arg("--target-dir")
         .arg(&target_dir)
         // The outer build's settings for *this* crate must not leak into the command's build.

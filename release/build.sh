@@ -2,6 +2,7 @@
 # Builds every release artifact into dist/, so users install fencelock without a Rust toolchain:
 #
 #   fencelock-V-cp39-abi3-manylinux_2_17_x86_64.whl   Python 3.9+ (maturin + zig), ships the command
+#   fencelock-V.tar.gz                                 Python sdist: pip compiles it where no wheel fits
 #   fencelock-V.tgz, fencelock-linux-x64-gnu-V.tgz    npm: the JS package + its platform package
 #   fencelock-jvm-V.jar, fencelock-jvm-V.pom          JVM (dev.fencelock:fencelock:V), native library inside
 #   fencelock-V-x86_64-linux-gnu.tar.gz               the `fencelock` command alone
@@ -88,6 +89,9 @@ elapsed "$started"
 wheel="$(ls "$dist"/fencelock-"$version"-*.whl)"
 auditwheel show "$wheel" | tee "$root/target/auditwheel.txt"
 wheel_tag="$(grep -o 'manylinux_[0-9]*_[0-9]*_x86_64' "$root/target/auditwheel.txt" | head -1)"
+
+step "Python sdist (sources, for machines no wheel fits: release/sdist.py)"
+python3 release/sdist.py --maturin "$tools/bin/maturin" --out "$dist" 2>/dev/null
 
 step "npm packages (napi-rs platform-package layout)"
 stage="$root/target/dist-npm"

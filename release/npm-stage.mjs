@@ -17,6 +17,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -79,20 +80,43 @@ writeFileSync(
     'Install `fencelock`, not this package: npm picks the platform package that matches.\n',
 );
 
-// The main package: the JavaScript layer only. No install script: nothing is built on the
-// user's machine.
+// The main package: the JavaScript layer, and the Rust sources of the native files for a
+// platform without a platform package (source/, release/source_tree.py). Its install script
+// does nothing where npm installed the platform package, and builds from source/ elsewhere
+// (node/scripts/build.mjs --if-missing; it needs Rust there).
 const mainDir = join(out, sourceManifest.name);
 rmSync(mainDir, { recursive: true, force: true });
 mkdirSync(mainDir, { recursive: true });
-const shipped = ['index.js', 'index.mjs', 'index.d.ts', 'lib', 'bin', 'README.md'];
+const shipped = [
+  'index.js',
+  'index.mjs',
+  'index.d.ts',
+  'lib',
+  'bin',
+  'scripts/build.mjs',
+  'README.md',
+];
 for (const entry of shipped) cpSync(join(source, entry), join(mainDir, entry), { recursive: true });
+const tree = spawnSync(
+  'python3',
+  [
+    join(root, 'release', 'source_tree.py'),
+    '--members',
+    'core,cli,node',
+    '--out',
+    join(mainDir, 'source'),
+  ],
+  { stdio: 'inherit' },
+);
+if (tree.status !== 0) throw new Error('npm-stage: release/source_tree.py failed');
 const { scripts, devDependencies, napi, files, ...kept } = sourceManifest;
 writeManifest(mainDir, {
   ...kept,
   ...common,
-  files: shipped
+  files: [...shipped, 'source']
     .filter((entry) => entry !== 'README.md')
     .map((entry) => (entry.includes('.') ? entry : `${entry}/`)),
+  scripts: { install: 'node scripts/build.mjs --if-missing' },
   optionalDependencies: Object.fromEntries(
     Object.keys(PLATFORMS).map((key) => [`${sourceManifest.name}-${key}`, version]),
   ),

@@ -26,22 +26,15 @@ if clean sh -c 'command -v cargo || command -v rustc' >/dev/null; then
 fi
 
 step() { printf '\n== smoke: %s\n' "$*"; }
-cli_check() {
-    # The command holds the lock while CMD runs and hands it FENCELOCK_TOKEN.
-    local binary="$1" out
-    out="$(clean "$binary" run --url "sqlite://$work/cli.db" smoke -- sh -c 'echo "token=$FENCELOCK_TOKEN"')"
-    case "$out" in
-        token=[0-9]*) echo "   $binary run: $out" ;;
-        *) echo "smoke: $binary run printed '$out'" >&2; return 1 ;;
-    esac
-}
+# shellcheck source=smoke/cli_check.sh
+. "$root/release/smoke/cli_check.sh"
 
 step "wheel into a fresh venv"
 wheel="$(ls "$dist"/fencelock-"$version"-*.whl)"
 clean "$python" -m venv "$work/venv"
 clean "$work/venv/bin/pip" install --quiet --no-index --disable-pip-version-check "$wheel"
 (cd "$work" && clean "$work/venv/bin/python" "$root/release/smoke/lock.py")
-cli_check "$work/venv/bin/fencelock"
+cli_check "$work/cli.db" "$work/venv/bin/fencelock" clean
 
 step "npm packages into an empty project"
 mkdir -p "$work/npm-project"
@@ -54,12 +47,12 @@ mkdir -p "$work/npm-project"
     cp "$root/release/smoke/lock.mjs" .
     clean node lock.mjs
 )
-cli_check "$work/npm-project/node_modules/.bin/fencelock"
+cli_check "$work/cli.db" "$work/npm-project/node_modules/.bin/fencelock" clean
 
 step "CLI tarball into an empty folder"
 mkdir -p "$work/cli"
 tar -C "$work/cli" -xzf "$dist/fencelock-$version-x86_64-linux-gnu.tar.gz"
-cli_check "$work/cli/fencelock-$version-x86_64-linux-gnu/fencelock"
+cli_check "$work/cli.db" "$work/cli/fencelock-$version-x86_64-linux-gnu/fencelock" clean
 
 step "jar into a fresh local Maven repository"
 bash "$root/bindings/jvm/release-smoke.sh" --dist "$dist" --version "$version" --work "$work/maven"

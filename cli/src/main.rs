@@ -1,5 +1,15 @@
 //! `fencelock`: run a program while holding a distributed lock.
 
+// The supervisor (guardian.rs, reaper.rs, terminal.rs) is written against Linux: a parent-death
+// signal (prctl), timerfd, waitid, and Linux's job control semantics. Elsewhere the build stops
+// here rather than compile a supervisor nobody has run; the Python and npm source builds leave
+// the command out on such systems.
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "the fencelock command runs on Linux only: its supervisor needs prctl(PR_SET_PDEATHSIG), \
+     timerfd and waitid (cli/src/guardian.rs, reaper.rs); the libraries build without it"
+);
+
 mod admin;
 mod child;
 mod duration;

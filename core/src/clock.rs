@@ -2,12 +2,28 @@
 //!
 //! Client deadlines run on CLOCK_BOOTTIME, which keeps counting while the machine or VM is
 //! suspended: a holder frozen for a minute must wake up knowing a minute passed. The
-//! monotonic clock (and so `std::time::Instant` and tokio's timers) stops during suspend,
-//! which would let a resumed holder believe its lease were still valid.
+//! monotonic clock (and so `std::time::Instant` and tokio's timers) stops during suspend on
+//! Linux, which would let a resumed holder believe its lease were still valid.
+//!
+//! macOS has no CLOCK_BOOTTIME; there CLOCK_MONOTONIC is the clock that keeps counting while
+//! the machine sleeps (Apple's clock_gettime(3); CLOCK_UPTIME_RAW is the one that stops). That
+//! branch has never been compiled or run by this project's CI, which builds on Linux only. Any
+//! other system stops the build here, naming the clock it lacks.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A point on CLOCK_BOOTTIME.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const SUSPEND_COUNTING_CLOCK: libc::clockid_t = libc::CLOCK_BOOTTIME;
+#[cfg(target_os = "macos")]
+const SUSPEND_COUNTING_CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos")))]
+compile_error!(
+    "fencelock builds on Linux (and, never tested, macOS) only: its client deadlines need a \
+     clock that keeps counting while the machine is suspended (CLOCK_BOOTTIME on Linux, \
+     CLOCK_MONOTONIC on macOS), and core/src/clock.rs names none for this system"
+);
+
+/// A point on CLOCK_BOOTTIME (CLOCK_MONOTONIC on macOS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BootInstant(Duration);
 
@@ -19,7 +35,7 @@ impl BootInstant {
         };
         // SAFETY: clock_gettime writes into the timespec we own; CLOCK_BOOTTIME exists on
         // every Linux since 2.6.39. On failure we fall back to the monotonic clock.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+        let rc = unsafe { libc::clock_gettime(SUSPEND_COUNTING_CLOCK, &mut ts) };
         if rc != 0 {
             // SAFETY: as above.
             unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };

@@ -32,6 +32,12 @@ function locate() {
 }
 
 const binary = locate();
+if (binary === null && process.platform !== 'linux') {
+  process.stderr.write(
+    'fencelock: the fencelock command runs on Linux only (its supervisor is written against Linux); on this system the package has the library without it\n',
+  );
+  process.exit(125);
+}
 if (binary === null) {
   process.stderr.write(
     'fencelock: the fencelock binary is not in this package (native/), in its platform package nor on PATH; rebuild the package (npm run build) or install fencelock-<platform>\n',

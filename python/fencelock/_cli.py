@@ -17,6 +17,11 @@ _PACKAGED = Path(__file__).resolve().parent / "_bin" / "fencelock"
 def binary_path() -> str:
     """Path of the ``fencelock`` executable shipped in this package."""
     if not os.access(_PACKAGED, os.X_OK):
+        if not sys.platform.startswith("linux"):
+            raise FileNotFoundError(
+                "the fencelock command runs on Linux only (its supervisor is written against "
+                "Linux); on this system the package has the library without it"
+            )
         raise FileNotFoundError(
             f"the fencelock command is missing from this installation ({_PACKAGED}); "
             "reinstall the package from a wheel or with `pip install ./python`"
