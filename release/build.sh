@@ -4,7 +4,9 @@
 #   fencelock-V-cp39-abi3-manylinux_2_17_x86_64.whl   Python 3.9+ (maturin + zig), ships the command
 #   fencelock-V.tar.gz                                 Python sdist: pip compiles it where no wheel fits
 #   fencelock-V.tgz, fencelock-linux-x64-gnu-V.tgz    npm: the JS package + its platform package
-#   fencelock-jvm-V.jar, fencelock-jvm-V.pom          JVM (dev.fencelock:fencelock:V), native library inside
+#   fencelock-jvm-V.jar, fencelock-jvm-V.pom          JVM (dev.fencelock:fencelock:V), native library inside,
+#     fencelock-jvm-V-sources.jar, -javadoc.jar        with its sources and javadoc (KDoc, by Dokka)
+#   fencelock-shedlock-V*, fencelock-spring-V*         the JVM modules, each jar, -sources, -javadoc, POM
 #   fencelock-V-x86_64-linux-gnu.tar.gz               the `fencelock` command alone
 #   SHA256SUMS, BUILDINFO                              checksums; what was built, how, for which glibc
 #

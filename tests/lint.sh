@@ -12,8 +12,8 @@
 #   Python   ruff check and ruff format (ruff.toml), on every Python file of the repository
 #   Node     biome (biome.jsonc) on every JavaScript and TypeScript file; tsc on index.d.ts as
 #            users see it (node/test/types-check.ts)
-#   JVM      spotless (bindings/jvm/pom.xml): ktlint on the Kotlin (.editorconfig),
-#            palantir-java-format on the Java tests
+#   JVM      spotless (bindings/jvm/pom.xml and its modules shedlock/, spring/): ktlint on the
+#            Kotlin (.editorconfig), palantir-java-format on the Java
 #   docs     tests/check-design-refs.py: every citation of the design (code comments,
 #            docstrings, stubs, .d.ts, KDoc, docs/) names a section docs/design.md has
 # Tool versions are pinned here (ruff), in node/package.json (biome, typescript) and in the pom.
@@ -128,6 +128,8 @@ lint_jvm() {
     [ $fix = 1 ] && goal=apply
     step "mvn spotless:$goal (ktlint, palantir-java-format)"
     timed mvn -B -q -f bindings/jvm/pom.xml "spotless:$goal"
+    timed mvn -B -q -f bindings/jvm/shedlock/pom.xml "spotless:$goal"
+    timed mvn -B -q -f bindings/jvm/spring/pom.xml "spotless:$goal"
 }
 
 lint_docs() {

@@ -4,9 +4,10 @@
 #   bindings/jvm/release.sh --version V --library PATH/libfencelock_jvm.so --out DIST
 #
 # writes DIST/fencelock-jvm-V.jar (Kotlin/Java classes, the generated uniffi layer and the given
-# native library under linux-x86-64/, where JNA looks) and DIST/fencelock-jvm-V.pom, the POM a
-# repository would publish as dev.fencelock:fencelock:V: coordinates and the runtime
-# dependencies, without the build (which needs cargo).
+# native library under linux-x86-64/, where JNA looks), its -sources and -javadoc jars, and
+# DIST/fencelock-jvm-V.pom, the POM a repository would publish as dev.fencelock:fencelock:V
+# (flatten-maven-plugin: coordinates and dependencies, without the build, which needs cargo);
+# the same four files for each module, fencelock-shedlock-V* and fencelock-spring-V*.
 #
 # The library is the one release/build.sh linked with zig against glibc 2.17; Maven does not run
 # cargo for it here. uniffi-bindgen still runs (from target/bindgen/, built once in debug, by
@@ -43,70 +44,46 @@ mkdir -p "$stage/native"
 cp "$library" "$stage/native/libfencelock_jvm.so"
 
 # maven.test.skip: the tests are neither run nor compiled here (bindings/jvm/run-tests.sh does both).
-mvn -B -q -f "$here/pom.xml" package -Dmaven.test.skip=true \
+# The release profile adds the -sources and -javadoc jars and the flattened POM (pom.xml); install
+# puts the library where the modules' builds below find it.
+mvn -B -q -f "$here/pom.xml" install -Prelease -Dmaven.test.skip=true \
     -Drevision="$version" \
     -Dcargo.build.skip=true \
     -Dcargo.target.dir="$stage" -Dcargo.profile.dir=native \
     -Dbindgen.target.dir="$root/target/bindgen" \
     -Djvm.build.dir="$stage/build"
 
+# The modules on top of it, Java only.
+for module in shedlock spring; do
+    mvn -B -q -f "$here/$module/pom.xml" package -Prelease -Dmaven.test.skip=true \
+        -Drevision="$version"
+done
+
+# dist/: each artifact as fencelock-jvm-V*.jar (the library) or fencelock-MODULE-V*.jar, with its
+# -sources and -javadoc jars and the POM a repository would publish.
+copy_artifact() {  # build folder, artifact id in the build, name in dist
+    local build="$1" artifact="$2" name="$3" suffix
+    for suffix in "" -sources -javadoc; do
+        cp "$build/$artifact-$version$suffix.jar" "$out/$name-$version$suffix.jar"
+    done
+    cp "$build/.flattened-pom.xml" "$out/$name-$version.pom"
+}
+copy_artifact "$stage/build" fencelock fencelock-jvm
+copy_artifact "$here/shedlock/target" fencelock-shedlock fencelock-shedlock
+copy_artifact "$here/spring/target" fencelock-spring fencelock-spring
+
 jar="$out/fencelock-jvm-$version.jar"
-cp "$stage/build/fencelock-$version.jar" "$jar"
 listing="$(unzip -l "$jar")"  # whole, not piped: grep -q would cut unzip short (pipefail)
 grep -q 'linux-x86-64/libfencelock_jvm.so' <<<"$listing" ||
     { echo "bindings/jvm/release.sh: the jar has no native library" >&2; exit 1; }
-
-# The published POM: the project's coordinates and its compile/runtime dependencies with their
-# versions resolved, nothing of the build.
-python3 - "$here/pom.xml" "$version" > "$out/fencelock-jvm-$version.pom" <<'PY'
-import re, sys
-import xml.etree.ElementTree as ET
-from xml.sax.saxutils import escape
-
-ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-project = ET.parse(sys.argv[1]).getroot()
-version = sys.argv[2]
-props = {p.tag.split("}")[1]: (p.text or "") for p in project.find("m:properties", ns)}
-props["revision"] = version
-
-def text(node, tag):
-    found = node.find(f"m:{tag}", ns)
-    value = found.text if found is not None else None
-    if value is None:
-        return None
-    return escape(re.sub(r"\$\{([^}]+)\}", lambda m: props[m.group(1)], value.strip()))
-
-deps = []
-for dep in project.find("m:dependencies", ns):
-    scope = text(dep, "scope") or "compile"
-    if scope in ("test", "provided", "system"):
-        continue
-    deps.append((text(dep, "groupId"), text(dep, "artifactId"), text(dep, "version"), scope, text(dep, "optional") == "true"))
-
-print('<?xml version="1.0" encoding="UTF-8"?>')
-print('<project xmlns="http://maven.apache.org/POM/4.0.0" '
-      'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-      'xsi:schemaLocation="http://maven.apache.org/POM/4.0.0 https://maven.apache.org/xsd/maven-4.0.0.xsd">')
-print("  <modelVersion>4.0.0</modelVersion>")
-for tag in ("groupId", "artifactId"):
-    print(f"  <{tag}>{text(project, tag)}</{tag}>")
-print(f"  <version>{version}</version>")
-print("  <packaging>jar</packaging>")
-for tag in ("name", "description"):
-    print(f"  <{tag}>{text(project, tag)}</{tag}>")
-print("  <dependencies>")
-for group, artifact, dep_version, scope, optional in deps:
-    print("    <dependency>")
-    print(f"      <groupId>{group}</groupId>")
-    print(f"      <artifactId>{artifact}</artifactId>")
-    print(f"      <version>{dep_version}</version>")
-    if scope != "compile":
-        print(f"      <scope>{scope}</scope>")
-    if optional:
-        # Not passed on to users (OpenTelemetry's API, for metrics): they add it to turn metrics on.
-        print("      <optional>true</optional>")
-    print("    </dependency>")
-print("  </dependencies>")
-print("</project>")
-PY
-echo "   $(basename "$jar"), fencelock-jvm-$version.pom"
+listing="$(unzip -l "$out/fencelock-jvm-$version-sources.jar")"
+grep -q 'dev/fencelock/Locker.kt' <<<"$listing" ||
+    { echo "bindings/jvm/release.sh: the sources jar has no Kotlin sources" >&2; exit 1; }
+listing="$(unzip -l "$out/fencelock-jvm-$version-javadoc.jar")"
+grep -q 'index.html' <<<"$listing" ||
+    { echo "bindings/jvm/release.sh: the javadoc jar has no pages" >&2; exit 1; }
+for pom in "$out"/fencelock-{jvm,shedlock,spring}-"$version".pom; do
+    grep -q "<version>$version</version>" "$pom" && ! grep -q '<build>' "$pom" ||
+        { echo "bindings/jvm/release.sh: $pom is not a flattened POM of $version" >&2; exit 1; }
+done
+echo "   fencelock-{jvm,shedlock,spring}-$version{,-sources,-javadoc}.jar and their POMs"

@@ -192,7 +192,7 @@ public final class FaultsWorker {
     /** Sections begun by this worker, so their ids are unique. */
     long begun;
 
-    FaultsWorker(Map<String, Object> cmd) {
+    FaultsWorker(Map<String, Object> cmd) throws InterruptedException {
         name = (String) cmd.get("worker");
         Duration opTimeout = ms(cmd, "op_timeout_ms", Duration.ofSeconds(3));
         locker = Locker.connect(
@@ -217,7 +217,7 @@ public final class FaultsWorker {
         return name + "#" + sections;
     }
 
-    Map<String, Object> acquire(Map<String, Object> cmd, Requested requested) {
+    Map<String, Object> acquire(Map<String, Object> cmd, Requested requested) throws InterruptedException {
         // A new lease ends the work done under the previous one.
         endSection();
         LockOptions options = LockOptions.builder()
@@ -331,7 +331,7 @@ public final class FaultsWorker {
         return current != null && current.getMode() != LockMode.EXCLUSIVE;
     }
 
-    Map<String, Object> write(String mode) {
+    Map<String, Object> write(String mode) throws InterruptedException {
         if (!hasLast) return obj("accepted", false, "code", "NO_LEASE");
         String cs = lastCs;
         long token = lastToken;
@@ -358,7 +358,7 @@ public final class FaultsWorker {
         return obj("accepted", accepted, "code", code);
     }
 
-    Map<String, Object> release() {
+    Map<String, Object> release() throws InterruptedException {
         endSection();
         Lease current = lease;
         MultiLease whole = multi;
@@ -378,7 +378,7 @@ public final class FaultsWorker {
         return obj();
     }
 
-    Map<String, Object> hold(Map<String, Object> cmd) {
+    Map<String, Object> hold(Map<String, Object> cmd) throws InterruptedException {
         long total = ms(cmd, "ms", Duration.ofSeconds(1)).toNanos();
         long probeEvery = ms(cmd, "probe_ms", Duration.ofMillis(50)).toMillis();
         Duration writeEvery = ms(cmd, "write_ms", null);
@@ -408,7 +408,7 @@ public final class FaultsWorker {
         return obj("lost", lost);
     }
 
-    Map<String, Object> cycle(Map<String, Object> cmd) {
+    Map<String, Object> cycle(Map<String, Object> cmd) throws InterruptedException {
         Duration duration = ms(cmd, "duration_ms", null);
         Long until = duration == null ? null : System.nanoTime() + duration.toNanos();
         Long count = longOf(cmd, "count");
@@ -457,7 +457,7 @@ public final class FaultsWorker {
         return obj("cycles", done);
     }
 
-    Map<String, Object> run(Map<String, Object> cmd) {
+    Map<String, Object> run(Map<String, Object> cmd) throws InterruptedException {
         Object op = cmd.get("op");
         if ("acquire".equals(op)) return acquire(cmd, Requested.of(cmd.get("mode"), cmd));
         if ("begin".equals(op)) return beginSection();
@@ -470,7 +470,7 @@ public final class FaultsWorker {
         throw new Failure("INVALID_ARGUMENT", "unknown op " + op);
     }
 
-    public static void main(String[] args) throws IOException {
+    public static void main(String[] args) throws IOException, InterruptedException {
         FaultsWorker worker = null;
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;

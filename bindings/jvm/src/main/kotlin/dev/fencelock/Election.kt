@@ -39,6 +39,7 @@ class Leadership internal constructor(
     fun onLost(listener: LostListener) = lease.onLost(listener)
 
     /** Suspends until leadership is lost and returns why. */
+    @JvmSynthetic
     suspend fun awaitLost(): LossReason = lease.awaitLost()
 
     /** A future completed when leadership is lost (for Java). */
@@ -46,16 +47,21 @@ class Leadership internal constructor(
 
     /** Blocks until leadership is lost or [timeout] passes (forever when null); whether it is lost. */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun waitLost(timeout: Duration? = null): Boolean = lease.waitLost(timeout)
 
     /**
      * Steps down, so another candidate can lead. Throws [LockNotHeldException] on a second
      * resign, [LockLostException] if leadership was lost first.
      */
+    @JvmSynthetic
     suspend fun resign() = lease.release()
 
     /** [resign] for Java and other blocking code. */
     fun resignBlocking() = lease.releaseBlocking()
+
+    /** [resign] as a `CompletableFuture` (of null); cancelling the future does not stop it. */
+    fun resignAsync(): CompletableFuture<Void?> = lease.releaseAsync()
 
     /** Resigns unless already resigned; throws [LockLostException] if leadership was lost. */
     override fun close() = lease.close()

@@ -44,8 +44,8 @@ enum class ErrorCode {
  * Every error fencelock reports: one subclass per [ErrorCode], so callers catch what they mean
  * (`catch (LockTimeoutException e)`) or everything (`catch (FencelockException e)`) and read
  * [code]. Unchecked, so Java code need not declare them. Cancellation is not one of these: a
- * cancelled coroutine gets its `CancellationException`, and an interrupted blocking call throws
- * `java.util.concurrent.CancellationException` with the thread's interrupt flag set again.
+ * cancelled coroutine gets its `CancellationException`, and a blocking call interrupted while it
+ * waits throws `InterruptedException` (declared, so Java can catch it), the flag cleared.
  */
 sealed class FencelockException(
     /** The stable code, the same in every language. */

@@ -23,51 +23,103 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
     val resource: String get() = native.resource()
 
     /** Sets [key] to [value] if the lease's token is accepted (Redis fences). */
+    @JvmSynthetic
     suspend fun fencedSet(lease: Lease, key: String, value: ByteArray) =
         ffi { native.fencedSet(lease.handle, null, key, value) }
 
+    @JvmSynthetic
     suspend fun fencedSet(token: Long, key: String, value: ByteArray) =
         ffi { native.fencedSet(null, token, key, value) }
 
+    @JvmSynthetic
     suspend fun fencedSet(lease: Lease, key: String, value: String) = fencedSet(lease, key, value.toByteArray())
 
     /**
      * Runs [statements] in one transaction if the lease's token is accepted (SQL fences); the
      * rows each statement changed.
      */
+    @JvmSynthetic
     suspend fun fencedExecute(lease: Lease, statements: List<Statement>): List<Long> =
         ffi { native.fencedExecute(lease.handle, null, statements.map(Statement::toNative)) }.map { it.toLong() }
 
+    @JvmSynthetic
     suspend fun fencedExecute(token: Long, statements: List<Statement>): List<Long> =
         ffi { native.fencedExecute(null, token, statements.map(Statement::toNative)) }.map { it.toLong() }
 
     /** Advisory: returns if the token would be accepted now, throws [StaleTokenException] if not. */
+    @JvmSynthetic
     suspend fun check(lease: Lease) = ffi { native.check(lease.handle, null) }
 
+    @JvmSynthetic
     suspend fun check(token: Long) = ffi { native.check(null, token) }
 
     /** The highest token accepted so far, or null. */
+    @JvmSynthetic
     suspend fun highest(): Long? = ffi { native.highest() }
 
+    @Throws(InterruptedException::class)
     fun fencedSetBlocking(lease: Lease, key: String, value: ByteArray) = blocking { fencedSet(lease, key, value) }
 
+    @Throws(InterruptedException::class)
     fun fencedSetBlocking(token: Long, key: String, value: ByteArray) = blocking { fencedSet(token, key, value) }
 
+    @Throws(InterruptedException::class)
     fun fencedSetBlocking(lease: Lease, key: String, value: String) = blocking { fencedSet(lease, key, value) }
 
+    @Throws(InterruptedException::class)
     fun fencedExecuteBlocking(lease: Lease, statements: List<Statement>): List<Long> =
         blocking { fencedExecute(lease, statements) }
 
+    @Throws(InterruptedException::class)
     fun fencedExecuteBlocking(token: Long, statements: List<Statement>): List<Long> =
         blocking { fencedExecute(token, statements) }
 
+    @Throws(InterruptedException::class)
     fun checkBlocking(lease: Lease) = blocking { check(lease) }
 
+    @Throws(InterruptedException::class)
     fun checkBlocking(token: Long) = blocking { check(token) }
 
+    @Throws(InterruptedException::class)
     fun highestBlocking(): Long? = blocking { highest() }
 
-    override fun close() = blocking { ffi { native.shutdown() } }
+    /** [fencedSet] as a `CompletableFuture` (of null). */
+    fun fencedSetAsync(lease: Lease, key: String, value: ByteArray): CompletableFuture<Void?> = Runtime.futures.future {
+        fencedSet(lease, key, value)
+        null
+    }
+
+    fun fencedSetAsync(token: Long, key: String, value: ByteArray): CompletableFuture<Void?> = Runtime.futures.future {
+        fencedSet(token, key, value)
+        null
+    }
+
+    fun fencedSetAsync(lease: Lease, key: String, value: String): CompletableFuture<Void?> =
+        fencedSetAsync(lease, key, value.toByteArray())
+
+    /** [fencedExecute] as a `CompletableFuture` of the rows each statement changed. */
+    fun fencedExecuteAsync(lease: Lease, statements: List<Statement>): CompletableFuture<List<Long>> =
+        Runtime.futures.future { fencedExecute(lease, statements) }
+
+    fun fencedExecuteAsync(token: Long, statements: List<Statement>): CompletableFuture<List<Long>> =
+        Runtime.futures.future { fencedExecute(token, statements) }
+
+    /** [check] as a `CompletableFuture` (of null), failed with [StaleTokenException] when refused. */
+    fun checkAsync(lease: Lease): CompletableFuture<Void?> = Runtime.futures.future {
+        check(lease)
+        null
+    }
+
+    fun checkAsync(token: Long): CompletableFuture<Void?> = Runtime.futures.future {
+        check(token)
+        null
+    }
+
+    /** [highest] as a `CompletableFuture`. */
+    fun highestAsync(): CompletableFuture<Long?> = Runtime.futures.future { highest() }
+
+    /** Closes the fence's connections; it always finishes, as [Locker.close]. */
+    override fun close() = uninterruptibly { ffi { native.shutdown() } }
 
     override fun toString(): String = "Fence($resource)"
 
@@ -79,9 +131,11 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
         /** Opens the fence of [resource] in the database at [url] (Redis, PostgreSQL, MariaDB, SQLite). */
         @JvmStatic
         @JvmOverloads
+        @Throws(InterruptedException::class)
         fun open(url: String, resource: String, options: FenceOptions = FenceOptions.DEFAULTS): Fence =
             blocking { openSuspending(url, resource, options) }
 
+        @JvmSynthetic
         suspend fun openSuspending(
             url: String,
             resource: String,

@@ -3,9 +3,9 @@ package dev.fencelock
 import dev.fencelock.ffi.NativeLease
 import dev.fencelock.ffi.NativeLossReason
 import dev.fencelock.ffi.NativeLostListener
+import kotlinx.coroutines.future.future
 import java.time.Duration
 import java.time.Instant
-import java.util.concurrent.CancellationException
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.atomic.AtomicBoolean
 
@@ -98,27 +98,48 @@ class Lease internal constructor(
     fun ensureHeld() = ffi { native.ensureHeld() }
 
     /** Releases the lock. Throws NOT_HELD on a second release, LOST if the lease was lost first. */
+    @JvmSynthetic
     suspend fun release() {
         released.set(true)
         ffi { native.release() }
     }
 
-    /** [release] for Java and other blocking code. */
+    /**
+     * [release] for Java and other blocking code. It always finishes: an interrupt neither stops
+     * it nor is lost (the thread's flag stays set).
+     */
     fun releaseBlocking() {
         released.set(true)
-        Runtime.ensureLoaded()
-        ffi { native.releaseBlocking() }
+        releaseFromBlockingCode({ ffi { native.releaseBlocking() } }) { ffi { native.release() } }
+    }
+
+    /**
+     * [release] as a `CompletableFuture` (of null), completed once the lock is released or with
+     * the release's error. Cancelling the future does not stop the release.
+     */
+    fun releaseAsync(): CompletableFuture<Void?> {
+        released.set(true)
+        return finishingAsync { ffi { native.release() } }
     }
 
     /** Sets a new ttl from now (the current ttl when null). */
+    @JvmSynthetic
     suspend fun extend(ttl: Duration? = null) {
         ttl?.let { if (it.isNegative) invalidArgument("ttl must not be negative, got $it") }
         ffi { native.extend(ttl) }
     }
 
-    /** [extend] for Java and other blocking code. */
+    /** [extend] for Java and other blocking code; an interrupt stops the wait for the answer. */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun extendBlocking(ttl: Duration? = null) = blocking { extend(ttl) }
+
+    /** [extend] as a `CompletableFuture` (of null). */
+    @JvmOverloads
+    fun extendAsync(ttl: Duration? = null): CompletableFuture<Void?> = Runtime.futures.future {
+        extend(ttl)
+        null
+    }
 
     /**
      * Calls [listener] once when the lease is lost (soon after, if it already is), on a thread
@@ -137,6 +158,7 @@ class Lease internal constructor(
     }
 
     /** Suspends until the lease is lost and returns why; cancelling the caller stops only the wait. */
+    @JvmSynthetic
     suspend fun awaitLost(): LossReason = ffi { native.waitLost() }.toPublic()
 
     /** A future completed when the lease is lost (for Java); cancelling it changes nothing else. */
@@ -148,25 +170,15 @@ class Lease internal constructor(
 
     /**
      * Blocks until the lease is lost or [timeout] passes (forever when null); whether it is lost.
-     * Interrupting the thread throws [CancellationException].
+     * Interrupting the thread throws [InterruptedException].
      */
     @JvmOverloads
-    fun waitLost(timeout: Duration? = null): Boolean {
-        val deadline = timeout?.let { System.nanoTime() + timeoutNanos(it, "timeout") }
-        while (true) {
-            // Slices, so an interrupt is seen within one.
-            val left = deadline?.let { Duration.ofNanos((it - System.nanoTime()).coerceAtLeast(0)) }
-            val slice = if (left == null || left > SLICE) SLICE else left
-            if (native.waitLostBlocking(slice)) return true
-            if (Thread.interrupted()) {
-                Thread.currentThread().interrupt()
-                throw CancellationException("the calling thread was interrupted")
-            }
-            if (left != null && left <= slice) return false
-        }
-    }
+    @Throws(InterruptedException::class)
+    fun waitLost(timeout: Duration? = null): Boolean =
+        waitLostBlocking(timeout, native::waitLostBlocking) { awaitLost() }
 
     /** Leaving a `use` / try-with-resources / `withLock` block: see the class docs. */
+    @JvmSynthetic
     internal suspend fun exitScope() {
         if (released.get()) return
         release()
@@ -179,8 +191,4 @@ class Lease internal constructor(
     }
 
     override fun toString(): String = "Lease(name=$name, mode=$mode, token=$token, held=$isHeld)"
-
-    private companion object {
-        val SLICE: Duration = Duration.ofMillis(100)
-    }
 }

@@ -3,6 +3,7 @@ package dev.fencelock
 import dev.fencelock.ffi.NativeLockKind
 import dev.fencelock.ffi.NativeLockMode
 import java.util.concurrent.CompletableFuture
+import java.util.function.Consumer
 import java.util.function.Function
 
 /** How a [Lease] holds its name (docs/design.md §1.8). */
@@ -82,6 +83,7 @@ class Lock internal constructor(
      * Acquires, waiting up to `options.wait` (forever by default). Throws [LockTimeoutException]
      * when the wait ends first. Cancelling the coroutine stops the wait and leaves nothing behind.
      */
+    @JvmSynthetic
     suspend fun acquire(options: LockOptions = LockOptions.DEFAULTS): Lease =
         locker.acquireIn(name, native, options, Scopes.ofCoroutine())
 
@@ -89,6 +91,7 @@ class Lock internal constructor(
      * Tries once: a [Lease], or null when the lock is not available in this mode now. Throws
      * [LockInvalidArgumentException] when `options.wait` is set: trying once does not wait.
      */
+    @JvmSynthetic
     suspend fun tryAcquire(options: LockOptions = LockOptions.DEFAULTS): Lease? =
         locker.tryAcquireIn(name, native, options, Scopes.ofCoroutine())
 
@@ -96,24 +99,49 @@ class Lock internal constructor(
      * Runs [block] while holding the lock and releases afterwards; throws [LockLostException] once
      * the block has returned if the lease was lost meanwhile, as [Locker.withLock].
      */
+    @JvmSynthetic
     suspend fun <T> withLock(options: LockOptions = LockOptions.DEFAULTS, block: suspend (Lease) -> T): T =
         locker.withLockIn(name, native, options, block)
 
-    /** [acquire] for Java and other blocking code; re-entry counts per thread. */
+    /**
+     * [acquire] for Java and other blocking code; re-entry counts per thread. Interrupting the
+     * thread stops the wait, leaves nothing behind and throws [InterruptedException].
+     */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun acquireBlocking(options: LockOptions = LockOptions.DEFAULTS): Lease =
         locker.acquireBlockingIn(name, native, options)
 
     /** [tryAcquire] for Java and other blocking code: a [Lease], or null when the lock is not available. */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun tryAcquireBlocking(options: LockOptions = LockOptions.DEFAULTS): Lease? =
         locker.tryAcquireBlockingIn(name, native, options)
 
     /** [withLock] for Java: `lock.withLockBlocking(options, lease -> work(lease))`. */
+    @Throws(InterruptedException::class)
     fun <T> withLockBlocking(options: LockOptions, body: Function<Lease, T>): T =
         locker.withLockBlockingIn(name, native, options, body)
 
+    @Throws(InterruptedException::class)
     fun <T> withLockBlocking(body: Function<Lease, T>): T = withLockBlocking(LockOptions.DEFAULTS, body)
+
+    /** [withLock] for Java with a body that returns nothing, as [Locker.runLocked]. */
+    @Throws(InterruptedException::class)
+    fun runLocked(options: LockOptions, body: Consumer<Lease>) {
+        locker.withLockBlockingIn(name, native, options, body.asFunction())
+    }
+
+    @Throws(InterruptedException::class)
+    fun runLocked(body: Consumer<Lease>) = runLocked(LockOptions.DEFAULTS, body)
+
+    @Throws(InterruptedException::class)
+    fun runLocked(options: LockOptions, body: Runnable) {
+        locker.withLockBlockingIn(name, native, options, body.asFunction())
+    }
+
+    @Throws(InterruptedException::class)
+    fun runLocked(body: Runnable) = runLocked(LockOptions.DEFAULTS, body)
 
     /** [acquire] as a `CompletableFuture`; cancelling the future cancels the acquire. */
     @JvmOverloads

@@ -15,8 +15,8 @@ import kotlinx.coroutines.flow.flow
 import kotlinx.coroutines.future.future
 import kotlinx.coroutines.withContext
 import java.time.Duration
-import java.util.concurrent.CancellationException
 import java.util.concurrent.CompletableFuture
+import java.util.function.Consumer
 import java.util.function.Function
 import dev.fencelock.ffi.connect as nativeConnect
 
@@ -48,6 +48,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * [LockTimeoutException] when the wait ends first. Cancelling the coroutine stops the wait
      * and leaves nothing behind on the server.
      */
+    @JvmSynthetic
     suspend fun acquire(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease =
         acquireIn(name, EXCLUSIVE, options, Scopes.ofCoroutine())
 
@@ -55,6 +56,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * Tries once: a [Lease], or null when somebody else holds the lock. Throws
      * [LockInvalidArgumentException] when `options.wait` is set: trying once does not wait.
      */
+    @JvmSynthetic
     suspend fun tryAcquire(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
         tryAcquireIn(name, EXCLUSIVE, options, Scopes.ofCoroutine())
 
@@ -63,6 +65,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * throws [LockLostException] once the block has returned (unless the block threw: its
      * exception wins, the release's is added as suppressed).
      */
+    @JvmSynthetic
     suspend fun <T> withLock(
         name: String,
         options: LockOptions = LockOptions.DEFAULTS,
@@ -101,6 +104,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         return Lock(this, name, mode)
     }
 
+    @JvmSynthetic
     internal suspend fun <T> withLockIn(
         name: String,
         mode: NativeLockMode,
@@ -124,6 +128,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * ([LockDeadlockException] for a name this coroutine holds, unless `reentrant`). Cancelling
      * the coroutine stops the wait and leaves nothing behind.
      */
+    @JvmSynthetic
     suspend fun lockMany(names: List<String>, options: LockOptions = LockOptions.DEFAULTS): MultiLease =
         lockManyIn(names, options, Scopes.ofCoroutine())
 
@@ -135,6 +140,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * [LockTimeoutException] when the wait ends first. Cancelling the coroutine stops the
      * campaign and leaves nothing behind.
      */
+    @JvmSynthetic
     suspend fun campaign(name: String, options: CampaignOptions = CampaignOptions.DEFAULTS): Leadership =
         ffi { native.campaign(name, options.toNative()) }.let { Leadership(Lease(it, name, it.token())) }
 
@@ -144,6 +150,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * [Leadership.ensureLeader] between steps); if it was lost meanwhile, throws
      * [LockLostException] after the block returns (unless the block threw: its exception wins).
      */
+    @JvmSynthetic
     suspend fun <T> withLeadership(
         name: String,
         options: CampaignOptions = CampaignOptions.DEFAULTS,
@@ -154,6 +161,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     }
 
     /** Who leads the election [name] now and in which term, or null; read without campaigning. */
+    @JvmSynthetic
     suspend fun leader(name: String): Leader? = ffi { native.leader(name) }?.let(::Leader)
 
     /**
@@ -176,6 +184,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     }
 
     /** Who holds [name] now, as the backend says, without acquiring it. */
+    @JvmSynthetic
     suspend fun inspect(name: String): LockInfo = LockInfo(ffi { native.inspect(name) })
 
     /**
@@ -183,6 +192,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * without acquiring. At most 1000; [LockList.truncated] says when more matched. Throws
      * [LockInvalidArgumentException] for a prefix over 255 bytes (UTF-8) or containing NUL.
      */
+    @JvmSynthetic
     suspend fun list(prefix: String = ""): LockList = LockList(ffi { native.list(prefix) })
 
     /**
@@ -193,6 +203,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * then two holders may run. Writes guarded by a [Fence] stay safe: the next holder's token
      * is larger. Throws [LockNotHeldException] when nobody held the lock (nothing changed).
      */
+    @JvmSynthetic
     suspend fun forceRelease(name: String): Unit = ffi { native.forceRelease(name) }
 
     /**
@@ -232,13 +243,18 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         return EventSubscription(ffi { native.subscribe() }, listener, kinds.toSet()).start()
     }
 
-    /** [acquire] for Java and other blocking code; re-entry counts per thread. */
+    /**
+     * [acquire] for Java and other blocking code; re-entry counts per thread. Interrupting the
+     * thread stops the wait, leaves nothing behind and throws [InterruptedException].
+     */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun acquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease =
         acquireBlockingIn(name, EXCLUSIVE, options)
 
     /** [tryAcquire] for Java and other blocking code: a [Lease], or null when the lock is taken. */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun tryAcquireBlocking(name: String, options: LockOptions = LockOptions.DEFAULTS): Lease? =
         tryAcquireBlockingIn(name, EXCLUSIVE, options)
 
@@ -250,15 +266,24 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         waitFor(name, mode, triedOnce(options), tryOnce = true)
 
     /**
-     * Blocks on the native acquire directly (one thread wake-up, where `runBlocking` over the
-     * suspend call costs several), in slices so that an interrupt cancels it. An uncontended
-     * acquire answers within the first slice: one call into Rust, the token included.
+     * On a platform thread, blocks on the native acquire directly (one thread wake-up, where
+     * `runBlocking` over the suspend call costs several), in slices so that an interrupt cancels
+     * it; an uncontended acquire answers within the first slice: one call into Rust, the token
+     * included. A virtual thread parks on the suspend call instead, so that its carrier thread
+     * serves other virtual threads while it waits.
      */
     private fun waitFor(name: String, mode: NativeLockMode, options: LockOptions, tryOnce: Boolean): Lease? {
         Runtime.ensureLoaded()
+        val scope = Scopes.ofThread()
+        if (Threads.currentIsVirtual()) {
+            return blocking {
+                if (tryOnce) tryAcquireIn(name, mode, options, scope) else acquireIn(name, mode, options, scope)
+            }
+        }
+        if (Thread.interrupted()) throw interruptedWaiting()
         val pending = when (
             val start = ffi {
-                native.startAcquire(name, mode, options.toNative(), Scopes.ofThread(), tryOnce, SLICE_MILLIS)
+                native.startAcquire(name, mode, options.toNative(), scope, tryOnce, SLICE_MILLIS)
             }
         ) {
             is NativeAcquireStart.Acquired -> return Lease(start.lease, name, start.token)
@@ -269,8 +294,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
             while (true) {
                 if (Thread.interrupted()) {
                     pending.cancel()
-                    Thread.currentThread().interrupt()
-                    throw CancellationException("the calling thread was interrupted")
+                    throw interruptedWaiting()
                 }
                 when (val outcome = ffi { pending.wait(SLICE_MILLIS) }) {
                     is NativeAcquireOutcome.Acquired -> return Lease(outcome.lease, name, outcome.token)
@@ -285,15 +309,20 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     /**
      * [lockMany] for Java and other blocking code; re-entry counts per thread. Interrupting the
-     * thread stops the wait, leaves nothing behind and throws [CancellationException].
+     * thread stops the wait, leaves nothing behind and throws [InterruptedException].
      */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun lockManyBlocking(names: List<String>, options: LockOptions = LockOptions.DEFAULTS): MultiLease {
-        // Waited for as [waitFor] waits for one name: on the native call, in interruptible slices.
+        // Waited for as [waitFor] waits for one name: on the native call, in interruptible slices,
+        // or parked on the suspend call on a virtual thread.
         Runtime.ensureLoaded()
+        val scope = Scopes.ofThread()
+        if (Threads.currentIsVirtual()) return blocking { lockManyIn(names, options, scope) }
+        if (Thread.interrupted()) throw interruptedWaiting()
         val pending = when (
             val start = ffi {
-                native.startAcquireMany(textNames(names), options.toNative(), Scopes.ofThread(), SLICE_MILLIS)
+                native.startAcquireMany(textNames(names), options.toNative(), scope, SLICE_MILLIS)
             }
         ) {
             is NativeAcquireManyStart.Acquired -> return MultiLease(start.multi)
@@ -303,8 +332,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
             while (true) {
                 if (Thread.interrupted()) {
                     pending.cancel()
-                    Thread.currentThread().interrupt()
-                    throw CancellationException("the calling thread was interrupted")
+                    throw interruptedWaiting()
                 }
                 ffi { pending.wait(SLICE_MILLIS) }?.let { return MultiLease(it) }
             }
@@ -341,9 +369,40 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         }
     }
 
-    /** [withLock] for Java: `locker.withLockBlocking("name", lease -> work(lease.getToken()))`. */
+    /**
+     * [withLock] for Java: `locker.withLockBlocking("name", lease -> work(lease.getToken()))`.
+     * Interrupting the thread while it waits for the lock throws [InterruptedException].
+     */
+    @Throws(InterruptedException::class)
     fun <T> withLockBlocking(name: String, options: LockOptions, body: Function<Lease, T>): T =
         withLockBlockingIn(name, EXCLUSIVE, options, body)
+
+    @Throws(InterruptedException::class)
+    fun <T> withLockBlocking(name: String, body: Function<Lease, T>): T =
+        withLockBlocking(name, LockOptions.DEFAULTS, body)
+
+    /**
+     * [withLock] for Java with a body that returns nothing:
+     * `locker.runLocked("name", lease -> write(lease.getToken()))`, or `() -> work()` when it
+     * needs no lease. (A `Consumer` or `Runnable` overload of [withLockBlocking] beside the
+     * `Function` one would make `lease -> lease.getToken()` ambiguous to javac, and a Kotlin
+     * `{ 42 }` a `Runnable`, hence the name.)
+     */
+    @Throws(InterruptedException::class)
+    fun runLocked(name: String, options: LockOptions, body: Consumer<Lease>) {
+        withLockBlockingIn(name, EXCLUSIVE, options, body.asFunction())
+    }
+
+    @Throws(InterruptedException::class)
+    fun runLocked(name: String, body: Consumer<Lease>) = runLocked(name, LockOptions.DEFAULTS, body)
+
+    @Throws(InterruptedException::class)
+    fun runLocked(name: String, options: LockOptions, body: Runnable) {
+        withLockBlockingIn(name, EXCLUSIVE, options, body.asFunction())
+    }
+
+    @Throws(InterruptedException::class)
+    fun runLocked(name: String, body: Runnable) = runLocked(name, LockOptions.DEFAULTS, body)
 
     internal fun <T> withLockBlockingIn(
         name: String,
@@ -355,11 +414,9 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         return holdingBlocking(lease) { body.apply(lease) }
     }
 
-    fun <T> withLockBlocking(name: String, body: Function<Lease, T>): T =
-        withLockBlocking(name, LockOptions.DEFAULTS, body)
-
     /** [campaign] for Java and other blocking code; interrupting the thread stops the campaign. */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun campaignBlocking(name: String, options: CampaignOptions = CampaignOptions.DEFAULTS): Leadership =
         blocking { campaign(name, options) }
 
@@ -375,15 +432,38 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * `locker.runAsLeader("reports", leadership -> work(leadership.getTerm()))` campaigns, runs
      * the body once leading, resigns, and returns the body's result.
      */
+    @Throws(InterruptedException::class)
     fun <T> runAsLeader(name: String, options: CampaignOptions, body: Function<Leadership, T>): T {
         val leadership = campaignBlocking(name, options)
         return holdingBlocking(leadership.lease) { body.apply(leadership) }
     }
 
+    @Throws(InterruptedException::class)
     fun <T> runAsLeader(name: String, body: Function<Leadership, T>): T =
         runAsLeader(name, CampaignOptions.DEFAULTS, body)
 
+    /**
+     * [runAsLeader] with a body that returns nothing (named apart for the reason [runLocked] is):
+     * `locker.runLeading("reports", leadership -> work(leadership))`, or `() -> work()`.
+     */
+    @Throws(InterruptedException::class)
+    fun runLeading(name: String, options: CampaignOptions, body: Consumer<Leadership>) {
+        runAsLeader(name, options, body.asFunction())
+    }
+
+    @Throws(InterruptedException::class)
+    fun runLeading(name: String, body: Consumer<Leadership>) = runLeading(name, CampaignOptions.DEFAULTS, body)
+
+    @Throws(InterruptedException::class)
+    fun runLeading(name: String, options: CampaignOptions, body: Runnable) {
+        runAsLeader(name, options, body.asFunction())
+    }
+
+    @Throws(InterruptedException::class)
+    fun runLeading(name: String, body: Runnable) = runLeading(name, CampaignOptions.DEFAULTS, body)
+
     /** [leader] for Java and other blocking code. */
+    @Throws(InterruptedException::class)
     fun leaderBlocking(name: String): Leader? = blocking { leader(name) }
 
     /** [holding] for blocking code. */
@@ -392,23 +472,29 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
             body()
         } catch (e: Throwable) {
             try {
-                blocking { lease.exitScope() }
+                uninterruptibly { lease.exitScope() }
             } catch (releaseError: Throwable) {
                 e.addSuppressed(releaseError)
             }
             throw e
         }
-        blocking { lease.exitScope() }
+        uninterruptibly { lease.exitScope() }
         return result
     }
 
+    @Throws(InterruptedException::class)
     fun inspectBlocking(name: String): LockInfo = blocking { inspect(name) }
+
+    /** [inspect] as a `CompletableFuture`. */
+    fun inspectAsync(name: String): CompletableFuture<LockInfo> = Runtime.futures.future { inspect(name) }
 
     /** [list] for Java and other blocking code. */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun listBlocking(prefix: String = ""): LockList = blocking { list(prefix) }
 
     /** [forceRelease] for Java and other blocking code. Dangerous: read [forceRelease]. */
+    @Throws(InterruptedException::class)
     fun forceReleaseBlocking(name: String): Unit = blocking { forceRelease(name) }
 
     /** [acquire] as a `CompletableFuture`; cancelling the future cancels the acquire. */
@@ -422,9 +508,11 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     }
 
     /** The one acquire path of the suspend faces, for every mode (the mutex's is [EXCLUSIVE]). */
+    @JvmSynthetic
     internal suspend fun acquireIn(name: String, mode: NativeLockMode, options: LockOptions, scope: Long): Lease =
         ffi { native.acquire(name, mode, options.toNative(), scope) }.let { Lease(it, name, it.token()) }
 
+    @JvmSynthetic
     internal suspend fun tryAcquireIn(name: String, mode: NativeLockMode, options: LockOptions, scope: Long): Lease? =
         ffi {
             native.tryAcquire(name, mode, triedOnce(options).toNative(), scope)
@@ -441,8 +529,11 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         return options
     }
 
-    /** Releases every lease this Locker still holds and closes its connections. */
-    override fun close() = blocking { ffi { native.shutdown() } }
+    /**
+     * Releases every lease this Locker still holds and closes its connections. It always
+     * finishes: an interrupt neither stops it nor is lost.
+     */
+    override fun close() = uninterruptibly { ffi { native.shutdown() } }
 
     override fun toString(): String = "Locker($url)"
 
@@ -465,12 +556,18 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
          */
         @JvmStatic
         @JvmOverloads
+        @Throws(InterruptedException::class)
         fun connect(url: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Locker =
             blocking { connectSuspending(url, options) }
 
         /** [connect] as a suspend function, for coroutines. */
+        @JvmSynthetic
         suspend fun connectSuspending(url: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Locker {
-            val metrics = if (options.metrics) MetricsBridge.sink() else null
+            val metrics = when {
+                options.metricsRecorder != null -> RecorderSink(options.metricsRecorder)
+                options.metrics -> MetricsBridge.sink()
+                else -> null
+            }
             return Locker(ffi { nativeConnect(url, options.toNative(), metrics) })
         }
 

@@ -9,6 +9,55 @@ import io.opentelemetry.api.metrics.DoubleHistogram
 import io.opentelemetry.api.metrics.LongCounter
 
 /**
+ * One of the instruments a Locker records into: the same names, units and descriptions in every
+ * language (counters count; histograms measure seconds).
+ */
+data class MetricInstrument(
+    val name: String,
+    val isCounter: Boolean,
+    /** "s" for the histograms, "" for the counters. */
+    val unit: String,
+    val description: String,
+) {
+    companion object {
+        private val table: List<MetricInstrument> by lazy {
+            metricInstruments().map { MetricInstrument(it.name, it.counter, it.unit, it.description) }
+        }
+
+        /** Every instrument, in the core's order. */
+        @JvmStatic
+        fun all(): List<MetricInstrument> = table
+    }
+}
+
+/**
+ * One measurement: a counter's increment or a histogram's value in seconds, with its attributes
+ * (`backend`, then `outcome` or `reason`).
+ */
+data class Measurement(val instrument: String, val value: Double, val attributes: Map<String, String>)
+
+/**
+ * Receives a Locker's measurements (`ConnectOptions(metricsRecorder = ...)`), in batches, on
+ * fencelock's metrics thread, never on a thread that takes a lock. One that throws loses that
+ * batch, never the lock.
+ */
+fun interface MetricsRecorder {
+    fun record(measurements: List<Measurement>)
+}
+
+/** A [MetricsRecorder] as the native library's sink. */
+internal class RecorderSink(private val recorder: MetricsRecorder) : NativeMetricsSink {
+    override fun record(measurements: List<NativeMeasurement>) {
+        val batch = measurements.map { m ->
+            val attributes = LinkedHashMap<String, String>()
+            for (i in 0 until m.attributes.size - 1 step 2) attributes[m.attributes[i]] = m.attributes[i + 1]
+            Measurement(m.instrument, m.value, attributes)
+        }
+        runCatching { recorder.record(batch) }
+    }
+}
+
+/**
  * `ConnectOptions(metrics = true)`: the core's measurements recorded into OpenTelemetry's Java API.
  * The API is an optional dependency: this object checks for it before [OpenTelemetrySink] (the
  * only class that names its types) is loaded.

@@ -3,10 +3,10 @@ package dev.fencelock
 import dev.fencelock.ffi.NativeLossReason
 import dev.fencelock.ffi.NativeLostListener
 import dev.fencelock.ffi.NativeMultiLease
+import kotlinx.coroutines.future.future
 import java.time.Duration
 import java.time.Instant
 import java.util.Collections
-import java.util.concurrent.CancellationException
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.atomic.AtomicBoolean
 
@@ -73,30 +73,45 @@ class MultiLease internal constructor(private val native: NativeMultiLease) : Au
      * Sets a new ttl from now on every part (the current ttl when null). Throws the first part's
      * error (LOST for a part that was lost); the parts after it are extended all the same.
      */
+    @JvmSynthetic
     suspend fun extend(ttl: Duration? = null) {
         ttl?.let { if (it.isNegative) invalidArgument("ttl must not be negative, got $it") }
         ffi { native.extend(ttl) }
     }
 
-    /** [extend] for Java and other blocking code. */
+    /** [extend] for Java and other blocking code; an interrupt stops the wait for the answer. */
     @JvmOverloads
+    @Throws(InterruptedException::class)
     fun extendBlocking(ttl: Duration? = null) = blocking { extend(ttl) }
+
+    /** [extend] as a `CompletableFuture` (of null). */
+    @JvmOverloads
+    fun extendAsync(ttl: Duration? = null): CompletableFuture<Void?> = Runtime.futures.future {
+        extend(ttl)
+        null
+    }
 
     /**
      * Releases every part, last acquired first, whatever happens to the others. Throws
      * [LockLostException] if any part was lost first (the work may have run without that lock),
      * else [LockNotHeldException] if any part was already released (a second release).
      */
+    @JvmSynthetic
     suspend fun release() {
         released.set(true)
         ffi { native.release() }
     }
 
-    /** [release] for Java and other blocking code. */
+    /** [release] for Java and other blocking code; it always finishes, as [Lease.releaseBlocking]. */
     fun releaseBlocking() {
         released.set(true)
-        Runtime.ensureLoaded()
-        ffi { native.releaseBlocking() }
+        releaseFromBlockingCode({ ffi { native.releaseBlocking() } }) { ffi { native.release() } }
+    }
+
+    /** [release] as a `CompletableFuture` (of null); cancelling the future does not stop the release. */
+    fun releaseAsync(): CompletableFuture<Void?> {
+        released.set(true)
+        return finishingAsync { ffi { native.release() } }
     }
 
     /**
@@ -116,6 +131,7 @@ class MultiLease internal constructor(private val native: NativeMultiLease) : Au
     }
 
     /** Suspends until some part is lost and returns why; cancelling the caller stops only the wait. */
+    @JvmSynthetic
     suspend fun awaitLost(): LossReason = ffi { native.waitLost() }.toPublic()
 
     /** A future completed when some part is lost (for Java); cancelling it changes nothing else. */
@@ -127,23 +143,12 @@ class MultiLease internal constructor(private val native: NativeMultiLease) : Au
 
     /**
      * Blocks until some part is lost or [timeout] passes (forever when null); whether one is lost.
-     * Interrupting the thread throws [CancellationException].
+     * Interrupting the thread throws [InterruptedException].
      */
     @JvmOverloads
-    fun waitLost(timeout: Duration? = null): Boolean {
-        val deadline = timeout?.let { System.nanoTime() + timeoutNanos(it, "timeout") }
-        while (true) {
-            // Slices, so an interrupt is seen within one.
-            val left = deadline?.let { Duration.ofNanos((it - System.nanoTime()).coerceAtLeast(0)) }
-            val slice = if (left == null || left > SLICE) SLICE else left
-            if (native.waitLostBlocking(slice)) return true
-            if (Thread.interrupted()) {
-                Thread.currentThread().interrupt()
-                throw CancellationException("the calling thread was interrupted")
-            }
-            if (left != null && left <= slice) return false
-        }
-    }
+    @Throws(InterruptedException::class)
+    fun waitLost(timeout: Duration? = null): Boolean =
+        waitLostBlocking(timeout, native::waitLostBlocking) { awaitLost() }
 
     /** Releases every part unless released explicitly; throws [LockLostException] if a part was lost. */
     override fun close() {
@@ -152,8 +157,4 @@ class MultiLease internal constructor(private val native: NativeMultiLease) : Au
     }
 
     override fun toString(): String = "MultiLease(tokens=$tokens, held=$isHeld)"
-
-    private companion object {
-        val SLICE: Duration = Duration.ofMillis(100)
-    }
 }

@@ -155,10 +155,18 @@ data class ConnectOptions(
      * before connecting. Default off.
      */
     val metrics: Boolean = false,
+    /**
+     * Hand the Locker's metrics to this recorder instead (Micrometer's, in fencelock-spring's
+     * `FencelockMeterBinder`, or one of your own); not together with [metrics]. Default none.
+     */
+    val metricsRecorder: MetricsRecorder? = null,
 ) {
     init {
         pollInterval?.let { requireNotNegative(it, "pollInterval") }
         operationTimeout?.let { requireNotNegative(it, "operationTimeout") }
+        if (metrics && metricsRecorder != null) {
+            invalidArgument("metrics = true and a metricsRecorder: the measurements go to one of them, choose which")
+        }
     }
 
     internal fun toNative() = NativeConnectOptions(pollInterval = pollInterval, operationTimeout = operationTimeout)
@@ -167,6 +175,7 @@ data class ConnectOptions(
         fun pollInterval(d: Duration?) = apply { options = options.copy(pollInterval = d) }
         fun operationTimeout(d: Duration?) = apply { options = options.copy(operationTimeout = d) }
         fun metrics(on: Boolean) = apply { options = options.copy(metrics = on) }
+        fun metricsRecorder(recorder: MetricsRecorder?) = apply { options = options.copy(metricsRecorder = recorder) }
         fun build(): ConnectOptions = options
     }
 

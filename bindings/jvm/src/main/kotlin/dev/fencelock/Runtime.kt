@@ -6,11 +6,20 @@ import dev.fencelock.ffi.uniffiRustFutureContinuationCallbackImpl
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
+import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.currentCoroutineContext
+import kotlinx.coroutines.future.future
 import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withContext
+import kotlinx.coroutines.withTimeoutOrNull
+import java.lang.invoke.MethodHandle
+import java.lang.invoke.MethodHandles
+import java.lang.invoke.MethodType
+import java.time.Duration
 import java.util.WeakHashMap
-import java.util.concurrent.CancellationException
+import java.util.concurrent.CompletableFuture
+import java.util.concurrent.CompletionException
 import java.util.concurrent.ExecutorService
 import java.util.concurrent.Executors
 import java.util.concurrent.atomic.AtomicLong
@@ -21,10 +30,13 @@ import kotlin.coroutines.CoroutineContext
  * How the Kotlin layer waits on the native library, and who the "execution scope" of re-entry is.
  *
  * Suspend calls await uniffi's futures; most blocking calls run the same suspend call in
- * `runBlocking` on the caller's thread (acquire, try-acquire and release block on the native call
- * directly instead, see `Locker.waitFor`: they are the hot path). Interrupting a thread
- * blocked in a call cancels the call (an acquire then leaves nothing behind) and throws
- * [CancellationException] with the interrupt flag set again.
+ * `runBlocking` on the caller's thread (acquire, try-acquire and release on a platform thread
+ * block on the native call directly instead, see `Locker.waitFor`: they are the hot path).
+ * Interrupting a thread blocked in a call that waits cancels the call (an acquire then leaves
+ * nothing behind) and throws [InterruptedException], the interrupt flag cleared as Java's own
+ * blocking calls do; releases and `close` always finish, keeping the flag set. A virtual thread
+ * never waits inside a native call, which would hold its carrier thread: it parks on the
+ * coroutine or future the native callback completes (see [Threads.currentIsVirtual]).
  */
 internal object Runtime {
     init {
@@ -47,19 +59,103 @@ internal object Runtime {
     fun ensureLoaded() = Unit
 }
 
-/** Runs a suspend call from a plain thread, blocking it. */
+/**
+ * Runs a suspend call from a plain thread, blocking it; interrupting the thread cancels the call
+ * and throws [InterruptedException].
+ */
+@Throws(InterruptedException::class)
 internal fun <T> blocking(call: suspend () -> T): T {
     Runtime.ensureLoaded()
-    if (Thread.interrupted()) {
-        Thread.currentThread().interrupt()
-        throw CancellationException("the calling thread was interrupted")
-    }
+    if (Thread.interrupted()) throw interruptedWaiting()
+    // runBlocking parks the thread (a virtual thread unmounts) and, on an interrupt, cancels the
+    // call and throws InterruptedException with the flag cleared.
+    return runBlocking { call() }
+}
+
+/**
+ * Runs a suspend call that must finish (a release, a close) from a plain thread: an interrupt
+ * neither stops it nor is lost (the flag stays set for the caller's next wait).
+ */
+internal fun <T> uninterruptibly(call: suspend () -> T): T {
+    Runtime.ensureLoaded()
+    // join() waits without answering interrupts, parking a virtual thread rather than pinning it.
+    val pending = Runtime.futures.future { withContext(NonCancellable) { call() } }
     try {
-        return runBlocking { call() }
-    } catch (e: InterruptedException) {
-        Thread.currentThread().interrupt()
-        throw CancellationException("the calling thread was interrupted").apply { initCause(e) }
+        return pending.join()
+    } catch (e: CompletionException) {
+        throw e.cause ?: e
     }
+}
+
+/**
+ * A release from blocking code: on a platform thread the native call that blocks ([onPlatform],
+ * one wake-up), on a virtual thread the suspend one ([onVirtual]) with the thread parked. Either
+ * way it always finishes.
+ */
+internal fun releaseFromBlockingCode(onPlatform: () -> Unit, onVirtual: suspend () -> Unit) {
+    Runtime.ensureLoaded()
+    if (Threads.currentIsVirtual()) uninterruptibly { onVirtual() } else onPlatform()
+}
+
+/**
+ * A call that must finish (a release) as a future of null: cancelling the future completes it
+ * as cancelled at once, but the call goes on to its end.
+ */
+internal fun finishingAsync(call: suspend () -> Unit): CompletableFuture<Void?> = Runtime.futures.future {
+    withContext(NonCancellable) { call() }
+    null
+}
+
+/** What an interrupted blocking call throws (the flag already cleared, as Java's own calls do). */
+internal fun interruptedWaiting() =
+    InterruptedException("interrupted while waiting: the call was cancelled and left nothing behind")
+
+/**
+ * Blocks until [awaitLost] answers or [timeout] passes (forever when null): whether it answered.
+ * On a platform thread it waits in the native [nativeWait] in slices, so an interrupt is seen
+ * within one; a virtual thread parks on [awaitLost] instead.
+ */
+@Throws(InterruptedException::class)
+internal fun waitLostBlocking(
+    timeout: Duration?,
+    nativeWait: (Duration) -> Boolean,
+    awaitLost: suspend () -> Unit,
+): Boolean {
+    val deadline = timeout?.let { System.nanoTime() + timeoutNanos(it, "timeout") }
+    if (Threads.currentIsVirtual()) {
+        return blocking {
+            if (deadline == null) {
+                awaitLost()
+                true
+            } else {
+                withTimeoutOrNull((deadline - System.nanoTime()).coerceAtLeast(0) / 1_000_000) { awaitLost() } != null
+            }
+        }
+    }
+    while (true) {
+        val left = deadline?.let { Duration.ofNanos((it - System.nanoTime()).coerceAtLeast(0)) }
+        val slice = if (left == null || left > WAIT_SLICE) WAIT_SLICE else left
+        if (nativeWait(slice)) return true
+        if (Thread.interrupted()) throw interruptedWaiting()
+        if (left != null && left <= slice) return false
+    }
+}
+
+/** How long a platform thread waits in a native call between checks for an interrupt. */
+private val WAIT_SLICE: Duration = Duration.ofMillis(100)
+
+/** Which kind of thread calls: JDK 21's virtual threads wait differently (see [Runtime]). */
+internal object Threads {
+    // Thread.isVirtual() exists from JDK 21; the library is compiled for 17, where no thread is.
+    private val isVirtual: MethodHandle? = runCatching {
+        MethodHandles.publicLookup().findVirtual(
+            Thread::class.java,
+            "isVirtual",
+            MethodType.methodType(Boolean::class.javaPrimitiveType),
+        )
+    }.getOrNull()
+
+    fun currentIsVirtual(): Boolean = isVirtual?.let { it.invoke(Thread.currentThread()) as Boolean } ?: false
 }
 
 /**
@@ -91,3 +187,10 @@ internal object Scopes {
 internal class LockScope(val id: Long) : AbstractCoroutineContextElement(LockScope) {
     companion object Key : CoroutineContext.Key<LockScope>
 }
+
+/** A Java body that takes nothing, as the `Function` the blocking `withLock` forms run. */
+internal fun <A> Runnable.asFunction(): java.util.function.Function<A, Unit> = java.util.function.Function { run() }
+
+/** A Java body that takes its argument and returns nothing, as a `Function`. */
+internal fun <A> java.util.function.Consumer<A>.asFunction(): java.util.function.Function<A, Unit> =
+    java.util.function.Function { accept(it) }

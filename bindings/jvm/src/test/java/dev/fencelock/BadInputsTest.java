@@ -217,8 +217,13 @@ class BadInputsTest {
                         "elect-lost",
                         CampaignOptions.builder().ttl(Duration.ofSeconds(1)).build(),
                         leadership -> {
-                            locker.forceReleaseBlocking("elect-lost");
-                            return leadership.waitLost(TEN_SECONDS);
+                            // A Function body cannot throw InterruptedException: it is handled here.
+                            try {
+                                locker.forceReleaseBlocking("elect-lost");
+                                return leadership.waitLost(TEN_SECONDS);
+                            } catch (InterruptedException e) {
+                                throw new IllegalStateException(e);
+                            }
                         })));
         cases.add(new Case("a semaphore of 0 permits", invalid, bad, () -> locker.semaphore("sem", 0)));
         cases.add(new Case("a semaphore of -3 permits", invalid, bad, () -> locker.semaphore("sem", -3)));

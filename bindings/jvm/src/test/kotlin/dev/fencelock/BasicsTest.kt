@@ -16,7 +16,6 @@ import org.junit.jupiter.params.ParameterizedTest
 import org.junit.jupiter.params.provider.MethodSource
 import java.time.Duration
 import java.time.Instant
-import java.util.concurrent.CancellationException
 import java.util.concurrent.CountDownLatch
 import java.util.concurrent.TimeUnit
 import java.util.concurrent.atomic.AtomicReference
@@ -99,20 +98,28 @@ class BasicsTest {
                 assertThrows(TimeoutCancellationException::class.java) {
                     runBlocking { withTimeout(300) { waiter.acquire(name) } }
                 }
-                // A thread interrupted while waiting: the same, as a CancellationException.
+                // A thread interrupted while waiting: the same, as Java's InterruptedException with
+                // the interrupt flag cleared (as Java's own blocking calls leave it).
                 val outcome = AtomicReference<Throwable?>()
+                val flagAfter = AtomicReference<Boolean>()
                 val thread = Thread {
                     try {
                         waiter.acquireBlocking(name)
                     } catch (e: Throwable) {
                         outcome.set(e)
+                        flagAfter.set(Thread.currentThread().isInterrupted)
                     }
                 }
                 thread.start()
                 Thread.sleep(200)
                 thread.interrupt()
                 thread.join(10_000)
-                assertTrue(outcome.get() is CancellationException, "interrupt gave ${outcome.get()}")
+                assertTrue(outcome.get() is InterruptedException, "interrupt gave ${outcome.get()}")
+                assertEquals(
+                    false,
+                    flagAfter.get(),
+                    "the interrupt flag is cleared, as InterruptedException's convention",
+                )
 
                 lease.release()
                 // Nothing left behind: a third client gets the lock at once.

@@ -41,6 +41,10 @@ class ContractTest {
             "try_acquire" to mapOf(
                 "wait" to "LockOptions is acquire's class too; tryAcquire refuses a wait (tested below)",
             ),
+            "connect" to mapOf(
+                "metricsRecorder" to "where the measurements go instead of OpenTelemetry (Micrometer's binder): " +
+                    "a JVM object, not a core option; none by default",
+            ),
         )
 
     private fun camel(snake: String): String =
@@ -106,6 +110,11 @@ class ContractTest {
         var compared = 0
         for ((cls, instance) in defaults) {
             for ((name, field) in properties(cls)) {
+                if (name == "metricsRecorder") {
+                    field.isAccessible = true
+                    assertNull(field.get(instance), "${cls.simpleName}.$name is none by default")
+                    continue
+                }
                 val spec = core.options.single { camel(it.name) == name }
                 field.isAccessible = true
                 assertDefault(spec, field.get(instance), "${cls.simpleName}.$name")
