@@ -13,11 +13,34 @@
 
 use std::sync::OnceLock;
 use std::thread::ThreadId;
+use std::time::Duration;
 
 use pyo3::prelude::*;
 
 /// The thread that ran fencelock's `atexit` hook: the one shutting the interpreter down.
 static EXITING_ON: OnceLock<ThreadId> = OnceLock::new();
+
+/// Python's main thread (`threading.main_thread().ident`), read when the module loads.
+static MAIN_THREAD: OnceLock<u64> = OnceLock::new();
+
+/// How long a wait off the main thread goes before it wakes: there is no Ctrl-C to look for
+/// there (Python runs signal handlers on the main thread only), so it wakes for its answer.
+const OFF_MAIN_THREAD: Duration = Duration::from_secs(3600);
+
+/// How long a wait on the calling thread may go before it wakes to look for Ctrl-C: `slice` on
+/// the main thread, far longer on any other. Every wake takes the GIL back, and a thread that
+/// takes it while the interpreter shuts down is ended under fencelock's frames (above): a daemon
+/// thread waiting in fencelock that woke every slice could do so at any exit, one that waits
+/// for its answer only when the answer comes then.
+pub(crate) fn wake_every(slice: Duration) -> Duration {
+    // SAFETY: PyThread_get_thread_ident only reads the calling thread's identity.
+    let current = unsafe { pyo3::ffi::PyThread_get_thread_ident() } as u64;
+    if MAIN_THREAD.get().is_none_or(|main| *main == current) {
+        slice
+    } else {
+        OFF_MAIN_THREAD
+    }
+}
 
 /// Parks the calling thread for good once the interpreter is shutting down, unless it is the
 /// thread doing that.
@@ -62,9 +85,16 @@ fn _mark_interpreter_exiting() {
     let _ = EXITING_ON.set(std::thread::current().id());
 }
 
-/// Registers the `atexit` hook.
+/// Registers the `atexit` hook, and notes which thread is the main one.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let hook = wrap_pyfunction!(_mark_interpreter_exiting, m)?;
     m.py().import("atexit")?.call_method1("register", (hook,))?;
+    let main: u64 = m
+        .py()
+        .import("threading")?
+        .call_method0("main_thread")?
+        .getattr("ident")?
+        .extract()?;
+    let _ = MAIN_THREAD.set(main);
     Ok(())
 }

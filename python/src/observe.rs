@@ -26,12 +26,13 @@ fn wait_for<T: Send>(
 ) -> PyResult<Option<T>> {
     // A timeout too long for the clock (years) waits as if unbounded.
     let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
+    let wake_every = crate::exit::wake_every(SLICE);
     loop {
         let slice = match deadline {
-            None => SLICE,
+            None => wake_every,
             Some(d) => d
                 .saturating_duration_since(std::time::Instant::now())
-                .min(SLICE),
+                .min(wake_every),
         };
         if let Some(item) = crate::exit::detach(py, || next(slice)) {
             return Ok(Some(item));

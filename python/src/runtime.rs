@@ -137,10 +137,11 @@ where
         let _ = answer.send(outcome);
     });
     let mut answered = answered;
+    let slice = crate::exit::wake_every(SLICE);
     loop {
         // The receiver is moved in and back out: `detach` takes only what may cross threads.
         let (reply, receiver) =
-            crate::exit::detach(py, move || (answered.recv_timeout(SLICE), answered));
+            crate::exit::detach(py, move || (answered.recv_timeout(slice), answered));
         answered = receiver;
         match reply {
             Ok(Ok(result)) => return Ok(result),

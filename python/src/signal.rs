@@ -57,12 +57,13 @@ impl PyLostSignal {
             let timeout = optional_duration(timeout.as_ref(), "timeout")?;
             // A timeout too long to add to the clock waits forever.
             let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+            let wake_every = crate::exit::wake_every(SLICE);
             loop {
                 let slice = match deadline {
                     Some(deadline) => deadline
                         .saturating_duration_since(Instant::now())
-                        .min(SLICE),
-                    None => SLICE,
+                        .min(wake_every),
+                    None => wake_every,
                 };
                 let signal = self.signal.clone();
                 if crate::exit::detach(py, move || signal.wait_blocking(Some(slice))) {
