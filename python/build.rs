@@ -50,12 +50,12 @@ fn main() {
 /// The folder that holds the Python package `fencelock/`: python/ in the repository, the root
 /// of an unpacked sdist (maturin moves pyproject.toml and the package up there).
 fn package_root(manifest_dir: &Path) -> PathBuf {
-    let in_sdist = manifest_dir
-        .parent()
-        .map(|root| root.join("fencelock/__init__.py"));
-    match in_sdist {
-        Some(init) if !manifest_dir.join("fencelock").exists() && init.exists() => {
-            manifest_dir.parent().expect("checked above").to_path_buf()
+    match manifest_dir.parent() {
+        Some(root)
+            if !manifest_dir.join("fencelock").exists()
+                && root.join("fencelock/__init__.py").exists() =>
+        {
+            root.to_path_buf()
         }
         _ => manifest_dir.to_path_buf(),
     }

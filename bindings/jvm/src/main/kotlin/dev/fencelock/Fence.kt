@@ -84,14 +84,11 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
     fun highestBlocking(): Long? = blocking { highest() }
 
     /** [fencedSet] as a `CompletableFuture` (of null). */
-    fun fencedSetAsync(lease: Lease, key: String, value: ByteArray): CompletableFuture<Void?> = Runtime.futures.future {
-        fencedSet(lease, key, value)
-        null
-    }
+    fun fencedSetAsync(lease: Lease, key: String, value: ByteArray): CompletableFuture<Void?> =
+        voidFuture { fencedSet(lease, key, value) }
 
-    fun fencedSetAsync(token: Long, key: String, value: ByteArray): CompletableFuture<Void?> = Runtime.futures.future {
+    fun fencedSetAsync(token: Long, key: String, value: ByteArray): CompletableFuture<Void?> = voidFuture {
         fencedSet(token, key, value)
-        null
     }
 
     fun fencedSetAsync(lease: Lease, key: String, value: String): CompletableFuture<Void?> =
@@ -105,15 +102,9 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
         Runtime.futures.future { fencedExecute(token, statements) }
 
     /** [check] as a `CompletableFuture` (of null), failed with [StaleTokenException] when refused. */
-    fun checkAsync(lease: Lease): CompletableFuture<Void?> = Runtime.futures.future {
-        check(lease)
-        null
-    }
+    fun checkAsync(lease: Lease): CompletableFuture<Void?> = voidFuture { check(lease) }
 
-    fun checkAsync(token: Long): CompletableFuture<Void?> = Runtime.futures.future {
-        check(token)
-        null
-    }
+    fun checkAsync(token: Long): CompletableFuture<Void?> = voidFuture { check(token) }
 
     /** [highest] as a `CompletableFuture`. */
     fun highestAsync(): CompletableFuture<Long?> = Runtime.futures.future { highest() }

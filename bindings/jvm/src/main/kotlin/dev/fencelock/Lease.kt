@@ -3,7 +3,6 @@ package dev.fencelock
 import dev.fencelock.ffi.NativeLease
 import dev.fencelock.ffi.NativeLossReason
 import dev.fencelock.ffi.NativeLostListener
-import kotlinx.coroutines.future.future
 import java.time.Duration
 import java.time.Instant
 import java.util.concurrent.CompletableFuture
@@ -136,10 +135,7 @@ class Lease internal constructor(
 
     /** [extend] as a `CompletableFuture` (of null). */
     @JvmOverloads
-    fun extendAsync(ttl: Duration? = null): CompletableFuture<Void?> = Runtime.futures.future {
-        extend(ttl)
-        null
-    }
+    fun extendAsync(ttl: Duration? = null): CompletableFuture<Void?> = voidFuture { extend(ttl) }
 
     /**
      * Calls [listener] once when the lease is lost (soon after, if it already is), on a thread

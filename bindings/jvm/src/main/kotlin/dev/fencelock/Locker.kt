@@ -468,17 +468,19 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     /** [holding] for blocking code. */
     private fun <T> holdingBlocking(lease: Lease, body: () -> T): T {
+        // lease.close() is exitScope's blocking form: the native release on the calling thread
+        // (parked on a virtual one), never cut short by an interrupt.
         val result = try {
             body()
         } catch (e: Throwable) {
             try {
-                uninterruptibly { lease.exitScope() }
+                lease.close()
             } catch (releaseError: Throwable) {
                 e.addSuppressed(releaseError)
             }
             throw e
         }
-        uninterruptibly { lease.exitScope() }
+        lease.close()
         return result
     }
 

@@ -45,7 +45,10 @@ fun interface MetricsRecorder {
     fun record(measurements: List<Measurement>)
 }
 
-/** A [MetricsRecorder] as the native library's sink. */
+/**
+ * A [MetricsRecorder] as the native library's sink: the one place the native measurements (keys
+ * and values alternating in `attributes`) become [Measurement]s.
+ */
 internal class RecorderSink(private val recorder: MetricsRecorder) : NativeMetricsSink {
     override fun record(measurements: List<NativeMeasurement>) {
         val batch = measurements.map { m ->
@@ -59,8 +62,8 @@ internal class RecorderSink(private val recorder: MetricsRecorder) : NativeMetri
 
 /**
  * `ConnectOptions(metrics = true)`: the core's measurements recorded into OpenTelemetry's Java API.
- * The API is an optional dependency: this object checks for it before [OpenTelemetrySink] (the
- * only class that names its types) is loaded.
+ * The API is an optional dependency: this object checks for it before [OpenTelemetryRecorder]
+ * (the only class that names its types) is loaded.
  */
 internal object MetricsBridge {
     fun sink(): NativeMetricsSink {
@@ -72,22 +75,24 @@ internal object MetricsBridge {
                     "io.opentelemetry:opentelemetry-api (and an SDK with an exporter to see the metrics)",
             )
         }
-        return OpenTelemetrySink.fromGlobal()
+        return RecorderSink(OpenTelemetryRecorder.fromGlobal())
     }
 }
 
-/** Records into the instruments of the core's table, made from `GlobalOpenTelemetry`'s meter "fencelock". */
-internal class OpenTelemetrySink private constructor(
+/**
+ * Records into the instruments of the core's table, made from `GlobalOpenTelemetry`'s meter
+ * "fencelock": the [MetricsRecorder] that `metrics = true` stands for.
+ */
+internal class OpenTelemetryRecorder private constructor(
     private val counters: Map<String, LongCounter>,
     private val histograms: Map<String, DoubleHistogram>,
-) : NativeMetricsSink {
-    /** Called on fencelock's metrics thread; keys and values alternate in each measurement's attributes. */
-    override fun record(measurements: List<NativeMeasurement>) {
+) : MetricsRecorder {
+    override fun record(measurements: List<Measurement>) {
         for (m in measurements) {
             // An instrument that throws loses that one measurement, never the lock.
             runCatching {
                 val builder = Attributes.builder()
-                for (i in 0 until m.attributes.size - 1 step 2) builder.put(m.attributes[i], m.attributes[i + 1])
+                for ((key, value) in m.attributes) builder.put(key, value)
                 val recorded = builder.build()
                 counters[m.instrument]?.add(m.value.toLong(), recorded)
                     ?: histograms[m.instrument]?.record(m.value, recorded)
@@ -96,12 +101,12 @@ internal class OpenTelemetrySink private constructor(
     }
 
     companion object {
-        fun fromGlobal(): OpenTelemetrySink {
+        fun fromGlobal(): OpenTelemetryRecorder {
             val meter = GlobalOpenTelemetry.getMeter("fencelock")
             val counters = HashMap<String, LongCounter>()
             val histograms = HashMap<String, DoubleHistogram>()
-            for (instrument in metricInstruments()) {
-                if (instrument.counter) {
+            for (instrument in MetricInstrument.all()) {
+                if (instrument.isCounter) {
                     counters[instrument.name] =
                         meter.counterBuilder(instrument.name).setDescription(instrument.description).build()
                 } else {
@@ -109,7 +114,7 @@ internal class OpenTelemetrySink private constructor(
                         .setUnit(instrument.unit).setDescription(instrument.description).build()
                 }
             }
-            return OpenTelemetrySink(counters, histograms)
+            return OpenTelemetryRecorder(counters, histograms)
         }
     }
 }

@@ -3,7 +3,6 @@ package dev.fencelock
 import dev.fencelock.ffi.NativeLossReason
 import dev.fencelock.ffi.NativeLostListener
 import dev.fencelock.ffi.NativeMultiLease
-import kotlinx.coroutines.future.future
 import java.time.Duration
 import java.time.Instant
 import java.util.Collections
@@ -86,10 +85,7 @@ class MultiLease internal constructor(private val native: NativeMultiLease) : Au
 
     /** [extend] as a `CompletableFuture` (of null). */
     @JvmOverloads
-    fun extendAsync(ttl: Duration? = null): CompletableFuture<Void?> = Runtime.futures.future {
-        extend(ttl)
-        null
-    }
+    fun extendAsync(ttl: Duration? = null): CompletableFuture<Void?> = voidFuture { extend(ttl) }
 
     /**
      * Releases every part, last acquired first, whatever happens to the others. Throws

@@ -106,6 +106,12 @@ internal fun finishingAsync(call: suspend () -> Unit): CompletableFuture<Void?> 
     null
 }
 
+/** A suspend call that returns nothing as a `CompletableFuture` of null, for Java's `*Async` forms. */
+internal fun voidFuture(call: suspend () -> Unit): CompletableFuture<Void?> = Runtime.futures.future {
+    call()
+    null
+}
+
 /** What an interrupted blocking call throws (the flag already cleared, as Java's own calls do). */
 internal fun interruptedWaiting() =
     InterruptedException("interrupted while waiting: the call was cancelled and left nothing behind")

@@ -133,10 +133,13 @@ public final class FencelockLockProvider implements ExtensibleLockProvider {
             LOG.debug("ShedLock lock {} was already free at {}: {}", lease.getName(), why, e.getMessage());
         } catch (RuntimeException e) {
             LOG.warn("releasing ShedLock lock {} at {} failed", lease.getName(), why, e);
-        } finally {
-            if (CURRENT.get() == lease) {
-                CURRENT.remove();
-            }
+        }
+    }
+
+    /** Ends [lease]'s time as the calling thread's current lease (its job is over). */
+    private static void leaveCurrent(Lease lease) {
+        if (CURRENT.get() == lease) {
+            CURRENT.remove();
         }
     }
 
@@ -159,6 +162,7 @@ public final class FencelockLockProvider implements ExtensibleLockProvider {
         @Override
         public void unlock() {
             spend("unlocked");
+            leaveCurrent(lease);
             expiry.cancel(false);
             Duration atLeast = Duration.between(ClockProvider.now(), lockAtLeastUntil);
             if (atLeast.isNegative() || atLeast.isZero()) {
@@ -186,6 +190,7 @@ public final class FencelockLockProvider implements ExtensibleLockProvider {
             Instant now = ClockProvider.now();
             spend("extended");
             if (!now.isBefore(lockAtMostUntil) || !lease.isHeld()) {
+                leaveCurrent(lease);
                 expiry.cancel(false);
                 releaseQuietly(lease, "extend after lockAtMostFor");
                 return Optional.empty();

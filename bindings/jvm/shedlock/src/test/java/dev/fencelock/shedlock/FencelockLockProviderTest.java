@@ -134,6 +134,7 @@ class FencelockLockProviderTest {
             Duration atLeast = Duration.ofSeconds(1);
             Instant start = Instant.now();
             provider.lock(config(name, LONG, atLeast)).orElseThrow().unlock();
+            assertTrue(FencelockLockProvider.currentLease().isEmpty(), "the job's lease after its unlock");
             assertFalse(freeFor(other, name), "free right after unlock, before lockAtLeastFor");
             assertTrue(provider.lock(config(name, LONG, Duration.ZERO)).isEmpty(), "taken again before lockAtLeastFor");
             Duration freed = waitFree(other, name, start);
