@@ -15,7 +15,8 @@ export CARGO_TERM_COLOR=never
 
 section "Lint: formatting and lint of every language (tests/lint.sh; tests/lint.sh --fix repairs)"
 # First: a formatting or lint failure costs minutes here, not the whole run.
-step 900 bash tests/lint.sh
+# Its check of the core with each backend feature alone runs later, beside the core's tests.
+step 900 bash tests/lint.sh --skip-backend-features
 
 section "Test servers (Debian packages, loopback)"
 bash tests/servers.sh start redis redlock cluster postgres mariadb zookeeper zk-ensemble zk-follower
@@ -45,12 +46,22 @@ step 1800 cargo test --no-run -q -p fencelock --lib --examples "${core_tests[@]}
 # on servers. In a target folder of its own (bindings/jvm/release.sh looks there), so that its
 # build never holds the lock of target/ that every cargo command below takes when it starts.
 beside_bindgen=target/bindgen_build.log
-step 900 cargo build -q -p fencelock-jvm-bindgen --target-dir target/bindgen >"$beside_bindgen" 2>&1 &
+step 900 nice -n 10 cargo build -q -p fencelock-jvm-bindgen --target-dir target/bindgen \
+    >"$beside_bindgen" 2>&1 &
 bindgen_build=$!
+# Cargo holds target/'s lock only while it compiles, not while the tests run: the compiles of the
+# next tests and lint's check of the core with each backend feature alone (check mode, beside
+# clippy's artifacts) use the CPU that the core's tests leave idle, niced below them. About two
+# minutes that ran one after the other before (CONTRIBUTING.md, "CI and its budget").
+beside_compiles=target/beside_core_tests.log
+step 1800 bash -c 'nice -n 15 bash tests/lint.sh backend-features &&
+    nice -n 15 cargo test --no-run -q -p fencelock --test conformance --test redlock_faults &&
+    nice -n 15 cargo test --no-run -q -p fencelock-cli' >"$beside_compiles" 2>&1 &
+compiles=$!
 step 1800 cargo test --no-fail-fast -p fencelock --lib --examples "${core_tests[@]}"
+wait "$compiles" || { cat "$beside_compiles"; echo "failed beside the core's tests"; exit 1; }
+cat "$beside_compiles"
 step 300 cargo test -p fencelock --doc
-step 900 cargo test --no-run -q -p fencelock --test conformance --test redlock_faults
-step 900 cargo test --no-run -q -p fencelock-cli
 beside_redlock=target/redlock_faults.log beside_cli=target/cli_tests.log
 step 600 cargo test -p fencelock --test redlock_faults >"$beside_redlock" 2>&1 &
 redlock_faults=$!
