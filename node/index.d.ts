@@ -66,6 +66,15 @@ export interface ConnectOptions extends FenceOptions {
 
 /** Options of `Fence.open` (and, with `metrics`, of `connect`). */
 export interface FenceOptions {
+  /**
+   * Make OpenTelemetry spans (`@opentelemetry/api`, which must be installed) with the tracer
+   * "fencelock" of the global provider: `fencelock.acquire` (waiting included),
+   * `fencelock.release`, `fencelock.extend`, `fencelock.fence.write`, each a child of the context
+   * active where it was called, and `fencelock.renew`, root spans linked to their acquire's; with
+   * the attributes `fencelock.backend`, `fencelock.lock`, `fencelock.mode`, `fencelock.outcome`,
+   * `fencelock.token`. Default false.
+   */
+  tracing?: boolean;
   /** Base interval of the fallback poll while waiting, ms (default 50, jittered). */
   pollInterval?: number;
   /** How long one backend operation may take before it fails with UNAVAILABLE, ms (default 10000). */
@@ -104,6 +113,8 @@ export declare function droppedLogRecords(): number;
 
 /** How many metric measurements were dropped in this process because too many waited (past 4,096). */
 export declare function droppedMeasurements(): number;
+/** How many spans were dropped in this process because too many waited for the event loop. */
+export declare function droppedSpans(): number;
 
 /** The lifecycle event names a Locker emits (and 'event' for all of them). */
 export type LockEventKind =

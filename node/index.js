@@ -128,9 +128,16 @@ const CAMPAIGN_OPTIONS = [
   'holder',
   'pipelinedRelease',
 ];
-const CONNECT_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel', 'metrics'];
-// A fence takes no locks, so it has no metrics.
-const FENCE_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel'];
+const CONNECT_OPTIONS = [
+  'pollInterval',
+  'operationTimeout',
+  'logger',
+  'logLevel',
+  'metrics',
+  'tracing',
+];
+// A fence takes no locks, so it has no metrics; its writes are spans.
+const FENCE_OPTIONS = ['pollInterval', 'operationTimeout', 'logger', 'logLevel', 'tracing'];
 const LOG_LEVELS = ['error', 'warn', 'info', 'debug'];
 
 /** Lock options as the native module takes them, and the AbortSignal apart. */
@@ -230,13 +237,110 @@ function connectOptions(options, call, known) {
   } else if (given.logLevel !== undefined && given.logLevel !== null) {
     throw invalid('logLevel needs a logger');
   }
-  let metrics = false;
-  if (given.metrics !== undefined && given.metrics !== null) {
-    if (typeof given.metrics !== 'boolean')
-      throw invalidType(`metrics must be true or false, not ${describe(given.metrics)}`);
-    metrics = given.metrics;
+  const flag = (name) => {
+    if (given[name] === undefined || given[name] === null) return false;
+    if (typeof given[name] !== 'boolean')
+      throw invalidType(`${name} must be true or false, not ${describe(given[name])}`);
+    return given[name];
+  };
+  return { options: out, logger, metrics: flag('metrics'), tracing: flag('tracing') };
+}
+
+// The caller of each native call, while something wants it (a traced Locker or Fence, or a
+// logger): OpenTelemetry's active context, the parent of the call's span, and an
+// AsyncLocalStorage snapshot, which the logger is called in for the records the call produced.
+// Kept by number: the native module carries the number with the operation (src/spans.rs) and
+// gives it back with the span and the log records. Forgotten a while after the call settles
+// (its records come back within milliseconds; one later than that is handled without it).
+const callers = new Map();
+const CALLER_KEPT_MS = 10_000;
+let nextCaller = 1;
+let tracingUsed = false;
+let loggerSet = false;
+let otelApi;
+
+/**
+ * Runs `call` (a native call returning a Promise) with the caller's context recorded for the
+ * operation, when anything wants it; else just runs it (one check).
+ */
+function withCaller(call) {
+  if (!tracingUsed && !loggerSet) return call();
+  const number = nextCaller;
+  nextCaller = nextCaller >= 0xffff_fff0 ? 1 : nextCaller + 1;
+  callers.set(number, {
+    otel: otelApi?.context.active(),
+    run: AsyncLocalStorage.snapshot(),
+  });
+  native.setCaller(number);
+  let pending;
+  try {
+    pending = call();
+  } catch (e) {
+    callers.delete(number);
+    throw e;
+  } finally {
+    native.setCaller(0);
   }
-  return { options: out, logger, metrics };
+  const forget = () => setTimeout(() => callers.delete(number), CALLER_KEPT_MS).unref();
+  Promise.resolve(pending).then(forget, forget);
+  return pending;
+}
+
+// How many acquires a tracing callback remembers, for renewals to link to (the oldest go first).
+const REMEMBERED_ACQUIRES = 4096;
+
+/**
+ * A callback that makes the core's spans (src/spans.rs) through OpenTelemetry's JS API, with
+ * the tracer "fencelock" of the global provider: the calls' spans children of the context active
+ * where they were called, renewals root spans linked to their acquire's.
+ */
+function spanRecorder() {
+  let api;
+  try {
+    api = require('@opentelemetry/api');
+  } catch {
+    throw invalid(
+      "tracing: true makes spans through OpenTelemetry's JS API, which is not installed: npm install @opentelemetry/api (and an SDK with an exporter to see them)",
+    );
+  }
+  otelApi = api;
+  tracingUsed = true;
+  const tracer = api.trace.getTracer('fencelock');
+  const acquires = new Map();
+  return (record) => {
+    try {
+      const parent = record.renewal
+        ? api.ROOT_CONTEXT
+        : (callers.get(record.caller)?.otel ?? api.ROOT_CONTEXT);
+      const attributes = { ...record.attributes };
+      if (record.token !== undefined && record.token !== null) {
+        const token = Number(record.token);
+        attributes['fencelock.token'] = Number.isSafeInteger(token) ? token : record.token;
+      }
+      const acquire = record.renewal ? acquires.get(record.lease) : undefined;
+      const span = tracer.startSpan(
+        record.name,
+        {
+          kind: api.SpanKind.CLIENT,
+          attributes,
+          links: acquire ? [{ context: acquire }] : [],
+          startTime: record.start,
+        },
+        parent,
+      );
+      if (record.errorCode)
+        span.setStatus({ code: api.SpanStatusCode.ERROR, message: record.errorCode });
+      if (record.takesLease) {
+        if (acquires.size >= REMEMBERED_ACQUIRES) acquires.delete(acquires.keys().next().value);
+        acquires.set(record.lease, span.spanContext());
+      } else if (record.endsLease) {
+        acquires.delete(record.lease);
+      }
+      span.end(record.end);
+    } catch {
+      // A tracer that throws loses that one span, never the lock.
+    }
+  };
 }
 
 /**
@@ -289,20 +393,26 @@ function checkLogLevel(level) {
  */
 function setLogger(fn, options) {
   if (fn === null || fn === undefined) {
+    loggerSet = false;
     native.setLogger(null, undefined);
     return;
   }
   if (typeof fn !== 'function') throw invalidType(`logger must be a function, not ${describe(fn)}`);
   const given = checkKeys(options, ['level'], 'setLogger');
   const level = checkLogLevel(given.level);
+  loggerSet = true;
   native.setLogger((record) => {
+    const given = {
+      level: record.level,
+      message: record.message,
+      lock: record.lock ?? null,
+      timestamp: new Date(record.timestamp),
+    };
     try {
-      fn({
-        level: record.level,
-        message: record.message,
-        lock: record.lock ?? null,
-        timestamp: new Date(record.timestamp),
-      });
+      // In the AsyncLocalStorage of the call that produced it, when it came from one.
+      const caller = record.caller ? callers.get(record.caller) : undefined;
+      if (caller) caller.run(fn, given);
+      else fn(given);
     } catch {
       // A logger that throws must not take the process down from a native callback.
     }
@@ -432,7 +542,7 @@ class Lease {
   async extend(ttl) {
     if (ttl !== undefined && ttl !== null) checkMs(ttl, 'ttl');
     try {
-      await this.#native.extend(ttl ?? undefined);
+      await withCaller(() => this.#native.extend(ttl ?? undefined));
     } catch (e) {
       throw fromNative(e);
     }
@@ -441,7 +551,7 @@ class Lease {
   /** Releases the lock. NOT_HELD on a second release; LOST if the lease was lost first. */
   async release() {
     try {
-      await this.#native.release();
+      await withCaller(() => this.#native.release());
     } catch (e) {
       throw fromNative(e);
     }
@@ -614,7 +724,7 @@ class MultiLease {
   async extend(ttl) {
     if (ttl !== undefined && ttl !== null) checkMs(ttl, 'ttl');
     try {
-      await this.#native.extend(ttl ?? undefined);
+      await withCaller(() => this.#native.extend(ttl ?? undefined));
     } catch (e) {
       throw fromNative(e);
     }
@@ -626,7 +736,7 @@ class MultiLease {
    */
   async release() {
     try {
-      await this.#native.release();
+      await withCaller(() => this.#native.release());
     } catch (e) {
       throw fromNative(e);
     }
@@ -742,7 +852,7 @@ class Locker extends EventEmitter {
   // The one acquire path of every mode (the mutex, a permit, a read or a write lease).
   async #acquire(name, mode, options, signal, scope) {
     const nativeLease = await this.#cancellable(signal, (cancel) =>
-      this.#native.acquire(name, mode, options, scope, cancel),
+      withCaller(() => this.#native.acquire(name, mode, options, scope, cancel)),
     );
     return new Lease(PRIVATE, nativeLease);
   }
@@ -766,7 +876,7 @@ class Locker extends EventEmitter {
   // acquire_many_in), with `signal` cancelling the wait as for acquire.
   async #lockMany(names, options, signal, scope) {
     const nativeMulti = await this.#cancellable(signal, (cancel) =>
-      this.#native.acquireMany(names, options, scope, cancel),
+      withCaller(() => this.#native.acquireMany(names, options, scope, cancel)),
     );
     return new MultiLease(PRIVATE, nativeMulti);
   }
@@ -828,7 +938,8 @@ class Locker extends EventEmitter {
     // rule, the same in every language), a nested lease with it.
     const { options: opts } = lockOptions(options, TRY_ACQUIRE_OPTIONS, 'tryAcquire');
     try {
-      const lease = await this.#native.tryAcquire(name, opts, currentScope());
+      const scope = currentScope();
+      const lease = await withCaller(() => this.#native.tryAcquire(name, opts, scope));
       return lease === null || lease === undefined ? null : new Lease(PRIVATE, lease);
     } catch (e) {
       throw fromNative(e);
@@ -922,7 +1033,7 @@ class Locker extends EventEmitter {
     checkString(name, 'election name');
     const { options: opts, signal } = lockOptions(options, CAMPAIGN_OPTIONS, 'campaign');
     const nativeLease = await this.#cancellable(signal, (cancel) =>
-      this.#native.campaign(name, opts, cancel),
+      withCaller(() => this.#native.campaign(name, opts, cancel)),
     );
     return new Leadership(PRIVATE, new Lease(PRIVATE, nativeLease));
   }
@@ -1010,7 +1121,7 @@ class Locker extends EventEmitter {
   /** Releases every lease still held and closes the connections. Closing twice is harmless. */
   async close() {
     try {
-      await this.#native.close();
+      await withCaller(() => this.#native.close());
     } catch (e) {
       throw fromNative(e);
     }
@@ -1028,11 +1139,17 @@ class Locker extends EventEmitter {
 /** Connects to the backend the URL selects (redis://, redlock://, zk://, postgres://, mysql://, sqlite://…). */
 async function connect(url, options) {
   checkString(url, 'url');
-  const { options: opts, logger, metrics } = connectOptions(options, 'connect', CONNECT_OPTIONS);
+  const {
+    options: opts,
+    logger,
+    metrics,
+    tracing,
+  } = connectOptions(options, 'connect', CONNECT_OPTIONS);
   const recorder = metrics ? metricsRecorder() : undefined;
+  const spans = tracing ? spanRecorder() : undefined;
   if (logger) setLogger(logger.fn, { level: logger.level });
   try {
-    return new Locker(PRIVATE, await native.connect(url, opts, recorder));
+    return new Locker(PRIVATE, await native.connect(url, opts, recorder, spans));
   } catch (e) {
     throw fromNative(e);
   }
@@ -1133,10 +1250,11 @@ class Fence {
   static async open(url, resource, options) {
     checkString(url, 'url');
     checkString(resource, 'fence resource name');
-    const { options: opts, logger } = connectOptions(options, 'Fence.open', FENCE_OPTIONS);
+    const { options: opts, logger, tracing } = connectOptions(options, 'Fence.open', FENCE_OPTIONS);
+    const spans = tracing ? spanRecorder() : undefined;
     if (logger) setLogger(logger.fn, { level: logger.level });
     try {
-      return new Fence(PRIVATE, await native.openFence(url, resource, opts));
+      return new Fence(PRIVATE, await native.openFence(url, resource, opts, spans));
     } catch (e) {
       throw fromNative(e);
     }
@@ -1154,7 +1272,7 @@ class Fence {
     const [lease, bare] = tokenArgs(token);
     const stmts = sqlStatements(statements);
     try {
-      return await this.#native.fencedExecute(lease, bare, stmts);
+      return await withCaller(() => this.#native.fencedExecute(lease, bare, stmts));
     } catch (e) {
       throw fromNative(e);
     }
@@ -1170,7 +1288,7 @@ class Fence {
       bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
     else throw invalidType(`value must be a string or a Buffer, not ${describe(value)}`);
     try {
-      await this.#native.fencedSet(lease, bare, key, bytes);
+      await withCaller(() => this.#native.fencedSet(lease, bare, key, bytes));
     } catch (e) {
       throw fromNative(e);
     }
@@ -1253,11 +1371,20 @@ function droppedMeasurements() {
   return native.droppedMeasurements();
 }
 
+/**
+ * How many spans were dropped, in this process, because too many waited for the event loop
+ * (past 4,096).
+ */
+function droppedSpans() {
+  return native.droppedSpans();
+}
+
 module.exports = {
   connect,
   setLogger,
   droppedLogRecords,
   droppedMeasurements,
+  droppedSpans,
   Locker,
   Lease,
   MultiLease,

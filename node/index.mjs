@@ -6,6 +6,7 @@ export const {
   setLogger,
   droppedLogRecords,
   droppedMeasurements,
+  droppedSpans,
   Locker,
   Lease,
   MultiLease,

@@ -217,6 +217,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         operations: &[Operation::Connect],
         set_by_binding: false,
     },
+    // A fence's writes are spans too.
+    OptionSpec {
+        name: "tracing",
+        kind: OptionKind::Flag,
+        default: "false",
+        operations: LOCKER,
+        set_by_binding: false,
+    },
     OptionSpec {
         name: "language",
         kind: OptionKind::Text,
@@ -337,9 +345,10 @@ mod tests {
         ]
     }
 
-    /// The Locker options' fields by name, as [`lock_fields`]. `metrics_sink` and `test_hook`
-    /// are left out on purpose: the sink is how a binding implements `metrics` (an object, not
-    /// an option a user spells), and the hook exists for the core's own tests.
+    /// The Locker options' fields by name, as [`lock_fields`]. `metrics_sink`, `span_sink` and
+    /// `test_hook` are left out on purpose: the sinks are how a binding implements `metrics` and
+    /// `tracing` (objects, not options a user spells), and the hook exists for the core's own
+    /// tests.
     fn locker_fields(o: &LockerOptions) -> Vec<(&'static str, String)> {
         let LockerOptions {
             poll_interval,
@@ -347,12 +356,15 @@ mod tests {
             language,
             metrics,
             metrics_sink: _,
+            tracing,
+            span_sink: _,
             test_hook: _,
         } = o;
         vec![
             ("poll_interval", shown(*poll_interval)),
             ("operation_timeout", shown(*operation_timeout)),
             ("metrics", flag(*metrics)),
+            ("tracing", flag(*tracing)),
             ("language", language.clone()),
         ]
     }

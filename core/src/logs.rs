@@ -68,6 +68,11 @@ pub struct LogRecord {
     /// The lock the record is about, if any.
     pub lock: Option<String>,
     pub at: SystemTime,
+    /// The context of the user call the record was produced under (acquire, extend, release,
+    /// close, ...), as its binding captured it ([`crate::spans::in_caller_context`]), so the
+    /// binding can log it under that context (MDC, contextvars, AsyncLocalStorage); none for
+    /// what the core does on its own (renewals, background releases).
+    pub caller: Option<crate::spans::CallerContext>,
 }
 
 type LogHub = Hub<LogRecord, LogLevel>;
@@ -105,6 +110,7 @@ pub fn emit(level: LogLevel, lock: Option<String>, message: fmt::Arguments<'_>) 
         message,
         lock,
         at: SystemTime::now(),
+        caller: crate::spans::caller_context(),
     };
     HUB.publish(&record, |wanted| level <= *wanted);
 }

@@ -20,13 +20,12 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::LockEventKind;
 use crate::signal::LossReason;
 use crate::url::BackendKind;
@@ -140,9 +139,6 @@ impl PartialEq for MetricsSinkHandle {
 
 impl Eq for MetricsSinkHandle {}
 
-/// How many measurements [`on_own_thread`] queues before it drops new ones.
-const QUEUE: usize = 4096;
-
 /// Measurements the sinks of [`on_own_thread`] dropped, process-wide.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
@@ -152,9 +148,6 @@ pub fn dropped_measurements() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
-/// The most measurements handed to the host in one call.
-const BATCH: usize = 256;
-
 /// A sink that queues measurements (up to 4096; more are dropped, never waited for) and calls
 /// `deliver` on a thread named `thread_name` with what has queued up (at least one, at most
 /// 256: an acquire records three at once, so the host is entered once for them, not three
@@ -163,38 +156,19 @@ const BATCH: usize = 256;
 /// on the host's code.
 pub fn on_own_thread(
     thread_name: &str,
-    mut deliver: impl FnMut(&[Measurement]) + Send + 'static,
+    deliver: impl FnMut(&[Measurement]) + Send + 'static,
 ) -> Result<Arc<dyn MetricsSink>> {
-    let (queue, queued) = sync_channel::<Measurement>(QUEUE);
-    std::thread::Builder::new()
-        .name(thread_name.to_string())
-        .spawn(move || {
-            let mut batch = Vec::with_capacity(BATCH);
-            while let Ok(first) = queued.recv() {
-                batch.push(first);
-                batch.extend(queued.try_iter().take(BATCH - 1));
-                // A host callback that panics must not end the thread (or cross into the host).
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(&batch)));
-                batch.clear();
-            }
-        })
-        .map_err(|e| Error::internal(format!("could not start the metrics thread: {e}")))?;
+    let queue = crate::delivery::on_own_thread(thread_name, "metrics", &DROPPED, deliver)?;
     Ok(Arc::new(QueuedSink { queue }))
 }
 
 struct QueuedSink {
-    queue: SyncSender<Measurement>,
+    queue: crate::delivery::Queue<Measurement>,
 }
 
 impl MetricsSink for QueuedSink {
     fn record(&self, measurement: Measurement) {
-        match self.queue.try_send(measurement) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("metrics queue full: a measurement was dropped");
-            }
-        }
+        self.queue.push(measurement);
     }
 }
 

@@ -184,6 +184,15 @@ pub struct LockerOptions {
     /// (how the Python, Node and JVM packages record into their host's OpenTelemetry); see
     /// [`crate::metrics`]. Default none.
     pub metrics_sink: Option<crate::metrics::MetricsSinkHandle>,
+    /// Make OpenTelemetry spans of acquires (waiting included), releases, extends, renewals
+    /// and fence writes through the global tracer provider, each the child of the context
+    /// current where the operation was called (renewals: root spans linked to their acquire's);
+    /// see the `spans` module docs. Default off.
+    pub tracing: bool,
+    /// Send every span to this sink instead of OpenTelemetry's global tracer provider (how the
+    /// Python, Node and JVM packages make spans through their host's OpenTelemetry); see
+    /// [`crate::spans`]. Default none.
+    pub span_sink: Option<crate::spans::SpanSinkHandle>,
     /// Test-only: called at named points of the acquire loop, so tests can force
     /// interleavings (a release between a failed attempt and the subscription, say).
     #[doc(hidden)]
@@ -217,6 +226,8 @@ impl Default for LockerOptions {
             language: "rust".to_string(),
             metrics: false,
             metrics_sink: None,
+            tracing: false,
+            span_sink: None,
             test_hook: None,
         }
     }
@@ -267,6 +278,15 @@ impl LockerOptions {
         sink: std::sync::Arc<dyn crate::metrics::MetricsSink>,
     ) -> Self {
         self.metrics_sink = Some(crate::metrics::MetricsSinkHandle(sink));
+        self
+    }
+    pub fn with_tracing(mut self, on: bool) -> Self {
+        self.tracing = on;
+        self
+    }
+    /// Spans go to `sink` (see [`LockerOptions::span_sink`]).
+    pub fn with_span_sink(mut self, sink: std::sync::Arc<dyn crate::spans::SpanSink>) -> Self {
+        self.span_sink = Some(crate::spans::SpanSinkHandle(sink));
         self
     }
     pub fn with_language(mut self, language: impl Into<String>) -> Self {

@@ -11,17 +11,22 @@ use crate::lease::NativeLease;
 use crate::options::{ConnectOptions, locker_options};
 use crate::runtime::promise;
 
-/// Opens the fence of `resource` in the database at `url`; resolves to a `NativeFence`.
+/// Opens the fence of `resource` in the database at `url`; resolves to a `NativeFence`. With
+/// `tracing`, each fenced write's span is passed to it on the JS thread (see `spans.rs`).
 #[napi]
 pub fn open_fence(
     env: Env,
     url: String,
     resource: String,
     options: Option<ConnectOptions>,
+    tracing: Option<Function<'_, crate::spans::NativeSpan, ()>>,
 ) -> Result<AsyncBlock<NativeFence>> {
     guard(|| {
         crate::runtime::runtime_setting().map_err(to_js)?;
-        let options = locker_options(options)?;
+        let mut options = locker_options(options)?;
+        if let Some(callback) = tracing {
+            options = options.with_span_sink(crate::spans::js_sink(callback)?);
+        }
         promise(&env, async move {
             let fence = Fence::open_with(&url, &resource, options)
                 .await

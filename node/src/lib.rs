@@ -31,6 +31,7 @@ mod multi;
 mod observe;
 mod options;
 mod runtime;
+mod spans;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 

@@ -14,19 +14,24 @@ use crate::options::{
 use crate::runtime::{CancelHandle, cancellable, promise};
 
 /// Connects to the backend `url` selects; resolves to a `NativeLocker`. With `metrics`, each
-/// measurement of the Locker's locks is passed to it on the JS thread (see `metrics.rs`).
+/// measurement of the Locker's locks is passed to it on the JS thread (see `metrics.rs`); with
+/// `tracing`, each span (see `spans.rs`).
 #[napi]
 pub fn connect(
     env: Env,
     url: String,
     options: Option<ConnectOptions>,
     metrics: Option<Function<'_, crate::metrics::NativeMeasurement, ()>>,
+    tracing: Option<Function<'_, crate::spans::NativeSpan, ()>>,
 ) -> Result<AsyncBlock<NativeLocker>> {
     guard(|| {
         crate::runtime::runtime_setting().map_err(to_js)?;
         let mut options = locker_options(options)?;
         if let Some(callback) = metrics {
             options = options.with_metrics_sink(crate::metrics::js_sink(callback)?);
+        }
+        if let Some(callback) = tracing {
+            options = options.with_span_sink(crate::spans::js_sink(callback)?);
         }
         // Connected inside the runtime: the core keeps its handle for renewals.
         promise(&env, async move {

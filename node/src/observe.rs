@@ -120,11 +120,14 @@ pub struct NativeLogRecord {
     pub lock: Option<String>,
     /// ms since the epoch.
     pub timestamp: f64,
+    /// The number of the call it was produced during (`index.js`'s, see spans.rs), 0 for none.
+    pub caller: u32,
 }
 
 impl From<LogRecord> for NativeLogRecord {
     fn from(r: LogRecord) -> Self {
         NativeLogRecord {
+            caller: crate::spans::caller_number(r.caller.as_ref()),
             level: r.level.as_str().to_ascii_lowercase(),
             message: r.message,
             lock: r.lock,

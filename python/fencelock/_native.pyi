@@ -58,6 +58,7 @@ def connect(
     poll_interval: Optional[_Seconds] = None,
     operation_timeout: Optional[_Seconds] = None,
     metrics: bool = False,
+    tracing: bool = False,
 ) -> Locker:
     """Connects to the backend that `url` selects and returns a Locker."""
 
@@ -67,6 +68,7 @@ def connect_async(
     poll_interval: Optional[_Seconds] = None,
     operation_timeout: Optional[_Seconds] = None,
     metrics: bool = False,
+    tracing: bool = False,
 ) -> Awaitable[Locker]:
     """Awaitable `connect`."""
 
@@ -735,6 +737,7 @@ class Fence:
         *,
         poll_interval: Optional[_Seconds] = None,
         operation_timeout: Optional[_Seconds] = None,
+        tracing: bool = False,
     ) -> Fence:
         """Opens the fence of `resource` in the database at `url` (sqlite:///abs/path.db today); the
         fence table is created on first use. Options as for `connect()`.
@@ -746,6 +749,7 @@ class Fence:
         *,
         poll_interval: Optional[_Seconds] = None,
         operation_timeout: Optional[_Seconds] = None,
+        tracing: bool = False,
     ) -> Awaitable[Fence]:
         """Awaitable `open`."""
     @property

@@ -4,7 +4,10 @@ Logs: the Rust core queues its records; one daemon thread, ``fencelock-logging``
 out (waiting with the GIL released) and hands them to ``logging.getLogger("fencelock")``. The
 core only queues records at the logger's effective level or above, so a level that is off costs
 Python nothing; the thread follows level changes each time it wakes (at least every 2 s).
-Configure it as any logger: ``logging.getLogger("fencelock").setLevel(logging.DEBUG)``.
+Configure it as any logger: ``logging.getLogger("fencelock").setLevel(logging.DEBUG)``. A
+record produced during a call (acquire, extend, release, close, ...) is handled in the
+``contextvars`` of that call, as captured when it started: filters and formatters that read a
+request id or the current span see the caller's, not the logging thread's.
 
 Events: ``locker.on_event(callback)`` runs ``callback(event)`` on a daemon thread per
 subscription, in order for each lease. No Rust thread ever calls into Python.
@@ -51,7 +54,7 @@ def _pump_logs(subscription: Any) -> None:
             subscription.set_level(level)
         if record is None:
             continue
-        levelno, message, lock, created = record
+        levelno, message, lock, created, context = record
         if not LOGGER.isEnabledFor(levelno):
             continue
         made = LOGGER.makeRecord(
@@ -59,7 +62,12 @@ def _pump_logs(subscription: Any) -> None:
         )
         made.created = created
         made.msecs = (created - int(created)) * 1000
-        LOGGER.handle(made)
+        if context is None:
+            LOGGER.handle(made)
+        else:
+            # The context variables of the call that produced it (a request id, the current
+            # span): what the application's filters and formatters read.
+            context.run(LOGGER.handle, made)
 
 
 def _ensure_log_bridge() -> None:

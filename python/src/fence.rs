@@ -223,7 +223,7 @@ impl PyFence {
     /// Opens the fence of `resource` in the database at `url` (sqlite:///abs/path.db today);
     /// the fence table is created on first use. Options as for `connect()`.
     #[staticmethod]
-    #[pyo3(signature = (url, resource, **options), text_signature = "(url, resource, *, poll_interval=None, operation_timeout=None)")]
+    #[pyo3(signature = (url, resource, **options), text_signature = "(url, resource, *, poll_interval=None, operation_timeout=None, tracing=False)")]
     fn open(
         py: Python<'_>,
         url: Bound<'_, PyAny>,
@@ -243,7 +243,7 @@ impl PyFence {
 
     /// Awaitable `open`.
     #[staticmethod]
-    #[pyo3(signature = (url, resource, **options), text_signature = "(url, resource, *, poll_interval=None, operation_timeout=None)")]
+    #[pyo3(signature = (url, resource, **options), text_signature = "(url, resource, *, poll_interval=None, operation_timeout=None, tracing=False)")]
     fn open_async<'py>(
         py: Python<'py>,
         url: Bound<'py, PyAny>,

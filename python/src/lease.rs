@@ -118,13 +118,18 @@ async fn release_in_background(lease: Lease) -> fencelock::Result<()> {
 }
 
 /// Runs `release` as a task of its own on the runtime and answers what it answers: dropping
-/// the caller's future (a cancelled await) does not cut it short.
+/// the caller's future (a cancelled await) does not cut it short. The task keeps the caller's
+/// context (its span's parent, its log records' context).
 pub(crate) async fn in_background<F>(release: F) -> fencelock::Result<()>
 where
     F: std::future::Future<Output = fencelock::Result<()>> + Send + 'static,
 {
     let rt = crate::runtime::runtime()?;
-    match rt.spawn(release).await {
+    let caller = fencelock::spans::caller_context();
+    match rt
+        .spawn(fencelock::spans::in_caller_context(caller, release))
+        .await
+    {
         Ok(result) => result,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => Err(Error::internal("the release task was cancelled")),

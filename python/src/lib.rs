@@ -28,6 +28,7 @@ mod observe;
 mod options;
 mod runtime;
 mod signal;
+mod spans;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 

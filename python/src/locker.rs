@@ -71,7 +71,13 @@ impl PyLocker {
         let locker = self.core()?.clone();
         awaitable(py, async move {
             let rt = crate::runtime::runtime().map_err(to_py)?;
-            let _ = rt.spawn(async move { locker.close().await }).await;
+            // A task of its own, so a cancelled await does not cut the close short; with the
+            // caller's context, for the spans and log records of what it releases.
+            let caller = fencelock::spans::caller_context();
+            let close = async move { locker.close().await };
+            let _ = rt
+                .spawn(fencelock::spans::in_caller_context(caller, close))
+                .await;
             Ok(done)
         })
     }
@@ -1196,13 +1202,14 @@ impl PyLockInfo {
 /// redis://, rediss://, redis+cluster://, redlock://, zk://, postgres://, mysql:// as this build
 /// of fencelock includes them (one that is not raises InvalidArgument saying so). Options:
 /// poll_interval (the fallback poll while waiting, default 0.05 s), operation_timeout (how long
-/// one backend operation may take, default 10 s) and metrics (True records the Locker's metrics
-/// into OpenTelemetry's Python API, which must be installed). Passwords never appear in errors or
-/// reprs.
+/// one backend operation may take, default 10 s), metrics (True records the Locker's metrics
+/// into OpenTelemetry's Python API, which must be installed) and tracing (True makes spans of its
+/// acquires, releases, extends and renewals through OpenTelemetry's Python API, children of the
+/// caller's current span). Passwords never appear in errors or reprs.
 ///
 /// Use it as `with fencelock.connect(url) as locker:` to release everything on exit.
 #[pyfunction]
-#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None, metrics=False)")]
+#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None, metrics=False, tracing=False)")]
 pub(crate) fn connect(
     py: Python<'_>,
     url: Bound<'_, PyAny>,
@@ -1224,7 +1231,7 @@ pub(crate) fn connect(
 /// Awaitable `connect`: `locker = await fencelock.connect_async(url)`. The Locker is the same
 /// class; use its `_async` methods and `async with` in asyncio code.
 #[pyfunction]
-#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None, metrics=False)")]
+#[pyo3(signature = (url, **options), text_signature = "(url, *, poll_interval=None, operation_timeout=None, metrics=False, tracing=False)")]
 pub(crate) fn connect_async<'py>(
     py: Python<'py>,
     url: Bound<'py, PyAny>,

@@ -185,7 +185,7 @@ fn python_level(level: LogLevel) -> i64 {
 }
 
 /// A record as the bridge reads it: `(levelno, message, lock, created)`.
-type RecordTuple = (i64, String, Option<String>, f64);
+type RecordTuple = (i64, String, Option<String>, f64, Option<Py<PyAny>>);
 
 /// fencelock's log records at `level` (a `logging` level number) and above, for the bridge in
 /// `fencelock._observe` only.
@@ -203,8 +203,9 @@ impl PyLogSubscription {
         }
     }
 
-    /// The next record as `(levelno, message, lock or None, created)`, waiting up to `timeout`
-    /// seconds with the GIL released; None on timeout.
+    /// The next record as `(levelno, message, lock or None, created, context or None)`, waiting
+    /// up to `timeout` seconds with the GIL released; None on timeout. `context` is the
+    /// `contextvars.Context` of the call the record was produced under, to handle it in.
     fn next(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<RecordTuple>> {
         // NaN (which `clamp` keeps) waits not at all; from_secs_f64 would panic on it.
         let seconds = if timeout.is_nan() {
@@ -224,6 +225,10 @@ impl PyLogSubscription {
                 r.message,
                 r.lock,
                 epoch_seconds(r.at),
+                r.caller
+                    .as_ref()
+                    .and_then(|c| c.downcast_ref::<crate::spans::PyCallerContext>())
+                    .map(|c| c.0.clone_ref(py)),
             )
         }))
     }

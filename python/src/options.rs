@@ -232,9 +232,10 @@ pub(crate) const LEADERSHIP_OPTIONS: &[&str] = &[
     "holder",
     "pipelined_release",
 ];
-pub(crate) const LOCKER_OPTIONS: &[&str] = &["poll_interval", "operation_timeout", "metrics"];
-/// A fence takes no locks, so it has no metrics.
-pub(crate) const FENCE_OPTIONS: &[&str] = &["poll_interval", "operation_timeout"];
+pub(crate) const LOCKER_OPTIONS: &[&str] =
+    &["poll_interval", "operation_timeout", "metrics", "tracing"];
+/// A fence takes no locks, so it has no metrics; its writes are spans.
+pub(crate) const FENCE_OPTIONS: &[&str] = &["poll_interval", "operation_timeout", "tracing"];
 
 /// Lock options from keywords (`ttl=30, wait=None, auto_renew=True, max_hold=None,
 /// holder=None, reentrant=False`), checked by the core too.
@@ -267,7 +268,8 @@ pub(crate) fn lock_options(options: &Options<'_, '_>) -> PyResult<LockOptions> {
     .map_err(crate::error::to_py)
 }
 
-/// Locker options from keywords (`poll_interval=`, `operation_timeout=`, `metrics=`).
+/// Locker options from keywords (`poll_interval=`, `operation_timeout=`, `metrics=`,
+/// `tracing=`).
 pub(crate) fn locker_options(py: Python<'_>, options: &Options<'_, '_>) -> PyResult<LockerOptions> {
     let given = LockerOptionOverrides {
         poll_interval: optional_duration(options.get("poll_interval")?.as_ref(), "poll_interval")?,
@@ -278,10 +280,16 @@ pub(crate) fn locker_options(py: Python<'_>, options: &Options<'_, '_>) -> PyRes
     };
     let options_given =
         LockerOptions::from_overrides("python", given).map_err(crate::error::to_py)?;
-    match options.get("metrics")? {
+    let with_metrics = match options.get("metrics")? {
         Some(on) if boolean(&on, "metrics")? => {
-            Ok(options_given.with_metrics_sink(crate::metrics::host_sink(py)?))
+            options_given.with_metrics_sink(crate::metrics::host_sink(py)?)
         }
-        _ => Ok(options_given),
+        _ => options_given,
+    };
+    match options.get("tracing")? {
+        Some(on) if boolean(&on, "tracing")? => {
+            Ok(with_metrics.with_span_sink(crate::spans::host_sink(py)?))
+        }
+        _ => Ok(with_metrics),
     }
 }

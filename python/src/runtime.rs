@@ -123,6 +123,7 @@ where
         )));
     }
     let handle = rt.handle().clone();
+    let fut = fencelock::spans::in_caller_context(crate::spans::caller_context(py), fut);
     let first = crate::exit::detach(py, move || {
         fencelock::blocking::first_poll_on_caller(&handle, fut)
     });
@@ -182,6 +183,7 @@ where
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     runtime().map_err(to_py)?;
+    let fut = fencelock::spans::in_caller_context(crate::spans::caller_context(py), fut);
     let guarded = async move {
         match AssertUnwindSafe(fut).catch_unwind().await {
             Ok(result) => result,

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::mode::LockKind;
 use crate::options::LockerOptions;
+use crate::spans::LockSpans;
 pub use crate::sql_value::SqlValue;
 use crate::url::{BackendKind, LockerUrl};
 
@@ -273,6 +274,8 @@ pub struct Fence {
     backend: Arc<dyn FenceBackend>,
     /// The process that opened it: a child made by fork() has none of its connections' threads.
     pid: u32,
+    /// Spans of its writes, when [`LockerOptions::tracing`] is on or a span sink is given.
+    spans: Option<Arc<LockSpans>>,
 }
 
 impl Fence {
@@ -317,11 +320,13 @@ impl Fence {
             )]
             other => return Err(crate::backend::not_built(other)),
         };
+        let spans = LockSpans::from_options(&options, parsed.kind);
         Ok(Fence {
             url: parsed,
             resource: resource.to_string(),
             backend,
             pid: crate::runtime::process_id(),
+            spans,
         })
     }
 
@@ -342,11 +347,14 @@ impl Fence {
         statements: &[Statement],
     ) -> Result<Vec<u64>> {
         let token = token.into();
-        self.ensure_same_process()?;
-        token.usable()?;
-        self.backend
-            .fenced_execute(&self.resource, &token, statements)
-            .await
+        let write = async {
+            self.ensure_same_process()?;
+            token.usable()?;
+            self.backend
+                .fenced_execute(&self.resource, &token, statements)
+                .await
+        };
+        self.traced_write(&token, write).await
     }
 
     /// Sets `key` to `value` if `token` is at least the highest accepted, in one script
@@ -362,11 +370,31 @@ impl Fence {
         value: &[u8],
     ) -> Result<()> {
         let token = token.into();
-        self.ensure_same_process()?;
-        token.usable()?;
-        self.backend
-            .fenced_set(&self.resource, &token, key, value)
-            .await
+        let write = async {
+            self.ensure_same_process()?;
+            token.usable()?;
+            self.backend
+                .fenced_set(&self.resource, &token, key, value)
+                .await
+        };
+        self.traced_write(&token, write).await
+    }
+
+    /// Runs a fenced write, reported as a span when tracing is on.
+    async fn traced_write<T>(
+        &self,
+        token: &FenceToken,
+        write: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some(spans) = &self.spans else {
+            return write.await;
+        };
+        let started = spans.start();
+        let result = write.await;
+        let lock = token.lock.as_ref().map(|identity| identity.name.as_str());
+        let outcome = result.as_ref().map(|_| "accepted");
+        spans.fence_write(started, &self.resource, lock, token.token, outcome);
+        result
     }
 
     /// Advisory: `Ok` when `token` would be accepted now. A check followed by a separate write

@@ -64,6 +64,7 @@ pub(crate) fn start(new: NewLease) -> Arc<LeaseShared> {
         release_sent: AtomicBool::new(false),
         events: new.events,
         metrics: new.metrics,
+        spans: new.spans,
         attempt_round_trip: new.sent_at.until(new.answered_at),
     });
     shared.emit(LockEventKind::Acquired, None, None);

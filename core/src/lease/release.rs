@@ -12,10 +12,32 @@ use crate::error::{Error, Result};
 use crate::events::LockEventKind;
 use crate::options::validate_ttl;
 use crate::signal::LossReason;
+use crate::spans::{LeaseFacts, SpanKind};
 use crate::sync::unpoisoned;
 
 impl LeaseShared {
     pub(crate) async fn release(self: &Arc<Self>) -> Result<()> {
+        let Some(spans) = &self.spans else {
+            return self.release_untraced().await;
+        };
+        let started = spans.start();
+        let result = self.release_untraced().await;
+        let outcome = result.as_ref().map(|()| "released");
+        spans.lease_operation(SpanKind::Release, started, self.span_facts(), outcome);
+        result
+    }
+
+    /// What a span says of this lease.
+    pub(super) fn span_facts(&self) -> LeaseFacts<'_> {
+        LeaseFacts {
+            lock: self.name.as_str(),
+            mode: self.mode.as_str(),
+            token: Some(self.token),
+            lease: self.id,
+        }
+    }
+
+    async fn release_untraced(self: &Arc<Self>) -> Result<()> {
         if self.inherited_across_fork() {
             return self.ensure_held();
         }
@@ -135,6 +157,17 @@ impl LeaseShared {
     }
 
     pub(crate) async fn extend(self: &Arc<Self>, ttl: Option<Duration>) -> Result<()> {
+        let Some(spans) = &self.spans else {
+            return self.extend_untraced(ttl).await;
+        };
+        let started = spans.start();
+        let result = self.extend_untraced(ttl).await;
+        let outcome = result.as_ref().map(|()| "extended");
+        spans.lease_operation(SpanKind::Extend, started, self.span_facts(), outcome);
+        result
+    }
+
+    async fn extend_untraced(self: &Arc<Self>, ttl: Option<Duration>) -> Result<()> {
         self.ensure_held()?;
         let ttl = match ttl {
             Some(ttl) => {

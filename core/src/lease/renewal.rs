@@ -28,6 +28,7 @@ use crate::due::{Due, DueHeap};
 use crate::error::Error;
 use crate::events::LockEventKind;
 use crate::signal::LossReason;
+use crate::spans::SpanKind;
 use crate::sync::unpoisoned;
 
 /// How much earlier than due a lease may renew to join a batch: a twelfth of its ttl (a
@@ -317,6 +318,17 @@ fn record(
     sent_wall: SystemTime,
     ttl: Duration,
 ) {
+    if let Some(spans) = &lease.spans {
+        let facts = lease.span_facts();
+        let ended = match &outcome {
+            Ok(Renewal::Renewed) => Ok("renewed"),
+            Ok(Renewal::NotOurs) => Ok("lost"),
+            // Retried until the client deadline: a failure the lease may yet survive.
+            Err(_) => Ok("retried"),
+        };
+        let started = crate::spans::LockSpans::renewal_started(sent_wall);
+        spans.lease_operation(SpanKind::Renewal, started, facts, ended);
+    }
     match outcome {
         // Confirming schedules the next renewal.
         Ok(Renewal::Renewed) => lease.confirm(sent_at, sent_wall, ttl),

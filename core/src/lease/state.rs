@@ -88,6 +88,7 @@ pub(crate) struct LeaseShared {
     /// The Locker's event subscribers (see [`crate::events`]).
     pub(super) events: Arc<EventHub>,
     pub(super) metrics: Option<Arc<crate::metrics::LockMetrics>>,
+    pub(super) spans: Option<Arc<crate::spans::LockSpans>>,
     /// The round trip of the acquire attempt that took the lock (for metrics).
     pub(super) attempt_round_trip: Duration,
 }
@@ -121,6 +122,7 @@ pub(crate) struct NewLease {
     pub pipelined_release: bool,
     pub events: Arc<EventHub>,
     pub metrics: Option<Arc<crate::metrics::LockMetrics>>,
+    pub spans: Option<Arc<crate::spans::LockSpans>>,
     /// When the answer to the acquire came.
     pub answered_at: BootInstant,
 }

@@ -20,9 +20,33 @@ use crate::lease::state::NewLease;
 use crate::mode::LockMode;
 use crate::name::LockName;
 use crate::options::LockOptions;
+use crate::spans::{LeaseFacts, SpanKind};
 
 impl LockerInner {
     pub(super) async fn acquire_lock(
+        &self,
+        name: LockName,
+        mode: LockMode,
+        options: &LockOptions,
+    ) -> Result<Lease> {
+        let Some(spans) = &self.spans else {
+            return self.acquire_untraced(name, mode, options).await;
+        };
+        let started = spans.start();
+        let lock = name.clone();
+        let result = self.acquire_untraced(name, mode, options).await;
+        let facts = LeaseFacts {
+            lock: lock.as_str(),
+            mode: mode.as_str(),
+            token: result.as_ref().ok().map(Lease::token),
+            lease: result.as_ref().map_or(0, |lease| lease.shared.id),
+        };
+        let outcome = result.as_ref().map(|_| "acquired");
+        spans.lease_operation(SpanKind::Acquire, started, facts, outcome);
+        result
+    }
+
+    async fn acquire_untraced(
         &self,
         name: LockName,
         mode: LockMode,
@@ -259,6 +283,7 @@ impl LockerInner {
                     operation_timeout: timeout,
                     events: self.events.clone(),
                     metrics: self.metrics.clone(),
+                    spans: self.spans.clone(),
                 });
                 self.leases.insert(&shared);
                 self.backend

@@ -40,6 +40,8 @@ pub(super) struct LockerInner {
     pub(super) events: Arc<crate::events::EventHub>,
     /// OpenTelemetry instruments, when [`LockerOptions::metrics`] is on.
     pub(super) metrics: Option<Arc<crate::metrics::LockMetrics>>,
+    /// Spans, when [`LockerOptions::tracing`] is on or a span sink is given.
+    pub(super) spans: Option<Arc<crate::spans::LockSpans>>,
 }
 
 impl LockerInner {

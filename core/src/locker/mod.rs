@@ -82,6 +82,7 @@ impl Locker {
             ))),
             (None, false) => None,
         };
+        let spans = crate::spans::LockSpans::from_options(&options, backend.kind());
         let deployment = Arc::new(Deployment::of(backend.as_ref(), deployment_name.as_deref()));
         Ok(Locker {
             inner: Arc::new(LockerInner {
@@ -99,6 +100,7 @@ impl Locker {
                 scopes: Arc::new(ScopeRegistry::default()),
                 events: Arc::new(crate::inbox::Hub::new()),
                 metrics,
+                spans,
             }),
         })
     }
