@@ -75,9 +75,10 @@ def test_a_lock_life_is_spans_under_the_callers_span(
     any_url: str, any_rival: fencelock.Locker, data_url: str
 ) -> None:
     name, resource = _unique("spans"), _unique("fence")
-    with fencelock.connect(any_url, tracing=True) as locker, fencelock.Fence.open(
-        data_url, resource, tracing=True
-    ) as fence:
+    with (
+        fencelock.connect(any_url, tracing=True) as locker,
+        fencelock.Fence.open(data_url, resource, tracing=True) as fence,
+    ):
         with _tracer.start_as_current_span("request") as request:
             lease = locker.acquire(name, ttl=1.5)
             renewed = _spans_of(name, lambda s: len(_named(s, "fencelock.renew")) >= 2)

@@ -11,14 +11,19 @@ use crate::lease::NativeLease;
 use crate::options::{NativeConnectOptions, locker_options, token_from_jvm};
 use crate::runtime::{OnDrop, run};
 
-/// Opens the fence of `resource` in the database at `url`.
+/// Opens the fence of `resource` in the database at `url`; with `tracing`, its writes' spans go
+/// to it.
 #[uniffi::export]
 pub async fn open_fence(
     url: String,
     resource: String,
     options: NativeConnectOptions,
+    tracing: Option<Box<dyn crate::spans::NativeSpanSink>>,
 ) -> Result<Arc<NativeFence>, NativeError> {
-    let options = locker_options(options)?;
+    let mut options = locker_options(options)?;
+    if let Some(sink) = tracing {
+        options = options.with_span_sink(crate::spans::jvm_sink(sink)?);
+    }
     let fence = run(
         async move { Fence::open_with(&url, &resource, options).await },
         OnDrop::Cancel,

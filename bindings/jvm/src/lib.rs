@@ -29,6 +29,7 @@ mod multi;
 mod observe;
 mod options;
 mod runtime;
+mod spans;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 

@@ -15,16 +15,21 @@ use crate::mode::{NativeLockKind, NativeLockMode, lock_mode, permits_to_jvm};
 use crate::options::{NativeConnectOptions, NativeLockOptions, lock_options, locker_options};
 use crate::runtime::{OnDrop, Pending, run};
 
-/// Connects to the backend `url` selects; with `metrics`, the Locker's measurements go to it.
+/// Connects to the backend `url` selects; with `metrics`, the Locker's measurements go to it,
+/// with `tracing` its spans.
 #[uniffi::export]
 pub async fn connect(
     url: String,
     options: NativeConnectOptions,
     metrics: Option<Box<dyn crate::metrics::NativeMetricsSink>>,
+    tracing: Option<Box<dyn crate::spans::NativeSpanSink>>,
 ) -> Result<Arc<NativeLocker>, NativeError> {
     let mut options = locker_options(options)?;
     if let Some(sink) = metrics {
         options = options.with_metrics_sink(crate::metrics::jvm_sink(sink)?);
+    }
+    if let Some(sink) = tracing {
+        options = options.with_span_sink(crate::spans::jvm_sink(sink)?);
     }
     // Connected inside the runtime: the core keeps its handle for renewals.
     let locker = run(

@@ -194,11 +194,15 @@ pub struct NativeLogRecord {
     /// The lock the record is about, if any.
     pub lock: Option<String>,
     pub at: SystemTime,
+    /// The number of the call it was produced during (the Kotlin layer's, see spans.rs), 0 for
+    /// none.
+    pub caller: u32,
 }
 
 impl From<LogRecord> for NativeLogRecord {
     fn from(r: LogRecord) -> Self {
         NativeLogRecord {
+            caller: crate::spans::caller_number(r.caller.as_ref()),
             level: r.level.into(),
             message: r.message,
             lock: r.lock,

@@ -125,7 +125,12 @@ internal fun translate(e: Throwable): Throwable = when (e) {
 }
 
 internal inline fun <T> ffi(call: () -> T): T = try {
-    call()
+    val caller = Callers.enter()
+    try {
+        call()
+    } finally {
+        Callers.exit(caller)
+    }
 } catch (e: NativeException) {
     throw translate(e)
 } catch (e: InternalException) {

@@ -131,7 +131,10 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
             url: String,
             resource: String,
             options: FenceOptions = FenceOptions.DEFAULTS,
-        ): Fence = Fence(ffi { nativeOpenFence(url, resource, options.toNative()) })
+        ): Fence {
+            val spans = if (options.tracing) TracingBridge.sink() else null
+            return Fence(ffi { nativeOpenFence(url, resource, options.toNative(), spans) })
+        }
 
         @JvmStatic
         @JvmOverloads

@@ -570,7 +570,8 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
                 options.metrics -> MetricsBridge.sink()
                 else -> null
             }
-            return Locker(ffi { nativeConnect(url, options.toNative(), metrics) })
+            val spans = if (options.tracing) TracingBridge.sink() else null
+            return Locker(ffi { nativeConnect(url, options.toNative(), metrics, spans) })
         }
 
         /** [connect] as a `CompletableFuture`. */

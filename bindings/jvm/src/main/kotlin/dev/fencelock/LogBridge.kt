@@ -68,6 +68,9 @@ internal object LogBridge {
     }
 
     private fun log(record: NativeLogRecord) {
+        // Under the MDC of the call that produced it, when it came from one (a request id).
+        val callers = Callers[record.caller]?.mdc
+        if (callers != null) MDC.setContextMap(callers)
         val lock = record.lock
         if (lock != null) MDC.put("lock", lock)
         try {
@@ -79,7 +82,11 @@ internal object LogBridge {
                 NativeLogLevel.TRACE -> logger.trace(record.message)
             }
         } finally {
-            if (lock != null) MDC.remove("lock")
+            if (callers != null) {
+                MDC.clear()
+            } else if (lock != null) {
+                MDC.remove("lock")
+            }
         }
     }
 }

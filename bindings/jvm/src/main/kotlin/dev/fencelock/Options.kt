@@ -160,6 +160,15 @@ data class ConnectOptions(
      * `FencelockMeterBinder`, or one of your own); not together with [metrics]. Default none.
      */
     val metricsRecorder: MetricsRecorder? = null,
+    /**
+     * Make OpenTelemetry spans (`io.opentelemetry:opentelemetry-api` must be on the class path)
+     * with the tracer "fencelock" of `GlobalOpenTelemetry`: `fencelock.acquire` (waiting
+     * included), `fencelock.release`, `fencelock.extend`, each a child of the `Context` current
+     * where it was called, and `fencelock.renew`, root spans linked to their acquire's; with the
+     * attributes `fencelock.backend`, `fencelock.lock`, `fencelock.mode`, `fencelock.outcome`,
+     * `fencelock.token`. Default off.
+     */
+    val tracing: Boolean = false,
 ) {
     init {
         pollInterval?.let { requireNotNegative(it, "pollInterval") }
@@ -176,6 +185,7 @@ data class ConnectOptions(
         fun operationTimeout(d: Duration?) = apply { options = options.copy(operationTimeout = d) }
         fun metrics(on: Boolean) = apply { options = options.copy(metrics = on) }
         fun metricsRecorder(recorder: MetricsRecorder?) = apply { options = options.copy(metricsRecorder = recorder) }
+        fun tracing(on: Boolean) = apply { options = options.copy(tracing = on) }
         fun build(): ConnectOptions = options
     }
 
@@ -197,6 +207,8 @@ data class FenceOptions(
     val pollInterval: Duration? = null,
     /** How long one backend operation may take before it is UNAVAILABLE (default 10 s). */
     val operationTimeout: Duration? = null,
+    /** Make a `fencelock.fence.write` span of each fenced write, as [ConnectOptions.tracing]. */
+    val tracing: Boolean = false,
 ) {
     init {
         pollInterval?.let { requireNotNegative(it, "pollInterval") }
@@ -208,6 +220,7 @@ data class FenceOptions(
     class Builder internal constructor(private var options: FenceOptions) {
         fun pollInterval(d: Duration?) = apply { options = options.copy(pollInterval = d) }
         fun operationTimeout(d: Duration?) = apply { options = options.copy(operationTimeout = d) }
+        fun tracing(on: Boolean) = apply { options = options.copy(tracing = on) }
         fun build(): FenceOptions = options
     }
 

@@ -1,10 +1,6 @@
 package dev.fencelock
 
-import io.opentelemetry.api.GlobalOpenTelemetry
-import io.opentelemetry.sdk.OpenTelemetrySdk
-import io.opentelemetry.sdk.metrics.SdkMeterProvider
 import io.opentelemetry.sdk.metrics.data.MetricDataType
-import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
@@ -23,17 +19,7 @@ import java.util.concurrent.TimeUnit
 @Isolated
 class MetricsTest {
     companion object {
-        /** One SDK for the test JVM, made global before any Locker with metrics connects. */
-        private val reader: InMemoryMetricReader by lazy {
-            val reader = InMemoryMetricReader.create()
-            GlobalOpenTelemetry.resetForTest()
-            GlobalOpenTelemetry.set(
-                OpenTelemetrySdk.builder().setMeterProvider(
-                    SdkMeterProvider.builder().registerMetricReader(reader).build(),
-                ).build(),
-            )
-            reader
-        }
+        private val reader get() = TestTelemetry.reader
 
         /** "instrument|k=v,..." to a counter's sum or a histogram's count. */
         private fun snapshot(): Map<String, Long> {
