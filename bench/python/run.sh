@@ -7,6 +7,7 @@
 #   bench/python/run.sh [--write] [compare.py args...]
 #   bench/python/run.sh --suite shared [--runs N] [--write]
 #   bench/python/run.sh --suite cycle [--runs N] [--write]
+#   bench/python/run.sh --suite tracing [--runs N] [--baseline PYTHON] [--write]
 #
 # --write replaces the comparison section of bench/RESULTS.md with this run's table (the mutex
 # section, with --suite shared the semaphore and read-lock section, with --suite cycle the
@@ -24,7 +25,7 @@ args=()
 floors="${FENCELOCK_BENCH_FLOORS:-1}"
 for arg in "$@"; do
     if [ "$arg" = --write ]; then write=(--write "$root/bench/RESULTS.md"); else args+=("$arg"); fi
-    case "$arg" in shared | --suite=shared | cycle | --suite=cycle) floors=0 ;; esac
+    case "$arg" in shared | --suite=shared | cycle | --suite=cycle | tracing | --suite=tracing) floors=0 ;; esac
 done
 
 bash tests/servers.sh start redis redlock zookeeper postgres mariadb
@@ -37,7 +38,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 # The rivals, at the versions PyPI serves today (compare.py prints them).
-"$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2" redis python-redis-lock pottery kazoo
+"$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2" redis python-redis-lock pottery kazoo \
+    opentelemetry-sdk
 
 cargo build --quiet --release -p fencelock-cli --bin fencelock
 export FENCELOCK_CLI_BINARY="$root/target/release/fencelock"
@@ -53,6 +55,10 @@ if [ "$floors" != 0 ]; then
     done
 fi
 
-printf '\n== Python comparison\n'
 cd "$root/target"
+if [ "${args[0]:-}" = --suite ] && [ "${args[1]:-}" = tracing ]; then
+    printf '\n== What tracing costs (tracing.py)\n'
+    exec "$venv/bin/python" "$here/tracing.py" "${write[@]}" "${args[@]:2}"
+fi
+printf '\n== Python comparison\n'
 "$venv/bin/python" "$here/compare.py" "${write[@]}" "${args[@]}"

@@ -1,4 +1,4 @@
-//! Inspection and administration (docs/design.md §7.4) and lifecycle events (§7.1): `inspect`
+//! Inspection and administration (docs/design.md §7.5) and lifecycle events (§7.1): `inspect`
 //! shows the holder and token while held and nothing after release, `list(prefix)` treats the
 //! prefix as data, bad inputs to inspect, list and force_release get typed errors, and one
 //! lease's events arrive in order, a loss to a force release included. (What a force release
