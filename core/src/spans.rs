@@ -145,6 +145,43 @@ pub fn caller_context() -> Option<CallerContext> {
     CALLER.try_with(Clone::clone).ok().flatten()
 }
 
+/// Callers known by a number, for bindings whose host keeps each call's context itself (Node's
+/// `index.js`, the JVM's Kotlin layer): the host numbers the context, sets the number on the
+/// calling thread just before the native call ([`numbered::set`]), the call takes it in its
+/// synchronous part ([`numbered::take`]), and records come back with it ([`numbered::number`]).
+pub mod numbered {
+    use std::cell::Cell;
+
+    use super::CallerContext;
+
+    struct Number(u32);
+
+    thread_local! {
+        static NEXT_CALL: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// The caller of the next native call made on this thread (0: none).
+    pub fn set(number: u32) {
+        NEXT_CALL.with(|n| n.set(number));
+    }
+
+    /// The caller of the native call being made on this thread, taken, so that a later call
+    /// that set none never inherits it.
+    pub fn take() -> Option<CallerContext> {
+        match NEXT_CALL.with(|n| n.replace(0)) {
+            0 => None,
+            number => Some(CallerContext::new(Number(number))),
+        }
+    }
+
+    /// The number of the caller a record was produced for, 0 for none (or one not numbered).
+    pub fn number(caller: Option<&CallerContext>) -> u32 {
+        caller
+            .and_then(|c| c.downcast_ref::<Number>())
+            .map_or(0, |n| n.0)
+    }
+}
+
 /// One finished operation, as a span.
 #[derive(Debug, Clone)]
 pub struct SpanRecord {
@@ -204,6 +241,16 @@ impl SpanRecord {
     /// A span whose outcome is `error`: the host marks its status as an error.
     pub fn is_error(&self) -> bool {
         self.error_code.is_some()
+    }
+
+    /// The acquire that took a lease: its renewals link to this span.
+    pub fn takes_lease(&self) -> bool {
+        self.kind == SpanKind::Acquire && self.outcome == "acquired"
+    }
+
+    /// The lease ended (released, found lost): its acquire need not be remembered.
+    pub fn ends_lease(&self) -> bool {
+        self.kind == SpanKind::Release || self.outcome == "lost"
     }
 }
 
@@ -293,21 +340,17 @@ impl<T> AcquireLinks<T> {
     /// Notes what `record`'s span was made as (`context`) when it took a lease, and forgets a
     /// lease that ended (released, lost).
     pub fn note(&mut self, record: &SpanRecord, context: impl FnOnce() -> T) {
-        match (record.kind, record.outcome) {
-            (SpanKind::Acquire, "acquired") => {
-                if self.order.len() >= REMEMBERED_ACQUIRES
-                    && let Some(oldest) = self.order.pop_front()
-                {
-                    self.by_lease.remove(&oldest);
-                }
-                self.order.push_back(record.lease);
-                self.by_lease.insert(record.lease, context());
+        if record.takes_lease() {
+            if self.order.len() >= REMEMBERED_ACQUIRES
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.by_lease.remove(&oldest);
             }
-            (SpanKind::Release, _) | (_, "lost") => {
-                self.order.retain(|id| *id != record.lease);
-                self.by_lease.remove(&record.lease);
-            }
-            _ => {}
+            self.order.push_back(record.lease);
+            self.by_lease.insert(record.lease, context());
+        } else if record.ends_lease() {
+            self.order.retain(|id| *id != record.lease);
+            self.by_lease.remove(&record.lease);
         }
     }
 

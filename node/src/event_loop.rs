@@ -90,7 +90,7 @@ where
         )));
     };
     let scope = LoopScope::of(env)?;
-    let fut = fencelock::spans::in_caller_context(crate::spans::current_caller(), fut);
+    let fut = fencelock::spans::in_caller_context(fencelock::spans::numbered::take(), fut);
     let settled = async move {
         let result = fut.await;
         Box::new(move |env: sys::napi_env| settle_value(env, result)) as Settle

@@ -127,7 +127,7 @@ pub struct NativeLogRecord {
 impl From<LogRecord> for NativeLogRecord {
     fn from(r: LogRecord) -> Self {
         NativeLogRecord {
-            caller: crate::spans::caller_number(r.caller.as_ref()),
+            caller: fencelock::spans::numbered::number(r.caller.as_ref()),
             level: r.level.as_str().to_ascii_lowercase(),
             message: r.message,
             lock: r.lock,

@@ -45,7 +45,7 @@ where
     T: ToNapiValue + Send + 'static,
     F: Future<Output = Result<T>> + Send + 'static,
 {
-    let fut = fencelock::spans::in_caller_context(crate::spans::current_caller(), fut);
+    let fut = fencelock::spans::in_caller_context(fencelock::spans::numbered::take(), fut);
     // The outcome reaches the JS thread as a value, failure included: napi would reject with
     // its own status as the code (see error.rs).
     let settled = async move {

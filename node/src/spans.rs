@@ -5,15 +5,14 @@
 //! `index.js` numbers the context of each call it makes while something wants one (tracing on,
 //! or a logger set): it keeps OpenTelemetry's active context and an `AsyncLocalStorage`
 //! snapshot under that number, and sets it here ([`set_caller`]) around the native call, whose
-//! promise runs the operation with it ([`with_caller`]). Records come back with the number, and
+//! promise runs the operation with it. Records come back with the number, and
 //! `index.js` makes their spans under that context and calls the logger in that snapshot.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fencelock::spans::{AttributeValue, CallerContext, SpanKind, SpanRecord, SpanSink};
+use fencelock::spans::{AttributeValue, SpanKind, SpanRecord, SpanSink, numbered};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
@@ -21,34 +20,11 @@ use napi_derive::napi;
 use crate::error::{Result, from_napi};
 use crate::observe::JS_QUEUE;
 
-/// The number `index.js` gave the context of a call.
-pub(crate) struct NodeCaller(pub(crate) u32);
-
-thread_local! {
-    /// The caller of the native call being made on this (the JS) thread, 0 for none.
-    static CALLER: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Sets the caller of the native calls that follow on this thread (0: none). `index.js` sets it
-/// just before a call and clears it just after: a call reads it synchronously.
+/// Sets the caller of the next native call made on this (the JS) thread (0: none); the call's
+/// promise takes it (`fencelock::spans::numbered`).
 #[napi(js_name = "setCaller")]
 pub fn set_caller(caller: u32) {
-    CALLER.with(|c| c.set(caller));
-}
-
-/// The caller of the native call being made, as the core carries it.
-pub(crate) fn current_caller() -> Option<CallerContext> {
-    match CALLER.with(Cell::get) {
-        0 => None,
-        caller => Some(CallerContext::new(NodeCaller(caller))),
-    }
-}
-
-/// The number of the caller a record was produced for, 0 for none.
-pub(crate) fn caller_number(caller: Option<&CallerContext>) -> u32 {
-    caller
-        .and_then(|c| c.downcast_ref::<NodeCaller>())
-        .map_or(0, |c| c.0)
+    numbered::set(caller);
 }
 
 /// One finished operation, as `index.js` makes it a span.
@@ -104,10 +80,10 @@ impl From<&SpanRecord> for NativeSpan {
             token,
             error_code: r.error_code.map(str::to_string),
             renewal: r.kind == SpanKind::Renewal,
-            takes_lease: r.kind == SpanKind::Acquire && r.outcome == "acquired",
-            ends_lease: r.kind == SpanKind::Release || r.outcome == "lost",
+            takes_lease: r.takes_lease(),
+            ends_lease: r.ends_lease(),
             lease: r.lease as f64,
-            caller: caller_number(r.caller.as_ref()),
+            caller: numbered::number(r.caller.as_ref()),
             start: hr_time(r.start),
             end: hr_time(r.end),
         }

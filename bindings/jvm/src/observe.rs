@@ -202,7 +202,7 @@ pub struct NativeLogRecord {
 impl From<LogRecord> for NativeLogRecord {
     fn from(r: LogRecord) -> Self {
         NativeLogRecord {
-            caller: crate::spans::caller_number(r.caller.as_ref()),
+            caller: fencelock::spans::numbered::number(r.caller.as_ref()),
             level: r.level.into(),
             message: r.message,
             lock: r.lock,

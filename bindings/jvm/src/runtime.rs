@@ -56,7 +56,7 @@ where
     T: Send + 'static,
     F: Future<Output = fencelock::Result<T>> + Send + 'static,
 {
-    let fut = fencelock::spans::in_caller_context(crate::spans::take_caller(), fut);
+    let fut = fencelock::spans::in_caller_context(fencelock::spans::numbered::take(), fut);
     let rt = runtime()?;
     let mut task = Task {
         handle: rt.spawn(AssertUnwindSafe(fut).catch_unwind()),
@@ -110,7 +110,7 @@ where
     T: Send + 'static,
     F: Future<Output = fencelock::Result<T>> + Send + 'static,
 {
-    let fut = fencelock::spans::in_caller_context(crate::spans::take_caller(), fut);
+    let fut = fencelock::spans::in_caller_context(fencelock::spans::numbered::take(), fut);
     let rt = runtime()?;
     refuse_on_runtime_thread()?;
     let fut = match first_poll(rt, fut) {
@@ -153,7 +153,7 @@ impl<T: Send + 'static> Pending<T> {
     where
         F: Future<Output = fencelock::Result<T>> + Send + 'static,
     {
-        let fut = fencelock::spans::in_caller_context(crate::spans::take_caller(), fut);
+        let fut = fencelock::spans::in_caller_context(fencelock::spans::numbered::take(), fut);
         let rt = runtime()?;
         refuse_on_runtime_thread()?;
         let (answer, answered) = std::sync::mpsc::sync_channel(1);

@@ -7,43 +7,20 @@
 //! OpenTelemetry `Context`, its MDC) and sets the number here ([`set_caller`]) just before the
 //! native call, on the calling thread; the call takes it in its synchronous part (uniffi polls
 //! an async call first on the calling thread, and the blocking calls start there), so the
-//! operation runs with it ([`take_caller`]). Records come back with the number: the span's
+//! operation runs with it. Records come back with the number: the span's
 //! parent, and the MDC the log record is logged under.
 
-use std::cell::Cell;
 use std::sync::Arc;
 
-use fencelock::spans::{AttributeValue, CallerContext, SpanKind, SpanRecord, SpanSink};
+use fencelock::spans::{AttributeValue, SpanKind, SpanRecord, SpanSink, numbered};
 
 use crate::error::NativeError;
 
-/// The number the Kotlin layer gave the context of a call.
-pub(crate) struct JvmCaller(pub(crate) u32);
-
-thread_local! {
-    static CALLER: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Sets the caller of the next native call made on this thread (0: none).
+/// Sets the caller of the next native call made on this thread (0: none); the call takes it
+/// in its synchronous part (`fencelock::spans::numbered`).
 #[uniffi::export]
 pub fn set_caller(caller: u32) {
-    CALLER.with(|c| c.set(caller));
-}
-
-/// The caller of the native call being made on this thread, taken (so a later call that set
-/// none never inherits it).
-pub(crate) fn take_caller() -> Option<CallerContext> {
-    match CALLER.with(|c| c.replace(0)) {
-        0 => None,
-        caller => Some(CallerContext::new(JvmCaller(caller))),
-    }
-}
-
-/// The number of the caller a record was produced for, 0 for none.
-pub(crate) fn caller_number(caller: Option<&CallerContext>) -> u32 {
-    caller
-        .and_then(|c| c.downcast_ref::<JvmCaller>())
-        .map_or(0, |c| c.0)
+    numbered::set(caller);
 }
 
 /// One finished operation, as the Kotlin layer makes it a span.
@@ -95,10 +72,10 @@ impl From<&SpanRecord> for NativeSpan {
             token,
             error_code: r.error_code.map(str::to_string),
             renewal: r.kind == SpanKind::Renewal,
-            takes_lease: r.kind == SpanKind::Acquire && r.outcome == "acquired",
-            ends_lease: r.kind == SpanKind::Release || r.outcome == "lost",
+            takes_lease: r.takes_lease(),
+            ends_lease: r.ends_lease(),
             lease: r.lease,
-            caller: caller_number(r.caller.as_ref()),
+            caller: numbered::number(r.caller.as_ref()),
             start_nanos: epoch_nanos(r.start),
             end_nanos: epoch_nanos(r.end),
         }
