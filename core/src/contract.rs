@@ -479,6 +479,9 @@ mod tests {
             match name {
                 "poll_interval" => given.poll_interval = Some(Duration::from_millis(7)),
                 "operation_timeout" => given.operation_timeout = Some(Duration::from_millis(70)),
+                // Set outside the overrides, as metrics: by the binding's span sink (or
+                // with_tracing).
+                "tracing" => continue,
                 other => panic!("{other} is not a field of LockerOptionOverrides"),
             }
             let options = LockerOptions::from_overrides("contract", given).unwrap();
@@ -490,8 +493,8 @@ mod tests {
                 .collect();
             assert_eq!(changed, [name]);
         }
-        // The rest are set outside the overrides: language by the binding, metrics by the
-        // binding's sink (or with_metrics).
+        // The rest are set outside the overrides: language by the binding, metrics and tracing
+        // by the binding's sinks (or with_metrics, with_tracing).
         let set_by_binding: Vec<_> = options_for(Operation::Connect)
             .filter(|spec| spec.set_by_binding)
             .map(|spec| spec.name)
