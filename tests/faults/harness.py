@@ -5,14 +5,18 @@
     python3 tests/faults/harness.py one SCENARIO BACKEND [--langs rust,python,node]
     python3 tests/faults/harness.py langs SCENARIO [--langs L]   the languages `one` would run
     python3 tests/faults/harness.py broken           the broken build must make the checker fail
-    python3 tests/faults/harness.py report           regenerate tests/FAULTS.md from results/
+    python3 tests/faults/harness.py record [--invocation ID] [RESULTS.jsonl...]
+                                                     fold run summaries into summary.json, write
+                                                     tests/FAULTS.md (default: the state folder's)
+    python3 tests/faults/harness.py report           regenerate tests/FAULTS.md from summary.json
     python3 tests/faults/harness.py check FILE...    check recorded histories again
 
 It runs its own servers (tests/servers.sh with FENCELOCK_SERVERS_DIR and every port moved by
 +20000), never the shared ones, and workers in Rust, Python and Node that speak the protocol of
 README.md (the machinery is in runs.py, the scenarios in scenarios.py). Every run's history goes
-to the state folder; its summary (counts, violations, the command that reproduces it) is
-appended to a results file, from which `report` writes FAULTS.md.
+to the state folder; its summary (counts, violations, the command that reproduces it, the commit
+and invocation it ran in) is appended to a results file there (results.jsonl), which `record`
+folds into the committed summary.json (record.py), from which `report` writes FAULTS.md.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import tomllib
@@ -29,11 +34,19 @@ from typing import Any, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import checker  # noqa: E402
 import mutants  # noqa: E402
+import record  # noqa: E402
 import scenarios_kinds  # noqa: E402, F401  (registers its scenarios)
 from runs import HERE, LANGS, ROOT, SERVER_GROUPS, SERVERS_DIR, STATE, Run, servers  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
 
 # ---------------------------------------------------------------- execution
+
+# Stamped on every summary, so that `record` knows which runs one invocation made (run.sh sets
+# one for the short and broken profiles of `run.sh short`) and the commit they ran on.
+INVOCATION = os.environ.get("FENCELOCK_FAULTS_INVOCATION") or time.strftime(
+    f"%Y%m%dT%H%M%SZ-{os.getpid()}", time.gmtime()
+)
+COMMIT: Optional[str] = None
 
 
 def load_plan() -> dict[str, Any]:
@@ -112,7 +125,10 @@ async def run_one(
         "history": str(run.dir / "history.jsonl"),
         "command": f"tests/faults/run.sh one {name} {backend} --langs {','.join(langs)}",
         "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "invocation": INVOCATION,
     }
+    if COMMIT is not None:
+        summary["commit"] = COMMIT
     (run.dir / "summary.json").write_text(json.dumps(summary, indent=1))
     status = "ok" if not verdict.violations and not failed_expectations else "FAIL"
     print(
@@ -382,16 +398,29 @@ def main() -> int:
     sub.add_parser("broken")
     c = sub.add_parser("check", help="check recorded histories again")
     c.add_argument("files", nargs="+")
-    r = sub.add_parser("report")
+    rp = sub.add_parser("record", help="fold run summaries into summary.json, write FAULTS.md")
+    rp.add_argument("--invocation", help="only the runs of this invocation")
+    rp.add_argument("--commit", help="for runs that carry no commit (default: HEAD)")
+    rp.add_argument("--date", help="for runs that carry no date (default: today)")
+    rp.add_argument("--summary", default=str(record.SUMMARY))
+    rp.add_argument("--out", default=str(ROOT / "tests/FAULTS.md"))
+    rp.add_argument("files", nargs="*", default=[str(STATE / "results.jsonl")])
+    r = sub.add_parser("report", help="regenerate FAULTS.md from summary.json")
+    r.add_argument("--summary", default=str(record.SUMMARY))
     r.add_argument("--out", default=str(ROOT / "tests/FAULTS.md"))
-    r.add_argument("inputs", nargs="*", default=[str(HERE / "results")])
     args = ap.parse_args()
-    global BUNDLE
+    global BUNDLE, COMMIT
     BUNDLE = Path(args.bundle) if args.bundle else None
-    if args.cmd == "report":
+    if args.cmd in ("record", "report"):
         import report
 
-        return report.write(args.inputs, Path(args.out))
+        if args.cmd == "record":
+            code = record.record(
+                args.files, Path(args.summary), args.invocation, args.commit, args.date
+            )
+            if code:
+                return code
+        return report.write(Path(args.summary), Path(args.out))
     if args.cmd == "check":
         return check_files(args.files)
     if args.cmd == "langs":
@@ -406,6 +435,7 @@ def main() -> int:
         print(",".join(lang for lang in LANGS if lang in used or lang == "rust"))
         return 0
     fn = {"short": main_short, "one": main_one, "soak": main_soak, "broken": main_broken}[args.cmd]
+    COMMIT = record.git_commit()  # before any run: what the runs ran on
     return asyncio.run(fn(args))
 
 

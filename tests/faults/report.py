@@ -1,231 +1,228 @@
-"""Writes tests/FAULTS.md from the run summaries in tests/faults/results/*.jsonl (each line is one
-run, appended by harness.py; nothing in the table is typed by hand)."""
+"""Writes tests/FAULTS.md from tests/faults/summary.json (which `run.sh record` folds run
+summaries into, record.py), scenarios.toml and rust-scenarios.md: nothing in it is typed by hand,
+and nothing in it depends on how many runs were recorded, so it changes when summary.json does."""
 
 from __future__ import annotations
 
-import json
 import tomllib
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import record
+
 HERE = Path(__file__).resolve().parent
-
-
-def _load(inputs: list[str]) -> list[dict[str, Any]]:
-    rows = []
-    for inp in inputs:
-        p = Path(inp)
-        files = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
-        for f in files:
-            for line in f.read_text().splitlines():
-                if line.strip():
-                    rows.append(json.loads(line))
-    return rows
-
-
-def _langs(s: dict[str, Any]) -> str:
-    parts = s["langs"].split("+")
-    if len(parts) <= 3:
-        return ", ".join(p.replace("-", "=", 1) for p in parts)
-    count: dict[str, int] = defaultdict(int)
-    for p in parts:
-        count[p.split("-", 1)[1]] += 1
-    return f"{len(parts)} clients: " + ", ".join(f"{n} {lang}" for lang, n in sorted(count.items()))
-
 
 # Fault scenarios that run as Rust integration tests (one backend, no worker processes), not
 # through the harness, are described by hand in rust-scenarios.md, which FAULTS.md includes, so
 # that it names every fault that is tested.
 IN_RUST_TESTS = HERE / "rust-scenarios.md"
 
-
-def _mutants(normal: list[dict[str, Any]], plan: dict[str, Any]) -> list[str]:
-    """The altered histories of semaphore and read-write lock runs (mutants.py), per scenario."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in normal:
-        if r.get("mutants"):
-            groups[(r["scenario"], r["backend"])].append(r)
-    lines = [
-        "",
-        "### Semaphores and read-write locks: altered histories",
-        "",
-        "The switch above turns off fencing, which permit and read holders do not use. Instead each",
-        "run of theirs is checked again altered (`tests/faults/mutants.py`): the semaphore's N lowered",
-        "by one, reads turned into writes, or the lease granted after the fault moved to 200 ms before",
-        "the faulted lease's deadline. The checker must flag every altered copy, or the run fails.",
-        "",
-    ]
-    if not groups:
-        return lines + ["No such run has been recorded yet."]
-    lines += [
-        "| scenario | backend | runs | alterations caught / tried | properties found |",
-        "|---|---|---:|---:|---|",
-    ]
-    order = list(plan["scenario"])
-    for key in sorted(groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1])):
-        rs = groups[key]
-        tried = [(name, found) for r in rs for name, found in r["mutants"].items()]
-        caught = sum(1 for _, found in tried if found and found != ["nothing to alter"])
-        props: dict[str, set[str]] = defaultdict(set)
-        for name, found in tried:
-            props[name].update(found)
-        found_text = "; ".join(f"{name}: {', '.join(sorted(p))}" for name, p in props.items())
-        lines.append(
-            f"| {key[0]} | {key[1]} | {len(rs)} | {caught} / {len(tried)} | {found_text} |"
-        )
-    return lines
+PROFILES = ("short", "broken", "soak", "one")
 
 
-def _ci_time(normal: list[dict[str, Any]], plan: dict[str, Any]) -> list[str]:
-    """Seconds per scenario x backend in the short profile: the latest run and the mean."""
-    short = [r for r in normal if r["profile"] == "short" and "retry_of" not in r]
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in short:
-        groups[(r["scenario"], r["backend"])].append(r)
-    lines = [
-        "",
-        "## Time in the short profile",
-        "",
-        "Seconds per run (workers' start to the last release) in `run.sh short`; the latest run of",
-        "each scenario x backend and the mean of all recorded ones; the languages of the latest",
-        "(the rotation moves them through the roles day by day).",
-        "",
-    ]
-    if not groups:
-        return lines + ["No short profile has been recorded yet."]
-    lines += [
-        "| scenario | backend | languages | runs | latest s | mean s |",
-        "|---|---|---|---:|---:|---:|",
-    ]
-    order = list(plan["scenario"])
-    latest_total = {False: 0.0, True: 0.0}  # mutex scenarios, then semaphores and rw locks
-    for key in sorted(groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1])):
-        rs = sorted(groups[key], key=lambda r: r["finished"])
-        # Only the semaphore and read-write lock scenarios check their histories' mutants.
-        kinds = "mutants" in plan["scenario"].get(key[0], {}).get("params", {})
-        latest_total[kinds] += rs[-1]["seconds"]
-        mean = sum(r["seconds"] for r in rs) / len(rs)
-        langs = sorted({w.split("-", 1)[-1] for w in rs[-1].get("langs", "").split("+") if w})
-        lines.append(
-            f"| {key[0]} | {key[1]} | {', '.join(langs)} | {len(rs)} | "
-            f"{rs[-1]['seconds']:.1f} | {mean:.1f} |"
-        )
-    lines += [
-        "",
-        f"Latest runs together: {latest_total[False] + latest_total[True]:.0f} s, of which the "
-        f"semaphore and read-write lock scenarios {latest_total[True]:.0f} s (the servers, the "
-        "build and the broken build are shared with the rest).",
-    ]
-    return lines
+def _cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
 
 
-def write(inputs: list[str], out: Path) -> int:
-    runs = _load(inputs)
+def _when(entry: dict[str, Any] | None) -> str:
+    if not entry:
+        return ""
+    runs = entry["runs"]
+    return f"{entry['commit']}, {entry['date']} ({runs} run{'' if runs == 1 else 's'})"
+
+
+def _roles(roles: dict[str, list[str]]) -> str:
+    """Roles with the same languages together: `A, B, C: jvm, node, python, rust`."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for role in sorted(roles):
+        groups.setdefault(tuple(roles[role]), []).append(role)
+    return "; ".join(f"{', '.join(rs)}: {', '.join(langs)}" for langs, rs in groups.items())
+
+
+def _last_failed(row: dict[str, Any]) -> str:
+    last = row.get("last_failed")
+    if not last:
+        return ""
+    retry = " (passed on retry)" if last.get("retry") == "passed" else ""
+    return _cell(
+        f"{last['commit']}, {last['date']}, run `{last['run']}`: "
+        f"{'; '.join(last['failures'])}{retry}"
+    )
+
+
+def _verdict(v: str) -> str:
+    return v if v in ("pass", "caught") else f"**{v.upper()}**"
+
+
+def _order(plan: dict[str, Any]):
+    names = list(plan["scenario"])
+    return lambda name: (names.index(name) if name in names else len(names), name)
+
+
+def write(summary_path: Path, out: Path) -> int:
+    s = record.load(summary_path)
     with open(HERE / "scenarios.toml", "rb") as f:
         plan = tomllib.load(f)
-    normal = [r for r in runs if not r.get("broken_build") and not r["profile"].startswith("soak")]
-    soak = [r for r in runs if r["profile"].startswith("soak")]
-    broken = [r for r in runs if r.get("broken_build")]
+    order = _order(plan)
 
     lines = [
         "# Fault-injection results",
         "",
-        "Generated by `tests/faults/run.sh report` from the run summaries in `tests/faults/results/`",
-        "(appended by the harness after each run: do not edit by hand). What each scenario does and what",
-        "the history checker verifies: `tests/faults/README.md`. A run passes when the checker finds no",
-        "violation in its history and every expectation of its scenario held (`failed exp.`).",
+        "Generated by `tests/faults/run.sh report` from `tests/faults/summary.json`, into which",
+        "`tests/faults/run.sh record` folds run summaries (do not edit either by hand). What each",
+        "scenario does and what the history checker verifies: `tests/faults/README.md`. A run passes",
+        "when the checker finds no violation in its history and every expectation of its scenario",
+        "held. Each run's own counts, durations and history stay in the suite's state folder",
+        "(`$FENCELOCK_FAULTS_DIR`: `results.jsonl`, `runs/`), as CI keeps it, not here.",
         "",
-        "Roles: `A` is the holder the fault hits, `B` the client that takes over (contention: all take turns).",
+        "## Profiles",
+        "",
+        "The commit each profile last passed on (and last failed on), the day, and how many",
+        "scenario x backend runs that invocation had. The broken profile passes when the checker",
+        "catches the broken build.",
+        "",
+        "| profile | last passed | last failed |",
+        "|---|---|---|",
+    ]
+    profiles = s["profiles"]
+    for p in [*PROFILES, *sorted(set(profiles) - set(PROFILES))]:
+        entry = profiles.get(p, {})
+        passed = _when(entry.get("last_passed")) or "never recorded"
+        lines.append(f"| {p} | {passed} | {_when(entry.get('last_failed'))} |")
+
+    lines += [
         "",
         "## Scenarios x backends x languages",
         "",
-        "| scenario | backend | languages | runs | critical sections | writes accepted / rejected | violations | failed exp. | reproduce |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|",
+        "The verdict of the latest recorded run; the languages that have played each role in the",
+        "recorded runs (`A` is the holder the fault hits, `B` the client that takes over;",
+        "contention: all take turns); the profiles that ran it; its last failure, if any (the run's",
+        "history is in the state folder of the run that made it). `run.sh one` runs a scenario with",
+        "the languages of your choice (`--langs`).",
+        "",
+        "| scenario | backend | verdict | languages by role | profiles | last failed | reproduce |",
+        "|---|---|---|---|---|---|---|",
     ]
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in normal:
-        groups[(r["scenario"], r["backend"], _langs(r))].append(r)
-    order = list(plan["scenario"])
-    for key in sorted(
-        groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[2])
-    ):
-        rs = groups[key]
-        lines.append(
-            f"| {key[0]} | {key[1]} | {key[2]} | {len(rs)} | {sum(r['sections'] for r in rs)} | "
-            f"{sum(r['writes_accepted'] for r in rs)} / {sum(r['writes_rejected'] for r in rs)} | "
-            f"{sum(len(r['violations']) for r in rs)} | {sum(len(r['failed_expectations']) for r in rs)} | "
-            f"`{rs[-1]['command']}` |"
+    rows = s["scenarios"]
+    planned = {(n, b) for n, spec in plan["scenario"].items() for b in spec["backends"]}
+    keys = sorted(
+        {(n, b) for n, bs in rows.items() for b in bs} | planned,
+        key=lambda k: (order(k[0]), k[1]),
+    )
+    verdicts: dict[str, int] = {}
+    for name, backend in keys:
+        row = rows.get(name, {}).get(backend)
+        if row is None:
+            verdicts["not recorded"] = verdicts.get("not recorded", 0) + 1
+            lines.append(
+                f"| {name} | {backend} | not recorded | | | | "
+                f"`tests/faults/run.sh one {name} {backend}` |"
+            )
+            continue
+        verdicts[row["verdict"]] = verdicts.get(row["verdict"], 0) + 1
+        last = row.get("last_failed")
+        reproduce = (
+            last["reproduce"]
+            if row["verdict"] != "pass" and last
+            else f"tests/faults/run.sh one {name} {backend}"
         )
-    total_v = sum(len(r["violations"]) for r in normal)
+        lines.append(
+            f"| {name} | {backend} | {_verdict(row['verdict'])} | {_roles(row.get('roles', {}))} | "
+            f"{', '.join(row.get('profiles', []))} | {_last_failed(row)} | `{reproduce}` |"
+        )
     lines += [
         "",
-        f"Totals: {len(normal)} runs, {sum(r['sections'] for r in normal)} critical sections, "
-        f"{sum(r['writes_accepted'] for r in normal)} fenced writes accepted and "
-        f"{sum(r['writes_rejected'] for r in normal)} rejected, {total_v} violations, "
-        f"{sum(len(r['failed_expectations']) for r in normal)} failed expectations.",
+        f"{len(keys)} scenario x backend pairs: "
+        + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
+        + ".",
         "",
-    ]
-    failed = [r for r in normal if r["violations"] or r["failed_expectations"]]
-    if failed:
-        lines += [
-            'Runs that failed (their first finding; what was learnt is under "Findings" in tests/faults/README.md):',
-            "",
-        ]
-        for r in failed:
-            what = (r["violations"] or r["failed_expectations"])[0]
-            lines.append(f"- {r['run']} ({r['profile']}): {what}")
-        lines.append("")
-
-    lines += [
         "## Soak",
         "",
         "`tests/faults/run.sh soak` runs 16 clients (languages rotating) on one lock per backend for 10",
         "minutes each (acquire, probe + fenced write twice, release, again; ttl 10 s, 5 s on Redlock",
-        "whose max_ttl is 5 s here). The rows below give the duration that really ran.",
+        "whose max_ttl is 5 s here). The longest soak that passed, and the most clients one had.",
         "",
     ]
-    if soak:
+    if s["soak"]:
         lines += [
-            "| backend | clients | minutes run | critical sections | writes accepted / rejected | violations | failed exp. | reproduce |",
-            "|---|---|---:|---:|---:|---:|---:|---|",
+            "| backend | verdict | longest (minutes) | clients | languages | last failed | reproduce |",
+            "|---|---|---:|---:|---|---|---|",
         ]
-        for r in soak:
-            minutes = r["profile"].removeprefix("soak-").removesuffix("min")
-            cmd = f"tests/faults/run.sh soak --minutes {minutes} --backends {r['backend']}"
+        for backend, row in sorted(s["soak"].items()):
+            minutes = row.get("longest_minutes", 10)
+            last = row.get("last_failed")
+            reproduce = (
+                last["reproduce"]
+                if row["verdict"] != "pass" and last
+                else f"tests/faults/run.sh soak --minutes {minutes} --backends {backend}"
+            )
             lines.append(
-                f"| {r['backend']} | {_langs(r)} | {minutes} | {r['sections']} | {r['writes_accepted']} / "
-                f"{r['writes_rejected']} | {len(r['violations'])} | {len(r['failed_expectations'])} | `{cmd}` |"
+                f"| {backend} | {_verdict(row['verdict'])} | {row.get('longest_minutes', '')} | "
+                f"{row.get('most_clients', '')} | {', '.join(row.get('languages', []))} | "
+                f"{_last_failed(row)} | `{reproduce}` |"
             )
     else:
         lines.append("No soak has been recorded yet.")
+
     lines += [
         "",
         "## The broken build",
         "",
         "The same scenarios with a Rust worker built with the test-only feature",
         "`fault-injection-disable-fencing` and `FENCELOCK_FAULT_INJECTION_DISABLE_FENCING=1` (the fence",
-        "accepts every token and every lease): the checker must find violations, and CI fails if it does not.",
+        "accepts every token and every lease): the checker must find violations (`caught`), and CI",
+        "fails if it does not (`tests/faults/run.sh broken`).",
         "",
     ]
-    if broken:
+    if s["broken"]:
         lines += [
-            "| scenario | backend | violations found | properties broken | first violation |",
-            "|---|---|---:|---|---|",
+            "| scenario | backend | verdict | properties the checker has reported |",
+            "|---|---|---|---|",
         ]
-        for r in broken:
-            first = r["violations"][0] if r["violations"] else "(none: the checker missed it)"
-            found = ", ".join(sorted({x.split(":", 1)[0] for x in r["violations"]}))
-            lines.append(
-                f"| {r['scenario']} | {r['backend']} | {len(r['violations'])} | {found} | {first.replace('|', '/')} |"
-            )
+        for name in sorted(s["broken"], key=order):
+            for backend, row in sorted(s["broken"][name].items()):
+                lines.append(
+                    f"| {name} | {backend} | {_verdict(row['verdict'])} | "
+                    f"{', '.join(row['properties']) or 'none'} |"
+                )
     else:
         lines.append("No broken-build run has been recorded yet.")
-    lines += _mutants(normal, plan)
-    lines += _ci_time(normal, plan)
+
+    lines += [
+        "",
+        "### Semaphores and read-write locks: altered histories",
+        "",
+        "The switch above turns off fencing, which permit and read holders do not use. Instead each",
+        "run of theirs is checked again altered (`tests/faults/mutants.py`): the semaphore's N lowered",
+        "by one, reads turned into writes, or the lease granted after the fault moved to 200 ms before",
+        "the faulted lease's deadline. The checker must flag every altered copy, or the run fails (the",
+        "verdict above). The properties are those it has reported in the recorded runs.",
+        "",
+    ]
+    altered = [
+        (name, backend, row)
+        for name, bs in rows.items()
+        for backend, row in bs.items()
+        if row.get("altered")
+    ]
+    if altered:
+        lines += [
+            "| scenario | backend | verdict | alteration | properties the checker has reported |",
+            "|---|---|---|---|---|",
+        ]
+        for name, backend, row in sorted(altered, key=lambda a: (order(a[0]), a[1])):
+            for alteration, props in sorted(row["altered"].items()):
+                lines.append(
+                    f"| {name} | {backend} | {_verdict(row['verdict'])} | {alteration} | "
+                    f"{', '.join(props) or 'none'} |"
+                )
+    else:
+        lines.append("No such run has been recorded yet.")
+
     lines += ["", *IN_RUST_TESTS.read_text().rstrip("\n").split("\n")]
-    out.write_text("\n".join(lines) + "\n")
-    print(
-        f"wrote {out}: {len(normal)} runs, {len(soak)} soak runs, {len(broken)} broken-build runs"
-    )
+    text = "\n".join(lines) + "\n"
+    changed = not out.exists() or out.read_text() != text
+    if changed:
+        out.write_text(text)
+    print(f"faults: {out}: {'written' if changed else 'unchanged'}")
     return 0

@@ -4,15 +4,21 @@
 #   tests/faults/run.sh short     build the workers, run every scenario x backend once (CI), then
 #                                 check that the broken build (fencing off) makes the checker fail
 #   tests/faults/run.sh soak [--minutes M] [--clients N] [--backends a,b]   16 clients, 10 min/backend
-#                                 (first: redis_lock with every lock script sent twice)
+#                                 (first: it::redis::lock with every lock script sent twice)
 #   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node,jvm]   (default: the
 #                                 scenario's languages, else Rust, Python and Node)
-#   tests/faults/run.sh report    regenerate tests/FAULTS.md from tests/faults/results/
+#   tests/faults/run.sh record [RESULTS.jsonl...]   fold run summaries (default: the state
+#                                 folder's results.jsonl) into tests/faults/summary.json, the
+#                                 committed record, and regenerate tests/FAULTS.md from it
+#   tests/faults/run.sh report    regenerate tests/FAULTS.md from tests/faults/summary.json
 #
-# Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, histories),
-# FENCELOCK_FAULTS_RECORD=1 (also append the summaries to tests/faults/results/, for FAULTS.md),
-# FENCELOCK_FAULTS_SKIP_BUILD=1 (use the workers already built), FENCELOCK_FAULTS_KEEP_SERVERS=1
-# (short: leave the suite's servers running). `run.sh stop-servers` stops them.
+# Every run's summary is appended to $FENCELOCK_FAULTS_DIR/results.jsonl and its history kept in
+# its runs/ folder; nothing is committed unless recorded.
+# Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, results, histories),
+# FENCELOCK_FAULTS_RECORD=1 (short, soak, one, broken: record this invocation's runs at the end,
+# pass or fail), FENCELOCK_FAULTS_SKIP_BUILD=1 (use the workers already built),
+# FENCELOCK_FAULTS_KEEP_SERVERS=1 (short: leave the suite's servers running). `run.sh
+# stop-servers` stops them.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -22,6 +28,8 @@ cmd=${1:-short}
 
 state=${FENCELOCK_FAULTS_DIR:-/tmp/fencelock-faults}
 results=(--results "$state/results.jsonl")
+# Stamped on every run's summary, so that record() folds this invocation's runs only.
+export FENCELOCK_FAULTS_INVOCATION=${FENCELOCK_FAULTS_INVOCATION:-$(date -u +%Y%m%dT%H%M%SZ)-$$}
 
 build() { # build LANGS [broken]: the Rust worker (and the broken one), and what LANGS need
   [[ ${FENCELOCK_FAULTS_SKIP_BUILD:-} == 1 ]] && return 0
@@ -53,13 +61,11 @@ build() { # build LANGS [broken]: the Rust worker (and the broken one), and what
   fi
 }
 
-record() { # record PROFILE [histories]: the summaries also go to the committed results
+record() { # with FENCELOCK_FAULTS_RECORD=1: this invocation's runs into summary.json, FAULTS.md
   if [[ ${FENCELOCK_FAULTS_RECORD:-} == 1 ]]; then
-    results=(--results "$here/results/$1.jsonl")
-    # soak histories run to hundreds of MB: only their summaries are kept
-    [[ ${2:-} == histories ]] && results+=(--bundle "$here/results/$1-histories.jsonl.gz")
+    echo "== faults: recording this invocation's runs (tests/faults/summary.json, tests/FAULTS.md)"
+    "$py" "$here/harness.py" record --invocation "$FENCELOCK_FAULTS_INVOCATION" "$state/results.jsonl"
   fi
-  return 0
 }
 
 py=python3
@@ -74,15 +80,14 @@ case $cmd in
     echo "== faults: built in $((SECONDS - start))s"
     # Our servers stop at the end, pass or fail (unless asked to keep them for a rerun).
     [[ ${FENCELOCK_FAULTS_KEEP_SERVERS:-} == 1 ]] || trap stop_servers EXIT
-    echo "== faults: the checker's own tests"
-    (cd "$here" && "$py" -m unittest -q test_checker)
-    record short histories
+    echo "== faults: the checker's own tests, and the record's"
+    (cd "$here" && "$py" -m unittest -q test_checker test_summary)
     rc=0
     rm -f "$state/short-summary.txt"
     "$py" "$here/harness.py" "${results[@]}" short "$@" || rc=$?
     echo "== faults: the broken build must make the checker fail"
-    record broken histories
     "$py" "$here/harness.py" "${results[@]}" broken || rc=1
+    record || rc=1
     [[ -f $state/short-summary.txt ]] && cat "$state/short-summary.txt"
     echo "== faults: short profile done in $((SECONDS - start))s (exit $rc)"
     exit "$rc"
@@ -91,21 +96,30 @@ case $cmd in
     # The Redis lock tests with every lock script sent twice, as the Cluster client's retry
     # after a lost reply does (docs/redis.md, "Replayed scripts"): the core built again with a
     # test-only feature. Here rather than in CI, whose 30 minutes it no longer fits.
-    echo "== faults: redis_lock with every lock script sent twice (fault-injection-duplicate-scripts)"
-    cargo test -q -p fencelock --features fault-injection-duplicate-scripts --test redis_lock
+    echo "== faults: it::redis::lock with every lock script sent twice (fault-injection-duplicate-scripts)"
+    cargo test -q -p fencelock --features fault-injection-duplicate-scripts --test it redis::lock::
     build rust,python,node,jvm
-    record soak
-    "$py" "$here/harness.py" "${results[@]}" soak "$@"
+    rc=0
+    "$py" "$here/harness.py" "${results[@]}" soak "$@" || rc=$?
+    record || rc=1
+    exit "$rc"
     ;;
   one)
     build "$("$py" "$here/harness.py" langs "$@")"
-    record one
-    "$py" "$here/harness.py" "${results[@]}" one "$@"
+    rc=0
+    "$py" "$here/harness.py" "${results[@]}" one "$@" || rc=$?
+    record || rc=1
+    exit "$rc"
     ;;
   broken)
     build rust broken
-    record broken histories
-    "$py" "$here/harness.py" "${results[@]}" broken
+    rc=0
+    "$py" "$here/harness.py" "${results[@]}" broken || rc=$?
+    record || rc=1
+    exit "$rc"
+    ;;
+  record)
+    "$py" "$here/harness.py" record "$@"
     ;;
   report)
     "$py" "$here/harness.py" report "$@"
@@ -113,5 +127,5 @@ case $cmd in
   stop-servers)
     stop_servers
     ;;
-  *) sed -n 2,14p "$0" >&2; exit 2 ;;
+  *) sed -n 2,21p "$0" >&2; exit 2 ;;
 esac
