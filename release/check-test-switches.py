@@ -5,7 +5,7 @@ A test-only switch is a cargo feature that exists for the test suites and must n
 - `fault-injection-disable-fencing` (core): turns the fence's checks off, for the fault suite's
   deliberately broken worker;
 - `fault-injection-duplicate-scripts` (core): the Redis backend sends every lock script twice,
-  for core/tests/redis_lock.rs's run as a replaying client;
+  for core/tests/it/redis/lock.rs's run as a replaying client;
 - `test-hooks` (each binding): entry points that panic on purpose (`_testPanic`, ...).
 
 Two checks, each against every switch listed in SWITCHES (a switch added later goes there):

@@ -1,6 +1,6 @@
 // Semaphores and read-write locks (issue 29): `locker.semaphore(name, { permits, ... })`,
 // `readLock`, `writeLock` and their with…() helpers, on every backend this machine offers that
-// has them (docs/design.md §1.8; the core's scenarios are core/tests/conformance/{semaphore,
+// has them (docs/design.md §1.8; the core's scenarios are core/tests/it/conformance/{semaphore,
 // rwlock}.rs), the refusal of semaphores on Redlock, and the API's checks on SQLite. A waiter is
 // released only once `inspect` shows it waiting, never after a sleep.
 import { describe, test } from 'node:test';

@@ -1,5 +1,5 @@
 // Several names as one lock (docs/design.md §1.9; the core's scenarios are
-// core/tests/conformance/many.rs): `locker.lockMany(names, opts)` and `withLocks`, on every
+// core/tests/it/conformance/many.rs): `locker.lockMany(names, opts)` and `withLocks`, on every
 // backend this machine offers (every backend has them: the parts are plain mutexes), and the
 // API's checks, re-entry and disposal on SQLite. What another client sees is read with
 // `inspect` until it shows, never after a sleep.

@@ -1,9 +1,13 @@
 //! Shared by the integration tests that need real servers (started by tests/servers.sh).
 #![allow(dead_code)]
 
+pub mod event_loop;
 pub mod probe;
+pub mod redlock;
+pub mod sql;
 
 use std::process::Command;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A server URL from `FENCELOCK_TEST_<NAME>_URL`, defaulting to the ports of tests/SERVERS.md.
@@ -22,6 +26,40 @@ pub fn unique(name: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("{name}-{}-{nanos}", std::process::id())
+}
+
+/// `n` loopback ports for servers a test starts itself (fresh Redis masters, a replica), from a
+/// block no shared server of tests/servers.sh uses (`FENCELOCK_TEST_OWN_PORT_BASE`, default
+/// 7400) and below the kernel's ephemeral range. A port bound to 0 and released, then used by a
+/// server started later or restarted, could be taken meanwhile by another test's listener or an
+/// outgoing connection's source port: the fault scenarios run beside each other.
+pub fn own_ports(n: usize) -> Vec<u16> {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base: u16 = std::env::var("FENCELOCK_TEST_OWN_PORT_BASE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7400);
+    let mut ports = Vec::with_capacity(n);
+    while ports.len() < n {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(offset < 100, "more than 100 ports asked of own_ports");
+        let port = base + offset;
+        // Skips a port something else on this machine listens on.
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            ports.push(port);
+        }
+    }
+    ports
+}
+
+/// The name libtest gives a test of module `module_path` (the caller's `module_path!()`), for
+/// running that one test again in a child process with `--exact`: `test_path(module_path!(),
+/// "worker")` in `faults::redis` is `redis::worker`.
+pub fn test_path(module_path: &str, test: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_binary, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    }
 }
 
 /// Runs `tests/servers.sh ARGS…` and panics if it fails.

@@ -1,6 +1,5 @@
 //! Shared by the Redlock tests: the five masters' URL, a skip-or-fail check that they answer,
-//! and the contention worker. Included with `#[path = "support/redlock.rs"] mod redlock_support;`
-//! next to `mod support;`.
+//! and the contention worker.
 #![allow(dead_code)]
 
 use std::net::{TcpStream, ToSocketAddrs};

@@ -1,6 +1,5 @@
 //! Shared by the PostgreSQL and MariaDB tests: the servers' URLs, unique table names, and a
-//! plain sqlx pool for setting up and inspecting state by hand. Included with
-//! `#[path = "support/sql.rs"] mod sql_support;` next to `mod support;`.
+//! plain sqlx pool for setting up and inspecting state by hand.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

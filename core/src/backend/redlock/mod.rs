@@ -57,7 +57,7 @@
 //! below `T_A` (A's largest token came from a master with a faster clock, or a counter ahead),
 //! and B's token can fall below `T_A`: the randomized model in `model.rs` finds this with the
 //! phase switched off, and `tokens_increase_across_skewed_counters` in
-//! core/tests/redlock_lock.rs steers two majorities on the real masters into exactly this case.
+//! core/tests/it/redlock.rs steers two majorities on the real masters into exactly this case.
 //!
 //! # Mutual exclusion
 //!

@@ -19,7 +19,7 @@ use crate::sync::unpoisoned;
 /// the lock when it ends abandoned (unless its answer was `Held`), however late that is: the
 /// core gives its release 2 x operation timeout + 1 s, and a statement held up in the network
 /// longer used to take the lock after that release had given up, for an owner nobody held a
-/// lease for, until the ttl (`sql_faults`: `a_late_acquire_statement_leaves_a_ghost…`).
+/// lease for, until the ttl (`faults::sql`: `a_late_acquire_statement_leaves_a_ghost…`).
 #[derive(Default)]
 pub(super) struct InFlight(std::sync::Mutex<HashMap<OwnerId, Arc<Gate>>>);
 
