@@ -10,9 +10,9 @@
 # the same four files for each module, fencelock-shedlock-V* and fencelock-spring-V*.
 #
 # The library is the one release/build.sh linked with zig against glibc 2.17; Maven does not run
-# cargo for it here. uniffi-bindgen still runs (from target/bindgen/, built once in debug, by
-# tests/run-all.sh beside the conformance suite in CI, else here): it reads the library's
-# metadata to generate the Kotlin layer that matches it.
+# cargo for it here. uniffi-bindgen still runs (from target/bindgen/, built once in profile ci,
+# by tests/run-all.sh beside the Rust tests in CI, else here): it reads the library's metadata
+# to generate the Kotlin layer that matches it.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

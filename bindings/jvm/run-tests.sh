@@ -5,7 +5,8 @@
 #   bindings/jvm/run-tests.sh [extra mvn args, e.g. -Dtest=BasicsTest]
 #
 # Environment:
-#   FENCELOCK_PROFILE   cargo profile: dev (default here, fast to build) or release
+#   FENCELOCK_PROFILE   cargo profile: dev (default here, fast to build), release, or ci (CI:
+#                       dependencies unoptimised, as its Rust tests are built)
 #   CARGO_TARGET_DIR    cargo's target folder (default: the workspace's target/, which under CI is
 #                       the folder `cargo test` already filled, so the dependency tree is reused)
 #   FENCELOCK_JVM_LIBRARY  test this libfencelock_jvm.so instead of building one (CI tests the
@@ -32,13 +33,15 @@ profile="${FENCELOCK_PROFILE:-dev}"
 case "$profile" in
     dev) profile_dir=debug ;;
     release) profile_dir=release ;;
-    *) echo "FENCELOCK_PROFILE must be dev or release, not $profile" >&2; exit 2 ;;
+    ci) profile_dir=ci ;;
+    *) echo "FENCELOCK_PROFILE must be dev, release or ci, not $profile" >&2; exit 2 ;;
 esac
 target_dir="${CARGO_TARGET_DIR:-$here/../../target}"
 
 # The crate's unit tests: its copies of the core's lists (error codes, event kinds) match.
 printf '\n== cargo test -p fencelock-jvm --lib\n'
-(cd "$here/../.." && cargo test --quiet --target-dir "$target_dir" -p fencelock-jvm --lib)
+(cd "$here/../.." &&
+    cargo test --quiet --profile "$profile" --target-dir "$target_dir" -p fencelock-jvm --lib)
 
 # test-hooks: entry points that panic on purpose (LostTest); never in a release.
 # uniffi-bindgen in a target folder of its own, as bindings/jvm/release.sh and tests/run-all.sh

@@ -11,14 +11,15 @@
 #                                 folder's results.jsonl) into tests/faults/summary.json, the
 #                                 committed record, and regenerate tests/FAULTS.md from it
 #   tests/faults/run.sh report    regenerate tests/FAULTS.md from tests/faults/summary.json
+#   tests/faults/run.sh build-workers   build the Rust workers only (CI builds them beside its tests)
 #
 # Every run's summary is appended to $FENCELOCK_FAULTS_DIR/results.jsonl and its history kept in
 # its runs/ folder; nothing is committed unless recorded.
 # Environment: FENCELOCK_FAULTS_DIR (default /tmp/fencelock-faults: servers, results, histories),
 # FENCELOCK_FAULTS_RECORD=1 (short, soak, one, broken: record this invocation's runs at the end,
 # pass or fail), FENCELOCK_FAULTS_SKIP_BUILD=1 (use the workers already built),
-# FENCELOCK_FAULTS_KEEP_SERVERS=1 (short: leave the suite's servers running). `run.sh
-# stop-servers` stops them.
+# FENCELOCK_FAULTS_KEEP_SERVERS=1 (short: leave the suite's servers running; `run.sh
+# stop-servers` stops them), FENCELOCK_FAULTS_PROFILE (the Rust workers' cargo profile: dev).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -31,18 +32,32 @@ results=(--results "$state/results.jsonl")
 # Stamped on every run's summary, so that record() folds this invocation's runs only.
 export FENCELOCK_FAULTS_INVOCATION=${FENCELOCK_FAULTS_INVOCATION:-$(date -u +%Y%m%dT%H%M%SZ)-$$}
 
+# The Rust workers go to target/faults-workers/ (harness.py and runs.py run them from there),
+# built in the cargo profile FENCELOCK_FAULTS_PROFILE (default dev; CI's tests/run-all.sh uses
+# ci, whose dependencies its tests compiled already).
+profile=${FENCELOCK_FAULTS_PROFILE:-dev}
+rust_worker() { # rust_worker NAME [cargo args...]: builds the worker, copies it to NAME
+  local dir=$profile
+  [[ $profile == dev ]] && dir=debug
+  cargo build --quiet --profile "$profile" -p fencelock-faults-worker "${@:2}"
+  mkdir -p target/faults-workers
+  cp "target/$dir/fencelock-faults-worker" "target/faults-workers/$1"
+}
+build_rust_workers() { # [broken]: the real worker, and first the broken one when asked
+  if [[ ${1:-} == broken ]]; then
+    echo "== faults: building the broken Rust worker (fencing off; test-only feature)"
+    # Same target folder, so the dependency tree is shared: only fencelock core and the worker
+    # build twice.
+    rust_worker fencelock-faults-worker-broken --features broken-fencing
+  fi
+  echo "== faults: building the Rust worker (profile $profile)"
+  rust_worker fencelock-faults-worker
+}
+
 build() { # build LANGS [broken]: the Rust worker (and the broken one), and what LANGS need
   [[ ${FENCELOCK_FAULTS_SKIP_BUILD:-} == 1 ]] && return 0
   local langs=",$1,"
-  if [[ ${2:-} == broken ]]; then
-    echo "== faults: building the broken Rust worker (fencing off; test-only feature)"
-    # Built first and copied aside; then the real one. Same target folder, so the dependency
-    # tree is shared: only fencelock core and the worker build twice.
-    cargo build --quiet -p fencelock-faults-worker --features broken-fencing
-    cp target/debug/fencelock-faults-worker target/debug/fencelock-faults-worker-broken
-  fi
-  echo "== faults: building the Rust worker"
-  cargo build --quiet -p fencelock-faults-worker
+  build_rust_workers "${2:-}"
   # The other languages only when a run uses them (`run.sh one semaphore-kill9 sqlite
   # --langs rust` needs no binding).
   if [[ $langs == *,python,* ]]; then
@@ -123,6 +138,9 @@ case $cmd in
     ;;
   report)
     "$py" "$here/harness.py" report "$@"
+    ;;
+  build-workers)
+    build_rust_workers broken
     ;;
   stop-servers)
     stop_servers

@@ -281,7 +281,7 @@ class Run:
     profile: str
     index: int
     broken: bool = False
-    rust_worker: Path = ROOT / "target/debug/fencelock-faults-worker"
+    rust_worker: Path = ROOT / "target/faults-workers/fencelock-faults-worker"
     records: list[dict[str, Any]] = field(default_factory=list)
     expectations: list[dict[str, Any]] = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
