@@ -43,7 +43,6 @@ version="$(python3 release/version.py)"
 dist="$root/dist"
 tools="$root/target/release-tools"
 native_target="$root/target/dist-native"
-wheel_target="$root/target/dist-wheel"
 
 step() { printf '\n== %s\n' "$*"; }
 elapsed() { echo "   ($(( $(date +%s) - $1 ))s)"; }
@@ -83,10 +82,11 @@ node_module="$built/libfencelock_node.so"
 
 step "wheel (maturin --zig, manylinux2014 = manylinux_2_17)"
 started=$(date +%s)
-# The wheel ships the command built above (python/build.rs copies FENCELOCK_CLI_BINARY).
+# The wheel ships the command built above (python/build.rs copies FENCELOCK_CLI_BINARY). In the
+# native files' target folder: the dependency tree they compiled serves the wheel too.
 FENCELOCK_CLI_BINARY="$command_binary" maturin build --quiet \
     --manifest-path python/Cargo.toml --zig --compatibility manylinux2014 --target "$TRIPLE" \
-    --target-dir "$wheel_target" --profile "$profile" "${wheel_features[@]}" --out "$dist"
+    --target-dir "$native_target" --profile "$profile" "${wheel_features[@]}" --out "$dist"
 elapsed "$started"
 wheel="$(ls "$dist"/fencelock-"$version"-*.whl)"
 auditwheel show "$wheel" | tee "$root/target/auditwheel.txt"

@@ -42,7 +42,7 @@ SECTIONS = {
     "python": "Python",
     "node": "Node",
     "jvm": "JVM",
-    "source": "beside Node/JVM",
+    "source": "source installs",
     "faults": "faults",
 }
 
@@ -175,8 +175,8 @@ def report() -> int:
         lines += [
             "",
             "Seconds of wall time per section of tests/run-all.sh. Sections overlap nothing: work",
-            "run beside another section's tests (uniffi-bindgen and the fault workers beside the Rust",
-            "tests, the source installs and the backend-feature check beside Node and the JVM) counts",
+            "run beside another section's tests (uniffi-bindgen, the backend-feature check and the",
+            "fault workers beside the Rust tests, the source installs beside Node and the JVM) counts",
             "in the section it ends in.",
         ]
     REPORT.write_text("\n".join(lines) + "\n")

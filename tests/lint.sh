@@ -55,7 +55,7 @@ check_backend_features() {
     # Each backend alone; not with none at all (a core without a backend serves nobody, and
     # checking it cost about 30 s more: tokio and the shared dependencies with fewer features).
     for feature in redis zookeeper sqlite postgres mysql; do
-        out="$(cargo check --quiet --locked --message-format=short -p fencelock --lib \
+        out="$(cargo check --quiet --locked --profile ci --message-format=short -p fencelock --lib \
             --no-default-features ${feature:+--features "$feature"} 2>&1)" || {
             printf '%s\n' "$out"
             echo "cargo check of the core with features [${feature}] failed" >&2
@@ -86,11 +86,14 @@ lint_rust() {
     # One invocation for the whole workspace: split in two (the bindings' libraries apart, to
     # skip their test targets), it took 37 s longer in CI, because each half unifies the
     # dependencies' features differently and checks them again.
-    step "cargo clippy --workspace --all-targets --all-features -- -D warnings"
-    timed cargo clippy --quiet --locked --workspace --all-targets --all-features -- -D warnings
+    # Profile ci, as CI's tests and helpers are built: the build scripts (bundled SQLite's C,
+    # ring's) and proc macros compiled here serve those builds too.
+    step "cargo clippy --profile ci --workspace --all-targets --all-features -- -D warnings"
+    timed cargo clippy --quiet --locked --profile ci --workspace --all-targets --all-features \
+        -- -D warnings
     [ $skip_backend_features = 1 ] || lint_backend_features
     step "cargo doc --no-deps --workspace, rustdoc warnings denied"
-    RUSTDOCFLAGS="-D warnings" timed cargo doc --quiet --locked --no-deps --workspace
+    RUSTDOCFLAGS="-D warnings" timed cargo doc --quiet --locked --profile ci --no-deps --workspace
 }
 
 lint_backend_features() {

@@ -40,13 +40,20 @@ export FENCELOCK_REQUIRE_SERVERS=1
 export FENCELOCK_FAULTS_PROFILE=ci
 
 section rust "Rust: core and the fencelock command"
+# uniffi-bindgen, which the release step's JVM jar runs: about two minutes of compiling, niced
+# from here on (the compiles below leave CPU idle while they link, the tests after them most of
+# it), in a target folder of its own that bindings/jvm/pom.xml looks in.
+bindgen_log=target/bindgen_build.log
+step 1800 nice -n 19 cargo build -q -p fencelock-jvm-bindgen --profile ci \
+    --target-dir target/bindgen >"$bindgen_log" 2>&1 &
+bindgen=$!
 # Four test executables: the core's unit tests, its `it` binary (the lock contract on every
 # backend and each backend's own tests; nothing in it disturbs a shared server), its `faults`
 # binary (scenarios that restart, stop or cut the shared servers) and the command's `it` (its
 # unit tests too). Built in profile ci, whose dependencies are compiled without optimisation:
 # about 3 times less compiling than the dev profile (deps at opt-level 1), for tests that run
-# about a fifth longer (they mostly wait on servers). The doctests next, while nothing else
-# compiles.
+# about a fifth longer (they mostly wait on servers), and on the build scripts and proc macros
+# lint's clippy compiled in that profile. The doctests next.
 step 1800 cargo test --no-run -q --profile ci --message-format=json-render-diagnostics \
     -p fencelock -p fencelock-cli --lib --bins --tests >target/test-builds.json
 step 300 cargo test -q --profile ci -p fencelock --doc
@@ -61,17 +68,13 @@ run_tests() { # run_tests LIMIT KEY [test binary args...]
     shift 2
     (cd "${test_dir[$key]}" && step "$limit" "${test_bin[$key]}" "$@")
 }
-# Beside the tests, which mostly wait on servers and on the processes they start, niced below
-# them: uniffi-bindgen, which the release step's JVM jar runs (about 2 minutes of compiling, in
-# a target folder of its own that bindings/jvm/pom.xml looks in), and the fault suite's Rust
-# workers (on the dependencies compiled for the tests above).
+# Beside the tests, niced below them: lint's check of the core with each backend feature alone
+# (check mode, on clippy's artifacts) and the fault suite's Rust workers (on the tests'
+# dependencies).
 beside_log=target/beside_rust_tests.log
-step 1800 bash -c 'nice -n 10 cargo build -q -p fencelock-jvm-bindgen --profile ci \
-        --target-dir target/bindgen &
-    bindgen=$!
-    nice -n 10 tests/faults/run.sh build-workers || exit 1
-    wait "$bindgen" || exit 1
-    echo "(uniffi-bindgen and the fault workers built in ${SECONDS} s)"' \
+step 1800 bash -c 'nice -n 15 bash tests/lint.sh backend-features &&
+    nice -n 15 tests/faults/run.sh build-workers &&
+    echo "(the feature check and the fault workers done in ${SECONDS} s)"' \
     >"$beside_log" 2>&1 &
 beside=$!
 failed=()
@@ -96,9 +99,10 @@ run_tests 1200 core/it --test-threads 8 || failed+=("the core's integration test
 wait "$cli_tests" || failed+=("the command's tests")
 echo "--- the command's tests, run beside the core's:"
 cat "$cli_log"
-wait "$beside" || failed+=("the build of uniffi-bindgen or of the fault workers")
-echo "--- the builds beside the tests:"
+wait "$beside" || failed+=("the feature check or the build of the fault workers")
+echo "--- beside the tests:"
 cat "$beside_log"
+wait "$bindgen" || { cat "$bindgen_log"; failed+=("the build of uniffi-bindgen"); }
 [[ ${#failed[@]} == 0 ]] || { echo "failed: ${failed[*]}"; exit 1; }
 # The Redis lock tests with every script sent twice (the test-only duplicate-scripts build)
 # run in the soak (tests/faults/run.sh soak), outside CI's budget.
@@ -114,20 +118,16 @@ version="$(python3 release/version.py)"
 section python "Python (the release wheel)"
 FENCELOCK_WHEEL="$(ls "$PWD"/dist/fencelock-"$version"-*.whl)" step 900 python/run-tests.sh
 
-# Beside the Node and JVM suites, which mostly wait on servers, niced below them: the source
-# installs for platforms without a prebuilt artifact (the sdist through pip, the npm package
-# without its platform package: 3 minutes of compiling on an idle machine), and lint's check of
-# the core with each backend feature alone (about 80 s of compiling in check mode beside
-# clippy's artifacts in target/, which nothing else uses then). Their logs are printed before
-# the fault suite, which needs the machine to itself. Not beside the Python suite: its test of a
-# clean exit with daemon threads waiting in fencelock crashed once there (a known, open bug of
-# the interpreter's shutdown, CHANGELOG), and CPU contention widens that window.
-beside_source=target/source_installs.log beside_features=target/backend_features.log
+# The source installs for platforms without a prebuilt artifact (the sdist through pip, the npm
+# package without its platform package): 3 minutes of compiling on an idle machine, run niced
+# beside the Node and JVM suites, which mostly wait on servers; its log is printed before the
+# fault suite, which needs the machine to itself. Not beside the Python suite: its test of a clean
+# exit with daemon threads waiting in fencelock crashed once there (a known, open bug of the
+# interpreter's shutdown, CHANGELOG), and CPU contention widens that window.
+beside_source=target/source_installs.log
 FENCELOCK_SOURCE_PROFILE=ci CARGO_TARGET_DIR="$PWD/target/source-builds" \
     step 900 nice -n 19 release/source-smoke.sh >"$beside_source" 2>&1 &
 source_installs=$!
-step 900 nice -n 15 bash tests/lint.sh backend-features >"$beside_features" 2>&1 &
-backend_features=$!
 
 section node "Node.js (the release platform package's native module)"
 FENCELOCK_NPM_PLATFORM_PACKAGE="$PWD/dist/fencelock-linux-x64-gnu-$version.tgz" step 900 node/run-tests.sh
@@ -137,13 +137,11 @@ section jvm "JVM: Kotlin and Java (the release's native library)"
 FENCELOCK_PROFILE=ci FENCELOCK_JVM_LIBRARY="$PWD/target/dist-native/x86_64-unknown-linux-gnu/ci/libfencelock_jvm.so" \
     step 900 bindings/jvm/run-tests.sh
 
-section source "Source installs and the backend-feature check (run beside the Node and JVM suites)"
-failed=()
-wait "$source_installs" || failed+=("the source installs")
+section source "Source installs (release/source-smoke.sh, run beside the Node and JVM suites above)"
+source_failed=0
+wait "$source_installs" || source_failed=1
 grep -v '^ *Compiling ' "$beside_source"
-wait "$backend_features" || failed+=("the check of each backend feature alone")
-cat "$beside_features"
-[[ ${#failed[@]} == 0 ]] || { echo "failed: ${failed[*]}"; exit 1; }
+[[ $source_failed == 0 ]] || { echo "the source installs failed"; exit 1; }
 
 section faults "Fault injection (tests/faults: its own servers; every scenario x backend once, then the broken build)"
 # Last: it needs the Python package and the Node module built above. About 4 minutes.
