@@ -22,31 +22,37 @@ shift
 setsid env --default-signal=INT,QUIT "$@" </dev/null &
 step=$!
 
-waited=0
-while kill -0 "$step" 2>/dev/null; do
-    if [ "$waited" -ge "$limit" ]; then
-        printf '\n!!! step still running after %ss, stopping it: %s\n' "$limit" "$*"
-        echo "--- processes of the step (process group $step), and where each waits:"
-        ps -o pid,ppid,stat,etimes,wchan:32,args -g "$step" --forest || true
-        echo "--- threads' stacks of the test processes (gdb):"
-        for pid in $(ps -o pid= -g "$step"); do
-            comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-            case "$comm" in
-                bash | sh | sleep | timeout | tee | cat | "") continue ;;
-            esac
-            printf '\n--- %s %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-200)"
-            if command -v gdb >/dev/null; then
-                timeout 60 gdb -p "$pid" -batch -nx -ex 'thread apply all bt 12' 2>/dev/null |
-                    grep -E '^(Thread|#)' | head -150 || true
-            fi
-        done
-        kill -TERM -- "-$step" 2>/dev/null
-        sleep 10
-        kill -KILL -- "-$step" 2>/dev/null
-        wait "$step" 2>/dev/null
-        exit 124
-    fi
-    sleep 2
-    waited=$((waited + 2))
-done
+started=$SECONDS
+# The time limit runs beside the step, and `wait -n` returns with whichever ends first: the
+# step's end is seen at once, not at the next turn of a polling loop.
+sleep "$limit" &
+limit_timer=$!
+wait -n "$step" "$limit_timer"
+if kill -0 "$step" 2>/dev/null; then
+    printf '\n!!! step still running after %ss, stopping it: %s\n' "$limit" "$*"
+    echo "--- processes of the step (process group $step), and where each waits:"
+    ps -o pid,ppid,stat,etimes,wchan:32,args -g "$step" --forest || true
+    echo "--- threads' stacks of the test processes (gdb):"
+    for pid in $(ps -o pid= -g "$step"); do
+        comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
+        case "$comm" in
+            bash | sh | sleep | timeout | tee | cat | "") continue ;;
+        esac
+        printf '\n--- %s %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-200)"
+        if command -v gdb >/dev/null; then
+            timeout 60 gdb -p "$pid" -batch -nx -ex 'thread apply all bt 12' 2>/dev/null |
+                grep -E '^(Thread|#)' | head -150 || true
+        fi
+    done
+    kill -TERM -- "-$step" 2>/dev/null
+    sleep 10
+    kill -KILL -- "-$step" 2>/dev/null
+    wait "$step" 2>/dev/null
+    exit 124
+fi
 wait "$step"
+rc=$?
+kill "$limit_timer" 2>/dev/null
+# Each step's wall time, for finding where CI's time goes (tests/CI.md has the sections').
+printf '(step: %ss, exit %s: %s)\n' $((SECONDS - started)) "$rc" "$(printf '%s ' "$@" | cut -c1-100)" >&2
+exit "$rc"
