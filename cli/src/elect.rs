@@ -85,7 +85,9 @@ async fn lead(
         Ok(l) => l,
         Err(e) => return fail(e),
     };
-    let grace = effective_grace(args.grace, args.ttl);
+    // Timed from the lease's real life (on ZooKeeper the session timeout, not --ttl), once:
+    // every term's lease comes from this Locker.
+    let mut grace = None;
     let code = loop {
         let leadership = tokio::select! {
             won = locker.campaign(&args.name, options) => match won {
@@ -96,12 +98,13 @@ async fn lead(
         };
         let term = leadership.term().to_string();
         eprintln!("fencelock: leading {:?} in term {term}", args.name);
+        let ttl = leadership.lease().ttl();
         let spec = ChildSpec {
             command: &args.command,
             program,
             lock_name: &args.name,
-            ttl: args.ttl,
-            grace,
+            ttl,
+            grace: *grace.get_or_insert_with(|| effective_grace(args.grace, ttl)),
             env: vec![("FENCELOCK_TERM", term.clone()), ("FENCELOCK_TOKEN", term)],
         };
         let outcome = run_child(&spec, leadership.lease(), supervision, &mut signals).await;

@@ -169,13 +169,14 @@ async fn hold_and_run(
         }
         Err(e) => return fail(e),
     };
-    let grace = effective_grace(args.grace, args.ttl);
+    // Timed from the lease's real life: on ZooKeeper the session timeout, not --ttl.
+    let ttl = lease.ttl();
     let spec = ChildSpec {
         command: &args.command,
         program,
         lock_name: &args.name,
-        ttl: args.ttl,
-        grace,
+        ttl,
+        grace: effective_grace(args.grace, ttl),
         env: vec![(token_variable(mode), lease.token().to_string())],
     };
     let code = match Signals::install() {

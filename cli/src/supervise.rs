@@ -53,7 +53,7 @@ pub struct ChildSpec<'a> {
     /// CMD's executable, found on PATH.
     pub program: &'a Path,
     pub lock_name: &'a str,
-    /// The lease's ttl.
+    /// The lease's real life ([`fencelock::Lease::ttl`]: on ZooKeeper the session timeout).
     pub ttl: Duration,
     /// When renewals fail, SIGTERM the group this long before the client deadline (below ttl/3:
     /// see [`effective_grace`]).

@@ -10,3 +10,4 @@ mod primitives;
 mod run;
 mod secrets;
 mod supervisor;
+mod zookeeper;

@@ -114,6 +114,14 @@ impl Lease {
         Some(unpoisoned(&self.shared.state).expires_at)
     }
 
+    /// How long the lease lives from one renewal to the next: the ttl asked for (or set by
+    /// the last [`Lease::extend`]), except on ZooKeeper, where the lease lives by its session
+    /// and this is the session timeout the server granted. Anything timed from the lease's
+    /// life (a grace before its deadline, a watchdog's silence) is timed from this.
+    pub fn ttl(&self) -> Duration {
+        unpoisoned(&self.shared.state).ttl
+    }
+
     /// The client deadline, on CLOCK_BOOTTIME.
     pub fn deadline(&self) -> BootInstant {
         unpoisoned(&self.shared.state).deadline

@@ -140,7 +140,7 @@ pub(super) fn wall_expiry(
         .unwrap_or(sent_wall)
 }
 
-pub(super) fn client_deadline(
+pub(crate) fn client_deadline(
     backend: &dyn Backend,
     sent_at: BootInstant,
     ttl: Duration,

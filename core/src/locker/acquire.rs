@@ -255,10 +255,31 @@ impl LockerInner {
                 )));
             }
         };
-        guard.backend = None;
+        self.hook("acquire_answered");
         match attempt {
-            Attempt::Held { expires_in } => Ok(AttemptOutcome::Held(expires_in)),
+            Attempt::Held { expires_in } => {
+                guard.backend = None;
+                Ok(AttemptOutcome::Held(expires_in))
+            }
             Attempt::Acquired { token, origin } => {
+                let ttl = self.backend.lease_ttl(options.ttl);
+                let counted_from = self.backend.expiry_counted_from(owner).unwrap_or(sent_at);
+                if crate::lease::state::client_deadline(self.backend.as_ref(), counted_from, ttl)
+                    .has_passed()
+                {
+                    // The grant is handled after its lease's client deadline (a stalled
+                    // process, a reply stuck in a queue): the server may already have handed
+                    // the lock to somebody else. Never a lease that is lost before it is
+                    // returned (docs/design.md §1.2): the guard releases the grant by owner id
+                    // in the background, and the caller's acquire goes on within its wait.
+                    return Err(Error::unavailable(format!(
+                        "lock {:?} was granted, but the answer was handled {:?} after the \
+                         request, past the lease's client deadline; it is given back",
+                        name.as_str(),
+                        sent_at.elapsed()
+                    )));
+                }
+                guard.backend = None;
                 let id = self.leases.next_id();
                 let shared = crate::lease::start(NewLease {
                     id,
@@ -273,10 +294,10 @@ impl LockerInner {
                     sent_at,
                     deployment: self.deployment.clone(),
                     origin,
-                    counted_from: self.backend.expiry_counted_from(owner).unwrap_or(sent_at),
+                    counted_from,
                     answered_at: BootInstant::now(),
                     sent_wall,
-                    ttl: self.backend.lease_ttl(options.ttl),
+                    ttl,
                     auto_renew: options.auto_renew,
                     max_hold: options.max_hold,
                     pipelined_release: options.pipelined_release,

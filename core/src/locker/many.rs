@@ -2,6 +2,8 @@
 //! canonical order, so two callers taking overlapping sets never hold one name each while
 //! waiting for the other's.
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::Locker;
@@ -24,7 +26,9 @@ impl Locker {
     /// # Errors
     /// INVALID_ARGUMENT for no names, more than [`MAX_NAMES_AT_ONCE`], a name given twice or a
     /// bad name (before anything is taken); otherwise the first error of a part (TIMEOUT naming
-    /// the name that stayed busy), after the parts already taken were released.
+    /// the name that stayed busy), after the parts already taken were released; TIMEOUT also
+    /// when a part was lost while a later one was waited for and the wait ran out before the
+    /// whole could be taken again. A whole is returned only if every part is held then.
     ///
     /// # Cancellation safety
     /// Dropping the future releases the parts taken so far in the background, as dropping
@@ -69,25 +73,86 @@ impl Locker {
         let given_up_at = options
             .wait
             .and_then(|wait| Instant::now().checked_add(wait));
-        let mut parts: Vec<Lease> = Vec::with_capacity(names.len());
-        for name in &names {
-            let remaining = given_up_at.map(|at| at.saturating_duration_since(Instant::now()));
-            let part_options = options.clone().with_wait(remaining.or(options.wait));
-            let lock = self.mutex(name.as_str())?;
-            let taken = match scope {
-                Some(scope) => lock.acquire_in(scope, &part_options).await,
-                None => lock.acquire(&part_options).await,
-            };
-            match taken {
-                Ok(lease) => parts.push(lease),
-                Err(e) => {
-                    give_back(parts).await;
-                    return Err(e);
+        // A whole is returned only if every part is held when it returns (docs/design.md §1.9):
+        // a part taken earlier can be lost, and taken by somebody else, while a later one is
+        // waited for. Then every part is given back and the whole is taken again from the
+        // first name, within the wait: retaking only the lost one while holding later names
+        // would break the canonical order that keeps two callers from deadlocking.
+        loop {
+            let mut parts: Vec<Lease> = Vec::with_capacity(names.len());
+            let mut lost_while_waiting = None;
+            for name in &names {
+                let remaining = given_up_at.map(|at| at.saturating_duration_since(Instant::now()));
+                let part_options = options.clone().with_wait(remaining.or(options.wait));
+                let lock = self.mutex(name.as_str())?;
+                let taking = async {
+                    match scope {
+                        Some(scope) => lock.acquire_in(scope, &part_options).await,
+                        None => lock.acquire(&part_options).await,
+                    }
+                };
+                let taken = tokio::select! {
+                    biased;
+                    taken = taking => Some(taken),
+                    _ = any_lost(&parts) => None,
+                };
+                match taken {
+                    Some(Ok(lease)) => parts.push(lease),
+                    Some(Err(e)) => {
+                        give_back(parts).await;
+                        return Err(e);
+                    }
+                    None => {
+                        lost_while_waiting = Some(name);
+                        break;
+                    }
                 }
             }
+            if lost_while_waiting.is_none() && parts.iter().all(Lease::is_held) {
+                return Ok(MultiLease::new(parts));
+            }
+            let lost = parts
+                .iter()
+                .find(|part| !part.is_held())
+                .map_or_else(String::new, |part| part.name().to_string());
+            give_back(parts).await;
+            let waited_for = lost_while_waiting.map_or("the last part", LockName::as_str);
+            if given_up_at.is_some_and(|at| Instant::now() >= at) {
+                return Err(Error::timeout(format!(
+                    "lock {lost:?} was lost while the multi-name lock waited for {waited_for:?}, \
+                     and the wait ran out before it could be taken again"
+                )));
+            }
+            flog!(
+                info,
+                lock = lost.as_str(),
+                "lost while the multi-name lock waited for {waited_for:?}: every part is given \
+                 back and taken again"
+            );
         }
-        Ok(MultiLease::new(parts))
     }
+}
+
+/// Completes when any of `parts` is lost (never while none is).
+async fn any_lost(parts: &[Lease]) {
+    let mut waits: Vec<_> = parts
+        .iter()
+        .map(|part| {
+            let signal = part.lost_signal();
+            Box::pin(async move { signal.wait().await })
+        })
+        .collect();
+    std::future::poll_fn(|cx| {
+        if waits
+            .iter_mut()
+            .any(|wait| wait.as_mut().poll(cx).is_ready())
+        {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// The names checked and sorted, so every caller takes a set in the same order.

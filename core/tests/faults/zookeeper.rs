@@ -42,8 +42,9 @@ fn ensemble_url() -> String {
 }
 
 /// A TCP proxy in front of one ZooKeeper server that can freeze traffic (a partition: nothing
-/// passes, connections stay open) and can cut a connection right after it forwarded a create
-/// request, so the client never sees the reply.
+/// passes, connections stay open), can cut a connection right after it forwarded a create
+/// request, so the client never sees the reply, and can freeze just before a delete request,
+/// which is then lost with the connection.
 struct Proxy {
     addr: SocketAddr,
     paused: Arc<AtomicBool>,
@@ -51,44 +52,67 @@ struct Proxy {
     epoch: Arc<AtomicUsize>,
     cut_after_create: Arc<AtomicBool>,
     cuts: Arc<AtomicUsize>,
+    hold_next_delete: Arc<AtomicBool>,
+    held_deletes: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What a relay does to the frames it sees.
+#[derive(Clone)]
+struct Faults {
+    paused: Arc<AtomicBool>,
+    epoch: Arc<AtomicUsize>,
+    cut_after_create: Arc<AtomicBool>,
+    cuts: Arc<AtomicUsize>,
+    hold_next_delete: Arc<AtomicBool>,
+    held_deletes: Arc<AtomicUsize>,
 }
 
 /// ZooKeeper opcodes of the requests that create nodes (create, create2, createContainer).
 const CREATE_OPCODES: [i32; 3] = [1, 15, 19];
 
+/// ZooKeeper's opcode of a delete request.
+const DELETE_OPCODE: i32 = 2;
+
 impl Proxy {
     async fn start(target: String) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let paused = Arc::new(AtomicBool::new(false));
-        let epoch = Arc::new(AtomicUsize::new(0));
-        let cut_after_create = Arc::new(AtomicBool::new(false));
-        let cuts = Arc::new(AtomicUsize::new(0));
+        let faults = Faults {
+            paused: Arc::new(AtomicBool::new(false)),
+            epoch: Arc::new(AtomicUsize::new(0)),
+            cut_after_create: Arc::new(AtomicBool::new(false)),
+            cuts: Arc::new(AtomicUsize::new(0)),
+            hold_next_delete: Arc::new(AtomicBool::new(false)),
+            held_deletes: Arc::new(AtomicUsize::new(0)),
+        };
         let task = {
-            let (paused, epoch, cut, cuts) = (
-                paused.clone(),
-                epoch.clone(),
-                cut_after_create.clone(),
-                cuts.clone(),
-            );
+            let faults = faults.clone();
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     let Ok(server) = TcpStream::connect(&target).await else {
                         continue;
                     };
-                    let (paused, epoch, cut, cuts) =
-                        (paused.clone(), epoch.clone(), cut.clone(), cuts.clone());
-                    tokio::spawn(relay(client, server, paused, epoch, cut, cuts));
+                    tokio::spawn(relay(client, server, faults.clone()));
                 }
             })
         };
+        let Faults {
+            paused,
+            epoch,
+            cut_after_create,
+            cuts,
+            hold_next_delete,
+            held_deletes,
+        } = faults;
         Proxy {
             addr,
             paused,
             epoch,
             cut_after_create,
             cuts,
+            hold_next_delete,
+            held_deletes,
             task,
         }
     }
@@ -112,14 +136,15 @@ impl Drop for Proxy {
 
 /// Relays one connection until either side closes, the proxy resumes after a pause (the
 /// connection is then dropped) or a create is cut.
-async fn relay(
-    client: TcpStream,
-    server: TcpStream,
-    paused: Arc<AtomicBool>,
-    epoch: Arc<AtomicUsize>,
-    cut: Arc<AtomicBool>,
-    cuts: Arc<AtomicUsize>,
-) {
+async fn relay(client: TcpStream, server: TcpStream, faults: Faults) {
+    let Faults {
+        paused,
+        epoch,
+        cut_after_create: cut,
+        cuts,
+        hold_next_delete,
+        held_deletes,
+    } = faults;
     let born = epoch.load(Ordering::SeqCst);
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
@@ -157,6 +182,11 @@ async fn relay(
                 let opcode = (frames > 0 && len >= 8)
                     .then(|| i32::from_be_bytes(frame[8..12].try_into().unwrap()));
                 frames += 1;
+                if opcode == Some(DELETE_OPCODE) && hold_next_delete.swap(false, Ordering::SeqCst) {
+                    // Frozen before the delete is sent: resuming drops it with the connection.
+                    paused.store(true, Ordering::SeqCst);
+                    held_deletes.fetch_add(1, Ordering::SeqCst);
+                }
                 while paused.load(Ordering::SeqCst) && alive() {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
@@ -643,4 +673,56 @@ async fn killing_the_leader_moves_clients_and_never_double_holds() {
         .await
         .unwrap();
     println!("leader zk-ensemble-{leader} killed; the holder kept its lease: {held_through}");
+}
+
+/// A semaphore waiter that gets its permit deletes its place on the internal mutex; when that
+/// delete is lost with the connection while the acquire is dropped (a caller's timeout, a
+/// cancelled task), the place must still go (safety review L2). Left behind, it sat at the head
+/// of the internal mutex for as long as the waiter's session lived, and every participant,
+/// Curator's too, queued behind it: here another Locker's acquire timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permits_place_whose_delete_is_lost_with_a_dropped_acquire_is_still_deleted() {
+    let _serial = serial();
+    let proxy = Proxy::start(zk_host()).await;
+    // A session that outlives the test: only a delete can free the place.
+    let waiter = Locker::connect_with(
+        &format!("zk://{}?session_timeout_ms=40000&tick_ms=500", proxy.addr),
+        LockerOptions::default().with_operation_timeout(Duration::from_secs(3)),
+    )
+    .await
+    .unwrap();
+    let direct = Locker::connect(&format!("zk://{}", zk_host()))
+        .await
+        .unwrap();
+    let name = unique("stranded-place");
+    let options = LockOptions::default().with_wait(Some(Duration::from_secs(20)));
+    // Once first, so the folders exist and the next acquire's first delete is its place's.
+    let warm = waiter.semaphore(&name, 1).unwrap().acquire(&options).await;
+    warm.unwrap().release().await.unwrap();
+    proxy.hold_next_delete.store(true, Ordering::SeqCst);
+    let acquiring = {
+        let (waiter, name, options) = (waiter.clone(), name.clone(), options.clone());
+        tokio::spawn(async move { waiter.semaphore(&name, 1)?.acquire(&options).await })
+    };
+    let started = Instant::now();
+    while proxy.held_deletes.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the permit's delete never came"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    acquiring.abort();
+    let _ = acquiring.await;
+    // The frozen connection closes with the held delete; the client reconnects, session alive.
+    proxy.resume();
+    let lease = direct
+        .semaphore(&name, 1)
+        .unwrap()
+        .acquire(&options)
+        .await
+        .expect("another participant gets the permit once the dropped acquire's nodes are gone");
+    lease.release().await.unwrap();
+    waiter.close().await;
+    direct.close().await;
 }

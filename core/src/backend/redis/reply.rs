@@ -50,6 +50,11 @@ pub(in crate::backend) fn parse_attempt(v: &Value) -> Result<Attempt> {
                 expires_in: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
             })
         }
+        // Only a resent request whose owner id already released can get this; no caller of
+        // a live acquisition does (owner ids are never reused). Retryable, like a lost reply.
+        (Some(super::scripts::RELEASED_BEFORE), None) => Err(Error::unavailable(
+            "the acquire ran after this acquisition's own release (a resent request): refused",
+        )),
         _ => Err(bad()),
     }
 }

@@ -28,13 +28,22 @@
 //! - renew: the owner still matches; PEXPIRE again (never a false "not ours").
 //! - release: the lock is gone and the owner id is in the tombstone: released (never a false
 //!   NOT_HELD or LOST). An operator's force release writes no tombstone, so the owner of a lock
-//!   taken from it is still told so; acquire ignores the tombstone.
+//!   taken from it is still told so.
+//! - acquire after release: the lock is gone and the owner id is in the tombstone: refused
+//!   ([`RELEASED_BEFORE`]), never taken again. The in-flight guard of an acquire that got no
+//!   answer releases by owner id; a resent acquire executed after that release would otherwise
+//!   re-create a lock nobody holds a lease for, until its ttl.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
 pub const LAYOUT_VERSION: &str = "1";
+
+/// [`ACQUIRE`]'s answer to an owner id whose lock was released already: a replayed acquire.
+/// Distinct from the shared kinds' codes (`super::shared_scripts`), whose replies the same
+/// parser reads.
+pub const RELEASED_BEFORE: i64 = 5;
 
 /// Tokens are decimal strings in every script, never Lua numbers (doubles, exact only below
 /// 2^53): `gt(a, b)` compares two of them (non-negative, no leading zeros) exactly, and
@@ -88,7 +97,9 @@ pub const FENCE_COUNTER_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 /// other kinds. ARGV: owner, ttl ms, holder, layout version, counter ttl ms, a new origin mark
 /// (16 hex digits), and from Redlock a proposed token and its cap in µs (see [`LUA_GT`]).
 /// Returns `{1, token, origin}` when taken (`{1, token}` without the third key), `{0, pttl}`
-/// when held (pttl -1: held with no expiry), `{2, kind}` when the name is in use as a semaphore
+/// when held (pttl -1: held with no expiry), `{5}` ([`RELEASED_BEFORE`]) when this owner's lock
+/// was released already (a replay: the tombstone `<lock>:gone`, one GET when the lock is free),
+/// `{2, kind}` when the name is in use as a semaphore
 /// or read-write lock (the shared hash exists exactly while it has a live lease or waiter:
 /// [`super::shared_scripts`]; one HGET, which every ACL that ran earlier versions grants).
 /// The token is `max(counter + 1, the server's TIME in µs)`. A lock that is already this
@@ -112,6 +123,12 @@ if pttl ~= -2 then
     return {1, token}
   end
   return {0, pttl}
+end
+local gone = redis.call('GET', KEYS[1] .. ':gone')
+if gone then
+  for owner in string.gmatch(gone, '%S+') do
+    if owner == ARGV[1] then return {5} end
+  end
 end
 if KEYS[4] then
   local kind = redis.call('HGET', KEYS[4], 'kind')

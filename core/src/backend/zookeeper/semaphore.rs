@@ -44,6 +44,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::cleanup::DeleteOnDrop;
 use super::error::{CONNECTION_KEPT_DROPPING, QUEUE_KEPT_CHANGING, Retry, ZkError, retry};
 use super::queue::{Position, position_in, wait_for_fresh_proof};
 use super::rwlock::read_node;
@@ -210,7 +211,17 @@ impl Inner {
                 node.watch = None;
                 node.czxid as u64
             };
+            // Forgotten by the node record above, so handed to the cleanup task should this
+            // future be dropped before the delete is confirmed: a delete lost with the
+            // connection meanwhile would leave our place at the head of the internal mutex,
+            // blocking every participant (Curator's too) until this session ends.
+            let mut unconfirmed = DeleteOnDrop {
+                inner: self,
+                nodes: vec![(session.generation, queue.clone())],
+            };
             let _ = self.delete_own(&session, &queue).await;
+            // Deleted, or handed to the cleanup task by delete_own when it could not be.
+            unconfirmed.nodes.clear();
             wait_for_fresh_proof(&session).await;
             return Ok(Attempt::Acquired {
                 token,
@@ -346,25 +357,40 @@ impl Inner {
     }
 
     /// Deletes every holder's lease node (see [`Inner::inspect_semaphore`] for who holds);
-    /// their own-node watches tell them at once. `Ok(false)` when nobody held a permit.
+    /// their own-node watches tell them at once. With them, any place a holder still has on the
+    /// internal mutex: a holder deletes its place once its permit is granted, so one left
+    /// behind (its delete lost with a connection) would block every participant, Curator's
+    /// too, until that holder's session ended. `Ok(false)` when nobody held a permit.
     pub(super) async fn force_release_semaphore(
         &self,
         session: &Session,
         folder: &str,
     ) -> Result<bool> {
-        let leases = &leases_folder(folder);
+        let (locks, leases) = (&locks_folder(folder), &leases_folder(folder));
         retry("force release", QUEUE_KEPT_CHANGING, |_| async move {
             let (_, holders) = semaphore_holders(session, folder).await?;
             if holders.is_empty() {
                 return Ok(false);
             }
+            let queued = match session.client.list_children(locks).await {
+                Ok(children) => children,
+                Err(ZkError::NoNode) => Vec::new(),
+                Err(e) => return Err(Retry::zk("listing the semaphore queue", e)),
+            };
+            // `_c_<owner>-`: a holder's lease node and its place in the queue share it.
+            let owners: Vec<&str> = holders
+                .iter()
+                .filter_map(|(_, node)| node.rsplit_once(LEASE_LABEL).map(|(owner, _)| owner))
+                .collect();
+            let stranded = queued.iter().filter(|child| {
+                owners.iter().any(|owner| child.starts_with(owner))
+                    && child.contains(layout::LOCK_LABEL)
+            });
             let mut deleted = false;
-            for (_, node) in &holders {
-                match session
-                    .client
-                    .delete(&format!("{leases}/{node}"), None)
-                    .await
-                {
+            let holder_nodes = holders.iter().map(|(_, node)| format!("{leases}/{node}"));
+            let stranded_nodes = stranded.map(|child| format!("{locks}/{child}"));
+            for path in holder_nodes.chain(stranded_nodes) {
+                match session.client.delete(&path, None).await {
                     Ok(()) => deleted = true,
                     Err(ZkError::NoNode) => {}
                     Err(e) => return Err(Retry::zk("deleting a semaphore holder's node", e)),

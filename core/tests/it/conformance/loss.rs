@@ -23,6 +23,7 @@ contract!(
     leases_due_together_renew_together_and_one_forced_away_is_lost_alone,
     max_hold_stops_renewals,
     a_panicking_metrics_sink_neither_delays_nor_loses_the_lost_signal,
+    a_grant_handled_past_its_deadline_is_never_returned,
 );
 
 /// A ttl short enough that losses and renewals come quickly, long enough that a renewal
@@ -269,4 +270,46 @@ async fn a_panicking_metrics_sink_neither_delays_nor_loses_the_lost_signal(targe
         );
     }
     locker.close().await;
+}
+
+/// An acquire returns a lease only if it is held when it returns (docs/design.md §1.2): a grant
+/// whose answer is handled after the lease's client deadline (here the Locker stalls for longer
+/// than the ttl, on ZooKeeper the session, between the answer and the lease, as a paused
+/// process would) is given back, and the acquire takes the lock again within its wait. Before
+/// this rule the stalled acquire returned a lease that was already lost.
+async fn a_grant_handled_past_its_deadline_is_never_returned(target: Target) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let stall = Arc::new(AtomicBool::new(true));
+    let hook = {
+        let stall = stall.clone();
+        fencelock::options::TestHook(Arc::new(move |point: &'static str| {
+            // Longer than UNRENEWED and than ZooKeeper's 2 s session, once.
+            if point == "acquire_answered" && stall.swap(false, Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(2600));
+            }
+        }))
+    };
+    let mut options = LockerOptions::default();
+    options.test_hook = Some(hook);
+    let (locker, observer) = (target.locker_with(options).await, target.locker().await);
+    let name = unique("late-grant");
+    let lease = locker
+        .acquire(
+            &name,
+            &LockOptions::default()
+                .with_ttl(UNRENEWED)
+                .with_wait(Some(SOON)),
+        )
+        .await
+        .unwrap();
+    assert!(!stall.load(Ordering::SeqCst), "the first grant was stalled");
+    lease
+        .ensure_held()
+        .expect("an acquire returns a lease that is held");
+    let info = observer.inspect(&name).await.unwrap();
+    assert!(info.held, "the server holds it for the lease returned");
+    assert_eq!(info.token, Some(lease.token()));
+    lease.release().await.unwrap();
+    close(vec![locker, observer]).await;
 }

@@ -2,9 +2,11 @@
 //! nothing, in one canonical order (two callers taking overlapping sets in opposite orders
 //! never deadlock), one token per name, one release, lost when any part is lost.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fencelock::{ErrorCode, LockOptions, LossReason, MAX_NAMES_AT_ONCE, MultiLease, Scope};
+use fencelock::{
+    ErrorCode, LockEventKind, LockOptions, LossReason, MAX_NAMES_AT_ONCE, MultiLease, Scope,
+};
 
 use crate::conformance::backends::Target;
 use crate::conformance::exclusion::close;
@@ -17,6 +19,7 @@ contract!(
     a_multi_lock_takes_all_or_nothing,
     overlapping_multi_locks_in_opposite_orders_do_not_deadlock,
     a_multi_lock_is_lost_when_any_part_is,
+    a_part_lost_while_a_later_one_is_waited_for_is_taken_again,
     bad_name_sets_are_refused_before_anything_is_taken,
 );
 
@@ -156,6 +159,79 @@ async fn a_multi_lock_is_lost_when_any_part_is(target: Target) {
             .unwrap();
     }
     close(vec![holder, operator]).await;
+}
+
+/// A part taken, then lost while the multi-lock waits for a later one (forced away and taken by
+/// somebody else), is never handed over as held (docs/design.md §1.9): the whole is returned
+/// only once every part is held again. Before this rule the multi-lock returned as soon as the
+/// later part was free, its first part held by the thief.
+async fn a_part_lost_while_a_later_one_is_waited_for_is_taken_again(target: Target) {
+    let (locker, probe) = target.probed_locker().await;
+    let (rival, operator) = (target.locker().await, target.locker().await);
+    let set = names("lost-while-waiting", 2);
+    let events = locker.subscribe();
+    let busy = rival.acquire(&set[1], &held()).await.unwrap();
+    // Parts renewed every second, so a forced release is noticed within about one.
+    let parts = LockOptions::default()
+        .with_ttl(Duration::from_secs(3))
+        .with_wait(Some(SOON));
+    let mut waiting = {
+        let (locker, set) = (locker.clone(), set.clone());
+        tokio::spawn(async move { locker.acquire_many(&refs(&set), &parts).await })
+    };
+    probe.until_waiting(&rival, &set[1]).await;
+    let waits_before_loss = probe.waits();
+    operator.force_release(&set[0]).await.unwrap();
+    let thief = operator.acquire(&set[0], &held()).await.unwrap();
+    let lost = tokio::time::timeout(SOON, async {
+        loop {
+            let event = events.recv().await.expect("the subscription ended");
+            if event.name == set[0] && event.kind == LockEventKind::Lost {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("the multi-lock's first part was never lost");
+    assert_eq!(lost.loss, Some(LossReason::TakenOver), "{lost:?}");
+    busy.release().await.unwrap();
+    // Now the second name is free and the first is the thief's: the multi-lock must not
+    // return. It waits for the first name again, leaving the second one free meanwhile.
+    let started = Instant::now();
+    loop {
+        if waiting.is_finished() {
+            break;
+        }
+        let first = operator.inspect(&set[0]).await.unwrap();
+        let second = operator.inspect(&set[1]).await.unwrap();
+        let waits_again = probe.waits() > waits_before_loss || !first.waiters.is_empty();
+        if waits_again && !second.held {
+            break;
+        }
+        assert!(
+            started.elapsed() < SOON,
+            "the multi-lock neither returned nor waited"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let returned_early = waiting.is_finished();
+    thief.release().await.unwrap();
+    let multi = tokio::time::timeout(SOON, &mut waiting)
+        .await
+        .expect("the multi-lock never got the whole once the thief let go")
+        .unwrap()
+        .unwrap();
+    assert!(
+        !returned_early,
+        "the multi-lock returned while its first part was the thief's (held: {:?})",
+        multi.ensure_held()
+    );
+    multi
+        .ensure_held()
+        .expect("a multi-lock returns a whole that is held");
+    assert!(multi.part(&set[0]).unwrap().token() > thief.token());
+    multi.release().await.unwrap();
+    close(vec![locker, rival, operator]).await;
 }
 
 async fn bad_name_sets_are_refused_before_anything_is_taken(target: Target) {

@@ -647,6 +647,11 @@ impl Replay {
 
     /// `(1, token)` taken, `(0, pttl)` held.
     async fn acquire(&mut self, owner: &str, ttl_ms: u64) -> (i64, String) {
+        redis::from_redis_value(self.acquire_reply(owner, ttl_ms).await).unwrap()
+    }
+
+    /// The acquire script's reply as it comes.
+    async fn acquire_reply(&mut self, owner: &str, ttl_ms: u64) -> redis::Value {
         Self::script("acquire")
             .key(&self.lock)
             .key(&self.fence)
@@ -834,6 +839,35 @@ async fn a_replayed_acquire_answers_taken_with_the_same_token() {
         assert!(pttl.parse::<i64>().unwrap() > 9_000, "{url}: {pttl}");
         assert_eq!(r.owner().await.as_deref(), Some(owner.as_str()), "{url}");
         assert_eq!(r.release(&owner).await, 1, "{url}");
+    }
+}
+
+/// An acquire that runs after its own acquisition's release (sent, unanswered, released by owner
+/// id by the in-flight guard, then resent by the Cluster client or delivered late) is refused:
+/// its owner id is in the tombstone. Before, it re-created the lock for an owner nobody holds a
+/// lease for, blocking everyone for a ttl (safety review N5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_replayed_after_its_release_takes_nothing() {
+    for url in replay_urls() {
+        let mut r = Replay::new(&url, &unique("replay-after-release")).await;
+        let owner = owner_id();
+        assert_eq!(r.acquire(&owner, 10_000).await.0, 1, "{url}");
+        assert_eq!(r.release(&owner).await, 1, "{url}");
+        let late = r.acquire_reply(&owner, 10_000).await;
+        assert_eq!(
+            r.pttl().await,
+            -2,
+            "{url}: the late acquire took the lock: {late:?}"
+        );
+        assert_eq!(
+            late,
+            redis::Value::Array(vec![redis::Value::Int(5)]),
+            "{url}: refused as a replay"
+        );
+        // Anybody else takes it at once.
+        let next = owner_id();
+        assert_eq!(r.acquire(&next, 10_000).await.0, 1, "{url}");
+        assert_eq!(r.release(&next).await, 1, "{url}");
     }
 }
 

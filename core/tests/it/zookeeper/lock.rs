@@ -601,3 +601,50 @@ async fn a_watch_event_type_is_what_the_own_node_watch_expects() {
         .unwrap();
     assert_eq!(event.event_type, EventType::NodeDeleted);
 }
+
+/// An operator's force release of a semaphore also clears a holder's place left on the internal
+/// mutex (a holder deletes it once its permit is granted; one whose delete was lost stays for
+/// as long as its session lives, and every participant queues behind it). Before, the force
+/// release deleted the lease nodes only and answered; the queue stayed blocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_semaphore_release_clears_a_holders_place_left_on_its_internal_mutex() {
+    let raw = raw().await;
+    let (holder, waiter, operator) = (
+        Locker::connect(&zk_url()).await.unwrap(),
+        Locker::connect(&zk_url()).await.unwrap(),
+        Locker::connect(&zk_url()).await.unwrap(),
+    );
+    let name = unique("stranded-sem");
+    let wait = |seconds| LockOptions::default().with_wait(Some(Duration::from_secs(seconds)));
+    let lease = holder
+        .semaphore(&name, 1)
+        .unwrap()
+        .acquire(&wait(20))
+        .await
+        .unwrap();
+    // The holder's place, as its lost delete leaves it: `_c_<its owner>-lock-<seq>` in `locks`,
+    // made here by a client of the test whose session outlives the test's Lockers.
+    let leases = children(&raw, &format!("{}/leases", folder(&name))).await;
+    let owner = leases[0].rsplit_once("lease-").unwrap().0.to_string();
+    raw.create(
+        &format!("{}/locks/{owner}lock-", folder(&name)),
+        b"",
+        &zookeeper_client::CreateMode::EphemeralSequential
+            .with_acls(zookeeper_client::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let sem = waiter.semaphore(&name, 1).unwrap();
+    let err = sem.acquire(&wait(1)).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Timeout, "{err}");
+    operator.force_release(&name).await.unwrap();
+    let next = sem
+        .acquire(&wait(20))
+        .await
+        .expect("the forced release cleared the holder's place too");
+    assert!(lease.lost_signal().is_set() || !lease.is_held());
+    next.release().await.unwrap();
+    for locker in [holder, waiter, operator] {
+        locker.close().await;
+    }
+}
