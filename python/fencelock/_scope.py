@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import threading
 import weakref
+from typing import Any, Awaitable
 
 _numbers = itertools.count(1)
 _thread = threading.local()
@@ -35,3 +36,11 @@ def current_scope() -> int:
     if number is None:
         number = _thread.number = next(_numbers)
     return number
+
+
+async def entered(acquiring: Awaitable[Any]) -> Any:
+    """What ``async with lock as x`` binds: awaits the acquisition and records its lease in the
+    Lock's table in the same step. A task cancelled after the acquire completed but before asyncio
+    handed it the result never gets here: the undelivered lease is then released in the
+    background rather than kept, held and renewed, in a table no exit will look at."""
+    return (await acquiring).receive()

@@ -27,6 +27,7 @@ mod multi;
 mod observe;
 mod options;
 mod runtime;
+mod scope;
 mod signal;
 mod spans;
 #[cfg(feature = "test-hooks")]
@@ -39,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<locker::PyLock>()?;
     m.add_class::<locker::PyLockInfo>()?;
     m.add_class::<locker::PyLockList>()?;
+    m.add_class::<scope::Entering>()?;
     m.add_class::<observe::PyLockEvent>()?;
     m.add_class::<observe::PyEventSubscription>()?;
     m.add_class::<observe::PyLogSubscription>()?;

@@ -2,8 +2,6 @@
 //! `read_lock(...)`, `write_lock(...)` and `leadership(...)`, `LockInfo`, and `connect`; the
 //! re-entry scopes of those context managers, which `lock_many(...)`'s (`multi.rs`) shares.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencelock::{
@@ -11,7 +9,6 @@ use fencelock::{
     Locker, Scope,
 };
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 
 use crate::election::{PyLeader, PyLeadership};
@@ -25,6 +22,9 @@ use crate::options::{
     locker_options, text,
 };
 use crate::runtime::{OnInterrupt, awaitable, refuse_waiting_inside_event_loop, wait};
+use crate::scope::{
+    Claim, Entering, Scopes, claim, current_scope, drop_scopes, new_scopes, received, take,
+};
 
 /// A client bound to one backend, made by `fencelock.connect(url)`.
 ///
@@ -95,19 +95,6 @@ impl PyLocker {
             None => Err(closed("the locker was closed")),
         }
     }
-}
-
-/// The caller's execution scope for re-entry: its asyncio task, else its thread
-/// (`fencelock._scope.current_scope`, where the reasons are written down).
-pub(crate) fn current_scope(py: Python<'_>) -> PyResult<Scope> {
-    static CURRENT_SCOPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let function = CURRENT_SCOPE.get_or_try_init(py, || {
-        py.import("fencelock._scope")?
-            .getattr("current_scope")
-            .map(Bound::unbind)
-    })?;
-    let number: u64 = function.call0(py)?.extract(py)?;
-    Ok(Scope::new(number))
 }
 
 pub(crate) fn acquire_options(
@@ -736,85 +723,6 @@ fn try_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<LockOptions> {
     acquire_options(options, TRY_LOCK_OPTIONS, "try_acquire")
 }
 
-/// The leases of one `lock()` (or `lock_many()`) object's open `with` blocks, per scope,
-/// innermost last (nested blocks of one object need a stack: with `reentrant=True` they nest).
-/// `None` while that block is still acquiring.
-pub(crate) type Scopes<L> = Arc<Mutex<HashMap<Scope, Vec<Option<L>>>>>;
-
-pub(crate) fn new_scopes<L>() -> Scopes<L> {
-    Arc::new(Mutex::new(HashMap::new()))
-}
-
-pub(crate) fn scopes_lock<L>(
-    scopes: &Scopes<L>,
-) -> std::sync::MutexGuard<'_, HashMap<Scope, Vec<Option<L>>>> {
-    scopes.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Opens a block in `scope`: its lease comes with [`Claim::fulfil`].
-pub(crate) fn claim<L>(scopes: &Scopes<L>, scope: Scope) -> Claim<L> {
-    scopes_lock(scopes).entry(scope).or_default().push(None);
-    Claim {
-        scopes: scopes.clone(),
-        scope,
-        done: false,
-    }
-}
-
-/// Closes the innermost block of `scope`: its lease, if its acquire completed.
-pub(crate) fn take<L>(scopes: &Scopes<L>, scope: Scope) -> Option<L> {
-    let mut scopes = scopes_lock(scopes);
-    let stack = scopes.get_mut(&scope)?;
-    let lease = stack.pop().flatten();
-    if stack.is_empty() {
-        scopes.remove(&scope);
-    }
-    lease
-}
-
-/// In a forked child, the parent's leases of open blocks are forgotten, never dropped.
-pub(crate) fn drop_scopes<L>(scopes: &Scopes<L>, locker: &Py<PyLocker>) {
-    let scopes = std::mem::take(&mut *scopes_lock(scopes));
-    if !scopes.is_empty() && locker.get().forked() {
-        std::mem::forget(scopes);
-    }
-}
-
-/// A `with` block being entered: removed again if its acquire never completes (an error, a
-/// Ctrl-C, a cancelled task), so the block's exit finds nothing of it.
-pub(crate) struct Claim<L> {
-    scopes: Scopes<L>,
-    scope: Scope,
-    done: bool,
-}
-
-impl<L> Claim<L> {
-    pub(crate) fn fulfil(mut self, lease: L) {
-        let mut scopes = scopes_lock(&self.scopes);
-        if let Some(slot) = scopes
-            .get_mut(&self.scope)
-            .and_then(|stack| stack.last_mut())
-        {
-            *slot = Some(lease);
-        }
-        self.done = true;
-    }
-}
-
-impl<L> Drop for Claim<L> {
-    fn drop(&mut self) {
-        if !self.done {
-            let mut scopes = scopes_lock(&self.scopes);
-            if let Some(stack) = scopes.get_mut(&self.scope) {
-                stack.pop();
-                if stack.is_empty() {
-                    scopes.remove(&self.scope);
-                }
-            }
-        }
-    }
-}
-
 /// `locker.lock(name, ...)` (or `semaphore`, `read_lock`, `write_lock`): acquires when entered
 /// (`with` or `async with`) and releases when left. One object may be shared by threads and
 /// tasks (each entry is its own acquisition). Entering the lock again inside its own block in
@@ -923,7 +831,7 @@ impl PyLock {
         traceback: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _ = (exc_value, traceback);
-        guard(|| match take(&self.scopes, current_scope(py)?) {
+        guard(|| match take(&self.scopes, current_scope(py)?)? {
             None => Ok(false),
             Some(lease) => exit_blocking(py, lease, exc_type.is_some_and(|t| !t.is_none())),
         })
@@ -934,11 +842,14 @@ impl PyLock {
             let (lock, scope, claim) = self.enter(py)?;
             let options = self.options.clone();
             let leadership = self.leadership;
-            awaitable(py, async move {
+            let acquiring = awaitable(py, async move {
                 let lease = lock.acquire_in(scope, &options).await.map_err(to_py)?;
-                claim.fulfil(lease.clone());
-                crate::exit::attach(|py| Self::entered(py, lease, leadership))
-            })
+                crate::exit::attach(|py| {
+                    let entered = Self::entered(py, lease.clone(), leadership)?;
+                    Py::new(py, Entering::new(claim, lease, entered))
+                })
+            })?;
+            received(py, acquiring)
         })
     }
 
@@ -953,7 +864,7 @@ impl PyLock {
         let _ = (exc_value, traceback);
         guard(|| {
             let propagating = exc_type.is_some_and(|t| !t.is_none());
-            match take(&self.scopes, current_scope(py)?) {
+            match take(&self.scopes, current_scope(py)?)? {
                 None => awaitable(py, async { Ok(false) }),
                 Some(lease) => exit_async(py, lease, propagating),
             }

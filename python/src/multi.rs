@@ -13,11 +13,12 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
 use crate::error::{guard, invalid_type, to_py};
 use crate::lease::{PyLease, in_background, settle_exit, utc_datetime};
-use crate::locker::{
-    Claim, PyLocker, Scopes, acquire_options, claim, current_scope, drop_scopes, new_scopes, take,
-};
+use crate::locker::{PyLocker, acquire_options};
 use crate::options::{LOCK_OPTIONS, optional_duration, text};
 use crate::runtime::{OnInterrupt, awaitable, block, refuse_waiting_inside_event_loop, wait};
+use crate::scope::{
+    Claim, Entering, Scopes, claim, current_scope, drop_scopes, new_scopes, received, take,
+};
 use crate::signal::PyLostSignal;
 
 /// The names of a multi-name lock: any iterable of str (each checked as `lock(name)` checks
@@ -403,7 +404,7 @@ impl PyMultiLock {
         traceback: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _ = (exc_value, traceback);
-        guard(|| match take(&self.scopes, current_scope(py)?) {
+        guard(|| match take(&self.scopes, current_scope(py)?)? {
             None => Ok(false),
             Some(lease) => exit_blocking(py, lease, exc_type.is_some_and(|t| !t.is_none())),
         })
@@ -413,15 +414,18 @@ impl PyMultiLock {
         guard(|| {
             let (locker, scope, claim) = self.enter(py)?;
             let (names, options) = (self.names.clone(), self.options.clone());
-            awaitable(py, async move {
+            let acquiring = awaitable(py, async move {
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 let lease = locker
                     .acquire_many_in(scope, &names, &options)
                     .await
                     .map_err(to_py)?;
-                claim.fulfil(lease.clone());
-                crate::exit::attach(|py| PyMultiLease::new(py, lease))
-            })
+                crate::exit::attach(|py| {
+                    let entered = Py::new(py, PyMultiLease::new(py, lease.clone())?)?;
+                    Py::new(py, Entering::new(claim, lease, entered.into_any()))
+                })
+            })?;
+            received(py, acquiring)
         })
     }
 
@@ -436,7 +440,7 @@ impl PyMultiLock {
         let _ = (exc_value, traceback);
         guard(|| {
             let propagating = exc_type.is_some_and(|t| !t.is_none());
-            match take(&self.scopes, current_scope(py)?) {
+            match take(&self.scopes, current_scope(py)?)? {
                 None => awaitable(py, async { Ok(false) }),
                 Some(lease) => exit_async(py, lease, propagating),
             }

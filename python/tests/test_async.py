@@ -1,7 +1,12 @@
 """The asyncio face: nothing blocks the event loop; cancellation leaves nothing behind."""
 
 import asyncio
-from typing import List
+import contextlib
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator, List
 
 import pytest
 from conftest import LONG, native_test_hook
@@ -137,3 +142,113 @@ def test_panic_in_an_awaitable_is_internal_error() -> None:
             await native_test_hook("_test_panic_async")()
 
     asyncio.run(main())
+
+
+def _binding_paths() -> List[object]:
+    """SQLite, and the backends where the binding takes a path of its own: Redis (caller-driven
+    I/O) and ZooKeeper (its queue and session), when the environment names them."""
+    params: List[object] = [pytest.param("sqlite", id="sqlite")]
+    for var, backend in [("FENCELOCK_TEST_REDIS_URL", "redis"), ("FENCELOCK_TEST_ZK_URL", "zk")]:
+        if os.environ.get(var):
+            params.append(pytest.param(os.environ[var], id=backend))
+        else:
+            assert os.environ.get("FENCELOCK_REQUIRE_SERVERS") != "1", f"{var} is not set"
+    return params
+
+
+@pytest.fixture(params=_binding_paths())
+def path_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    url: str = request.param
+    return url if url != "sqlite" else f"sqlite://{tmp_path / 'locks.db'}"
+
+
+def _free_within(other: fencelock.Locker, name: str, seconds: float) -> bool:
+    """Whether `other` gets `name` within `seconds` (and gives it back)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lease = other.try_acquire(name)
+        if lease is not None:
+            lease.release()
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def _cancelled_before_delivery(lock: Any) -> None:
+    """Enters `lock` in a task that is cancelled once its acquire completed, before the event loop
+    handed the task the result."""
+
+    async def enter() -> None:
+        async with lock:
+            await asyncio.sleep(LONG)
+
+    task = asyncio.ensure_future(enter())
+    await asyncio.sleep(0)  # the task sends its acquire and waits for the answer
+    # The loop stalls: the acquire completes meanwhile, its result waits for the loop, and the
+    # task is cancelled before the loop hands it over.
+    time.sleep(1.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def test_a_task_cancelled_before_it_received_its_lease_leaves_the_lock_free(
+    path_url: str,
+) -> None:
+    """A task cancelled after its `async with` acquire completed but before asyncio handed it the
+    result: the lease nobody can receive any more is released. It used to stay in the Lock's
+    table, held and renewed for as long as the Lock lived (a decorator's: the whole process)."""
+    base = f"undelivered-{uuid.uuid4().hex}"
+    with fencelock.connect(path_url) as locker, fencelock.connect(path_url) as other:
+        # The objects outlive the cancelled block, as a decorator's Lock does.
+        shapes = {
+            "lock": (locker.lock(f"{base}-a", ttl=5), [f"{base}-a"]),
+            "lock_many": (
+                locker.lock_many([f"{base}-b", f"{base}-c"], ttl=5),
+                [f"{base}-b", f"{base}-c"],
+            ),
+            "leadership": (locker.leadership(f"{base}-d", ttl=5), [f"{base}-d"]),
+        }
+        for shape, (lock, names) in shapes.items():
+            asyncio.run(_cancelled_before_delivery(lock))
+            for name in names:
+                assert _free_within(other, name, LONG), f"{shape}: {name} stayed held"
+
+
+def test_a_block_left_in_another_task_releases_its_lease(path_url: str) -> None:
+    """An `async with` entered in one task and left in another (an async generator whose steps run
+    in separate tasks, as a test framework's fixture is driven) releases the block's lease; it used
+    to release nothing and say nothing. Which block to leave is ambiguous when several tasks hold
+    blocks of one object: RuntimeError then, never silence."""
+    name = f"other-task-{uuid.uuid4().hex}"
+    with fencelock.connect(path_url) as locker, fencelock.connect(path_url) as other:
+        lock = locker.lock(name, ttl=5)
+
+        @contextlib.asynccontextmanager
+        async def held() -> AsyncIterator[None]:
+            async with lock:
+                yield
+
+        loop = asyncio.new_event_loop()
+        try:
+            block = held()
+            loop.run_until_complete(block.__aenter__())  # a task of its own
+            assert other.try_acquire(name) is None
+            loop.run_until_complete(block.__aexit__(None, None, None))  # another task
+            assert _free_within(other, name, LONG), "the block's lease was not released"
+
+            permits = locker.semaphore(f"{name}-sem", 2, ttl=5)
+
+            async def enter() -> None:
+                await permits.__aenter__()
+
+            loop.run_until_complete(enter())
+            loop.run_until_complete(enter())
+
+            async def leave() -> None:
+                await permits.__aexit__(None, None, None)
+
+            with pytest.raises(RuntimeError, match="several of its blocks are open"):
+                loop.run_until_complete(leave())
+        finally:
+            loop.close()

@@ -37,12 +37,17 @@ import org.slf4j.LoggerFactory;
  *
  * <ul>
  *   <li>{@code lockAtMostFor} is the lease's ttl, with renewal off: a holder that dies frees the
- *       lock when the ttl runs out on the server (ZooKeeper: when its session ends), and one that
- *       runs too long has it released at {@code lockAtMostFor} by this provider, as ShedLock
- *       expects. The lease lasts at least a second (fencelock refuses ttls below 100 ms, and
- *       backends with a clock-drift allowance below a few hundred): a shorter
- *       {@code lockAtMostFor} is kept by that release all the same, so only a holder that dies
- *       keeps such a lock for up to a second.
+ *       lock when the ttl runs out on the server, and one that runs too long has it released at
+ *       {@code lockAtMostFor} by this provider, as ShedLock expects. The lease lasts at least a
+ *       second (fencelock refuses ttls below 100 ms, and backends with a clock-drift allowance
+ *       below a few hundred): a shorter {@code lockAtMostFor} is kept by that release all the
+ *       same, so only a holder that dies keeps such a lock for up to a second.
+ *   <li>On ZooKeeper a lease lives by its session (10 s by default), not by a ttl: there it renews
+ *       (the session's heartbeat) until {@code unlock()} or this provider's release at
+ *       {@code lockAtMostFor}. A holder whose process dies frees the lock when its session ends
+ *       (its nodes are ephemeral), not at {@code lockAtMostFor}.
+ *   <li>Closing the {@code Locker} releases every lock it holds, a job's included: close it after
+ *       the scheduler has stopped its jobs.
  *   <li>{@code lockAtLeastFor}: {@code unlock()} before it has passed keeps the lease until it has
  *       (its ttl set to what is left, so a holder that dies meanwhile frees it then too).
  *   <li>{@code extend} (ShedLock's {@code LockExtender}) sets a new ttl from now; the old
@@ -71,9 +76,17 @@ public final class FencelockLockProvider implements ExtensibleLockProvider {
 
     private final Locker locker;
 
+    /**
+     * Whether [locker]'s leases live by a session rather than a ttl (ZooKeeper): taken without
+     * renewal, such a lease would end one session timeout after it was taken, whatever
+     * lockAtMostFor says, and another instance would run the job while this one still does.
+     */
+    private final boolean sessionLeases;
+
     /** Takes ShedLock's locks through [locker], which the application keeps open (and closes). */
     public FencelockLockProvider(Locker locker) {
         this.locker = Objects.requireNonNull(locker, "locker");
+        this.sessionLeases = locker.getUrl().startsWith("zk://");
     }
 
     /**
@@ -94,7 +107,7 @@ public final class FencelockLockProvider implements ExtensibleLockProvider {
         }
         LockOptions options = LockOptions.builder()
                 .ttl(longest(atMost, SHORTEST_LEASE))
-                .autoRenew(false)
+                .autoRenew(sessionLeases)
                 .build();
         Lease lease;
         try {

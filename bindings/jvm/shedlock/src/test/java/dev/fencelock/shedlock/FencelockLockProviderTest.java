@@ -124,6 +124,32 @@ class FencelockLockProviderTest {
         }
     }
 
+    /**
+     * A job that outlives the shortest lease (a second) and, on ZooKeeper, the session (a short
+     * one here, 2 s) still holds the lock until it unlocks: a second instance cannot take it.
+     * Before, the ZooKeeper lease was taken without renewal and ended one session timeout after
+     * it was taken, while the job ran on.
+     */
+    @ParameterizedTest
+    @MethodSource("dev.fencelock.Backends#names")
+    void aLongJobHoldsTheLockPastTheShortestLeaseAndTheSessionUntilItUnlocks(String backend) throws Exception {
+        boolean zookeeper = backend.equals("zookeeper");
+        String url = Backends.INSTANCE.url(backend);
+        String shortSession = url + (url.contains("?") ? "&" : "?") + "session_timeout_ms=2000";
+        try (Locker locker = zookeeper ? Locker.connect(shortSession) : connect(backend);
+                Locker other = connect(backend)) {
+            FencelockLockProvider provider = new FencelockLockProvider(locker);
+            String name = Backends.INSTANCE.uniqueName("shedlock-long-job");
+            SimpleLock lock = provider.lock(config(name, LONG, Duration.ZERO)).orElseThrow();
+            // The job runs past the session (ZooKeeper) or the shortest lease (the others).
+            Thread.sleep(zookeeper ? 3_000 : 1_500);
+            assertFalse(freeFor(other, name), "another instance took the lock while the job ran");
+            assertTrue(FencelockLockProvider.currentLease().isPresent(), "the job's lease is still held");
+            lock.unlock();
+            waitFree(other, name, Instant.now());
+        }
+    }
+
     @ParameterizedTest
     @MethodSource("dev.fencelock.Backends#names")
     void lockAtLeastForKeepsTheLockAfterUnlock(String backend) throws Exception {

@@ -16,8 +16,10 @@ import org.junit.jupiter.api.Test;
 import org.springframework.context.annotation.AnnotationConfigApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.DependsOn;
 import org.springframework.scheduling.annotation.EnableScheduling;
 import org.springframework.scheduling.annotation.Scheduled;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
 
 /**
  * A small Spring application with one {@code @Scheduled} job under {@code @SchedulerLock}, started
@@ -29,6 +31,7 @@ class SchedulerLockAppTest {
     static final AtomicInteger MOST_AT_ONCE = new AtomicInteger();
     static final AtomicInteger RUNS = new AtomicInteger();
     static final Set<Long> TOKENS = ConcurrentHashMap.newKeySet();
+    static final AtomicInteger RAN_WITHOUT_LOCK = new AtomicInteger();
 
     @Configuration
     @EnableScheduling
@@ -50,6 +53,25 @@ class SchedulerLockAppTest {
         }
     }
 
+    /**
+     * The same application with its scheduler stopped before its Locker closes, as the module's
+     * README says to: the scheduler depends on the Locker (so it is destroyed first) and waits for
+     * a running job to end.
+     */
+    @Configuration
+    @EnableScheduling
+    @EnableSchedulerLock(defaultLockAtMostFor = "PT10S")
+    static class OrderlyApp extends App {
+        @Bean
+        @DependsOn("locker")
+        ThreadPoolTaskScheduler taskScheduler() {
+            ThreadPoolTaskScheduler scheduler = new ThreadPoolTaskScheduler();
+            scheduler.setWaitForTasksToCompleteOnShutdown(true);
+            scheduler.setAwaitTerminationSeconds(30);
+            return scheduler;
+        }
+    }
+
     static class ReportJob {
         /** Every 20 ms on each instance, but at most once per 300 ms fleet-wide. */
         @Scheduled(fixedDelay = 20)
@@ -62,6 +84,10 @@ class SchedulerLockAppTest {
             try {
                 Thread.sleep(50);
             } finally {
+                if (FencelockLockProvider.currentLease().isEmpty()) {
+                    // Its Locker was closed (or the lease lost) while it ran.
+                    RAN_WITHOUT_LOCK.incrementAndGet();
+                }
                 RUNNING.decrementAndGet();
             }
         }
@@ -69,6 +95,10 @@ class SchedulerLockAppTest {
 
     @Test
     void theJobRunsOnOneInstanceAtATime() throws Exception {
+        RUNNING.set(0);
+        MOST_AT_ONCE.set(0);
+        RUNS.set(0);
+        TOKENS.clear();
         long started = System.nanoTime();
         int mostAtOnce;
         int runs;
@@ -98,5 +128,34 @@ class SchedulerLockAppTest {
         // Without lockAtLeastFor it would run about every 70 ms on each instance.
         assertTrue(
                 runs <= seconds / 0.3 + 2, runs + " runs in " + seconds + " s: lockAtLeastFor of 300 ms was not kept");
+    }
+
+    /**
+     * With the scheduler stopped before the Locker closes, no job runs without its lock, shutdown
+     * included: a job still running when the contexts close ends with its lease held, and the
+     * other instance never starts one meanwhile. (With Spring's default scheduler, closing the
+     * context closes the Locker bean first, releasing a running job's lock.)
+     */
+    @Test
+    void anOrderlyShutdownNeverLetsAJobRunWithoutItsLock() throws Exception {
+        RUNNING.set(0);
+        MOST_AT_ONCE.set(0);
+        RUNS.set(0);
+        RAN_WITHOUT_LOCK.set(0);
+        try (AnnotationConfigApplicationContext first = new AnnotationConfigApplicationContext(OrderlyApp.class);
+                AnnotationConfigApplicationContext second = new AnnotationConfigApplicationContext(OrderlyApp.class)) {
+            long deadline = System.nanoTime() + 1_000_000L * Backends.MARGIN_MS;
+            while (RUNS.get() < 3 && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            assertTrue(RUNS.get() >= 3, "the job ran " + RUNS.get() + " times");
+            // Close while a job runs: wait for one to be running.
+            while (RUNNING.get() == 0 && System.nanoTime() < deadline) {
+                Thread.sleep(1);
+            }
+        }
+        assertEquals(0, RUNNING.get(), "a job still ran after its context closed");
+        assertEquals(1, MOST_AT_ONCE.get(), "the job ran on both instances at once, shutdown included");
+        assertEquals(0, RAN_WITHOUT_LOCK.get(), "a job ended without its lock");
     }
 }
