@@ -469,52 +469,84 @@ fn in_the_background_a_cmd_stopped_by_the_terminal_is_killed_after_the_ttl() {
     assert!(shell.output().contains("stopped for longer than the ttl"));
 }
 
-#[test]
-fn a_lease_already_lost_when_cmd_would_start_never_starts_it() {
-    // The SQLite file is locked by another writer for longer than the ttl while fencelock
-    // acquires: its acquire answers after the lease's client deadline.
-    let sandbox = Sandbox::new();
-    let marker = sandbox.path("ran");
-    let db = sandbox.path("locks.db");
-    // Create the table first.
-    assert_eq!(code(&sandbox.run(&["run", "job", "--", "true"])), 0);
-    let mut locker = Command::new("python3")
+/// Holds the SQLite file's write lock for `seconds` from another process, so that an acquire
+/// sent meanwhile is answered only when it ends; returns once the file is locked.
+fn stall_sqlite_writes(db: &Path, seconds: f64) -> std::process::Child {
+    let mut stall = Command::new("python3")
         .args([
             "-c",
             "import sqlite3, sys, time\n\
              c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
              c.execute('BEGIN EXCLUSIVE')\n\
              print('locked', flush=True)\n\
-             time.sleep(1.5)\n\
+             time.sleep(float(sys.argv[2]))\n\
              c.execute('COMMIT')\n",
         ])
-        .arg(&db)
+        .arg(db)
+        .arg(seconds.to_string())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(locker.stdout.as_mut().unwrap()),
+        &mut std::io::BufReader::new(stall.stdout.as_mut().unwrap()),
         &mut line,
     )
     .unwrap();
     assert_eq!(line.trim(), "locked");
+    stall
+}
+
+#[test]
+fn a_grant_answered_past_its_lease_never_starts_cmd() {
+    // The SQLite file is locked by another writer for longer than the ttl while fencelock
+    // acquires once: the grant is answered after the lease's client deadline, so the core gives
+    // it back instead of returning a lease already lost, and CMD is never started (before the
+    // core refused such grants, CMD was started on that lease, or killed at once).
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("ran");
+    let db = sandbox.path("locks.db");
+    // Create the table first.
+    assert_eq!(code(&sandbox.run(&["run", "job", "--", "true"])), 0);
+    let mut stall = stall_sqlite_writes(&db, 1.5);
     let script = format!("echo ran > {}", marker.display());
-    let out = sandbox.run(&["run", "--ttl", "500ms", "job", "--", "sh", "-c", &script]);
-    locker.wait().unwrap();
+    let args = [
+        "run", "--wait", "0", "--ttl", "500ms", "job", "--", "sh", "-c", &script,
+    ];
+    let out = sandbox.run(&args);
+    stall.wait().unwrap();
+    assert!(!marker.exists(), "CMD ran: {}", stderr(&out));
+    assert_eq!(code(&out), 125, "{}", stderr(&out));
     assert!(
-        !marker.exists(),
-        "CMD ran on a lease already lost: {}",
-        stderr(&out)
-    );
-    assert_eq!(code(&out), 122, "{}", stderr(&out));
-    // Not started at all (before this check, CMD was started and killed at once, which its
-    // first write usually, not always, lost the race to).
-    assert!(
-        stderr(&out).contains("not starting CMD"),
+        stderr(&out).contains("past the lease's client deadline"),
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn a_grant_answered_past_its_lease_is_taken_again_within_the_wait() {
+    // As above, but fencelock may wait: it takes the lock again once the file is free and CMD
+    // runs on that fresh lease.
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("ran");
+    let db = sandbox.path("locks.db");
+    assert_eq!(code(&sandbox.run(&["run", "job", "--", "true"])), 0);
+    let mut stall = stall_sqlite_writes(&db, 1.5);
+    let script = format!("echo \"$FENCELOCK_TOKEN\" > {}", marker.display());
+    let args = [
+        "run", "--wait", "30s", "--ttl", "500ms", "job", "--", "sh", "-c", &script,
+    ];
+    let out = sandbox.run(&args);
+    stall.wait().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let token: u64 = std::fs::read_to_string(&marker)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // A later token than the first run's 1: a lease of its own.
+    assert!(token >= 2, "CMD ran on token {token}");
 }
 
 #[test]

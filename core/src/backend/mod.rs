@@ -354,6 +354,14 @@ pub trait Backend: Send + Sync + 'static {
         kind == LockKind::Mutex
     }
 
+    /// Whether the owner id of an attempt that answered `Held` may serve the next attempt.
+    /// Where waiters queue or register (ZooKeeper, the shared kinds), their place is kept
+    /// under it. A backend that released the attempt's partial grants by owner id (Redlock's
+    /// lost round) has spent it: the release's tombstone refuses it from then on.
+    fn keeps_owner_after_held(&self, _mode: LockMode) -> bool {
+        true
+    }
+
     /// One attempt, one round trip where the backend allows it.
     ///
     /// # Cancellation safety

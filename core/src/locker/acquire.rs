@@ -121,9 +121,10 @@ impl LockerInner {
         let poll = self.options.poll_interval;
         let mut watch: Option<Box<dyn ReleaseWatch>> = None;
         let mut failing_since: Option<BootInstant> = None;
-        // One owner id serves every attempt that follows a `Held` answer: a backend whose
-        // waiters queue (ZooKeeper) keeps the waiter's place under it, and TTL backends keep a
-        // semaphore's or read-write lock's waiter registered under it. After a failed attempt
+        // One owner id serves every attempt that follows a `Held` answer, where the backend
+        // keeps it (`keeps_owner_after_held`): a backend whose waiters queue (ZooKeeper) keeps
+        // the waiter's place under it, and TTL backends keep a semaphore's or read-write
+        // lock's waiter registered under it. After a failed attempt
         // (outcome unknown; the in-flight guard releases it by owner id) a fresh one is drawn,
         // and the old one's place is given up, so no acquisition ever shares an owner id with
         // another.
@@ -135,9 +136,14 @@ impl LockerInner {
             match self.attempt(name, mode, owner, options, holder).await {
                 Ok(AttemptOutcome::Acquired(lease)) => return Ok(lease),
                 Ok(AttemptOutcome::Held(left)) => {
-                    waiting.owner = Some(owner);
                     failing_since = None;
                     expires_in = left;
+                    if self.backend.keeps_owner_after_held(mode) {
+                        waiting.owner = Some(owner);
+                    } else {
+                        // Released by owner id, so refused from now on (the backend's doc).
+                        owner = OwnerId::random()?;
+                    }
                 }
                 Err(e) if e.is_retryable() => {
                     waiting.give_up_place();

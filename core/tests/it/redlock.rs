@@ -1,6 +1,8 @@
 //! The Redlock backend against five real redis-server masters (tests/servers.sh start redlock).
 //! Nothing here stops a master: those tests are in core/tests/faults/redlock.rs, run one at a time.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::support::redlock::{
@@ -635,4 +637,102 @@ async fn every_master_applies_the_requests_of_a_round_decided_by_a_majority() {
         }
     }
     locker.close().await;
+}
+
+/// The lock-script calls on `key` that a redis-server at `addr` executes from now on, as
+/// `(number of keys, owner id)` in order (MONITOR), until the returned flag is set.
+fn monitor_scripts(
+    addr: &str,
+    key: &str,
+) -> (
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<Vec<(usize, String)>>,
+) {
+    use std::io::{BufRead, Write};
+    let done = Arc::new(AtomicBool::new(false));
+    let mut stream = std::net::TcpStream::connect(addr.trim_start_matches("redis://")).unwrap();
+    stream.write_all(b"MONITOR\r\n").unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    let mut ok = String::new();
+    reader.read_line(&mut ok).unwrap();
+    assert_eq!(ok.trim(), "+OK");
+    let (stop, quoted_key) = (done.clone(), format!("\"{key}\""));
+    let thread = std::thread::spawn(move || {
+        let mut calls = Vec::new();
+        let mut line = String::new();
+        while !stop.load(Ordering::SeqCst) {
+            match reader.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(_) => continue, // a read timeout: look at the flag again
+            }
+            if line.contains("\"EVALSHA\"") && line.contains(&quoted_key) {
+                // "EVALSHA" "<sha>" "<numkeys>" "<key>"... "<owner>" ...
+                let words: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+                let at = words.iter().position(|w| *w == "EVALSHA").unwrap();
+                let keys: usize = words[at + 2].parse().unwrap();
+                calls.push((keys, words[at + 3 + keys].to_string()));
+            }
+            line.clear();
+        }
+        calls
+    });
+    (done, thread)
+}
+
+/// An attempt that lost the round gives back its grants by owner id, and the release's
+/// tombstone then refuses that owner id on those masters (a replayed acquire): the waiter's
+/// next attempt must draw a fresh one. Before, it kept it: the masters it had won refused it
+/// while free, and were taken for down (which then failed other acquires for lack of a quorum).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_lost_a_round_tries_again_under_a_fresh_owner_id() {
+    if !servers_up() {
+        return;
+    }
+    let (holder, waiter) = (
+        Locker::connect(&redlock_url()).await.unwrap(),
+        Locker::connect(&redlock_url()).await.unwrap(),
+    );
+    let name = unique("rl-lost-round");
+    let key = lock_key(&name, "fencelock");
+    let lease = holder
+        .acquire(&name, &opts(30_000).with_auto_renew(false))
+        .await
+        .unwrap();
+    // The holder keeps masters 3 to 5, still a majority; masters 1 and 2 are free, so every
+    // attempt of the waiter wins them, loses the round and gives them back.
+    for m in &masters()[..2] {
+        let () = redis::cmd("DEL")
+            .arg(&key)
+            .query_async(&mut raw_redis(m).await)
+            .await
+            .unwrap();
+    }
+    let (done, watching) = monitor_scripts(&masters()[0], &key);
+    let brief = opts(30_000).with_wait(Some(Duration::from_secs(2)));
+    let err = waiter.acquire(&name, &brief).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Timeout, "{err}");
+    done.store(true, Ordering::SeqCst);
+    let calls = watching.join().unwrap();
+    // The acquire script takes 4 keys, the release 2.
+    let acquires = calls.iter().filter(|(keys, _)| *keys == 4).count();
+    assert!(
+        acquires >= 2,
+        "the waiter tried {acquires} times: {calls:?}"
+    );
+    // One acquire per owner id (its release may come first, when the round was decided
+    // before that master answered: the late acquire is then refused).
+    let mut seen = std::collections::HashSet::new();
+    for (_, owner) in calls.iter().filter(|(keys, _)| *keys == 4) {
+        assert!(
+            seen.insert(owner),
+            "owner id {owner} was sent to acquire twice: {calls:?}"
+        );
+    }
+    lease.release().await.unwrap();
+    holder.close().await;
+    waiter.close().await;
 }

@@ -293,53 +293,62 @@ impl Instance {
         max_ttl: (&str, u64),
         req: &AcquireRequest<'_>,
     ) -> Result<Phase1> {
-        self.guarded(timeout, async {
-            let mut conn = self.conn().await?;
-            for attempt in 0..2 {
-                let mut pipe = redis::pipe();
-                pipe.cmd("INFO").arg("server");
-                pipe.cmd("EVALSHA")
-                    .arg(script.get_hash())
-                    .arg(keys.len())
-                    .arg(keys)
-                    .arg(args);
-                pipe.cmd("EVAL")
-                    .arg(RAISE_MAX_TTL)
-                    .arg(1)
-                    .arg(max_ttl.0)
-                    .arg(max_ttl.1);
-                let sent = wall_us();
-                match pipe.query_async::<(Value, Value, Value)>(&mut conn).await {
-                    Ok((info, reply, stored)) => {
-                        let received = wall_us();
-                        let probe = as_string(&info).and_then(|t| parse_info(&t, sent, received));
-                        return Ok(Phase1 {
-                            probe,
-                            attempt: parse_acquire_reply(&reply, req)?,
-                            max_ttl_ms: as_i64(&stored).filter(|v| *v > 0).map(|v| v as u64),
-                        });
-                    }
-                    Err(e)
-                        if attempt == 0
-                            && e.kind()
-                                == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                    {
-                        script
-                            .load_async(&mut conn)
-                            .await
-                            .map_err(|e| map_error("reloading a lock script", e))?;
-                    }
-                    Err(e) => {
-                        let context = format!("redlock acquire on {}", self.label);
-                        return Err(explain_acl(map_error(&context, e)));
+        // The script's answer is read outside `guarded`: a master that answered is up,
+        // whatever it answered (a refused replay is UNAVAILABLE to its caller, not a sign
+        // that the master is down).
+        let (probe, reply, max_ttl_ms) = self
+            .guarded(timeout, async {
+                let mut conn = self.conn().await?;
+                for attempt in 0..2 {
+                    let mut pipe = redis::pipe();
+                    pipe.cmd("INFO").arg("server");
+                    pipe.cmd("EVALSHA")
+                        .arg(script.get_hash())
+                        .arg(keys.len())
+                        .arg(keys)
+                        .arg(args);
+                    pipe.cmd("EVAL")
+                        .arg(RAISE_MAX_TTL)
+                        .arg(1)
+                        .arg(max_ttl.0)
+                        .arg(max_ttl.1);
+                    let sent = wall_us();
+                    match pipe.query_async::<(Value, Value, Value)>(&mut conn).await {
+                        Ok((info, reply, stored)) => {
+                            let received = wall_us();
+                            let probe =
+                                as_string(&info).and_then(|t| parse_info(&t, sent, received));
+                            let max_ttl_ms = as_i64(&stored).filter(|v| *v > 0).map(|v| v as u64);
+                            return Ok((probe, reply, max_ttl_ms));
+                        }
+                        Err(e)
+                            if attempt == 0
+                                && e.kind()
+                                    == redis::ErrorKind::Server(
+                                        redis::ServerErrorKind::NoScript,
+                                    ) =>
+                        {
+                            script
+                                .load_async(&mut conn)
+                                .await
+                                .map_err(|e| map_error("reloading a lock script", e))?;
+                        }
+                        Err(e) => {
+                            let context = format!("redlock acquire on {}", self.label);
+                            return Err(explain_acl(map_error(&context, e)));
+                        }
                     }
                 }
-            }
-            Err(Error::backend(
-                "the lock script vanished from the server's cache twice in a row",
-            ))
+                Err(Error::backend(
+                    "the lock script vanished from the server's cache twice in a row",
+                ))
+            })
+            .await?;
+        Ok(Phase1 {
+            probe,
+            attempt: parse_acquire_reply(&reply, req)?,
+            max_ttl_ms,
         })
-        .await
     }
 
     /// Runs one script of the shared kinds on this master (renew, release, phase 2, stepping

@@ -321,6 +321,12 @@ impl Backend for RedlockBackend {
         kind != LockKind::Semaphore
     }
 
+    /// A mutex's lost round gives its grants back by owner id ([`Self::give_back`]); the
+    /// shared kinds step back to a waiter's registration, kept under the same owner id.
+    fn keeps_owner_after_held(&self, mode: LockMode) -> bool {
+        mode.kind() != LockKind::Mutex
+    }
+
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.acquire_lock(req).await
     }
