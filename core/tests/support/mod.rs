@@ -75,9 +75,14 @@ pub fn servers(args: &[&str]) {
 
 /// A plain redis-rs connection for setting up and inspecting state by hand.
 pub async fn raw_redis(url: &str) -> redis::aio::MultiplexedConnection {
+    // Not redis-rs's default of 500 ms per answer: a busy 2-core CI machine exceeds it, and a
+    // test's own reads are not what it measures.
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(std::time::Duration::from_secs(30)))
+        .set_response_timeout(Some(std::time::Duration::from_secs(30)));
     redis::Client::open(url)
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap()
 }
