@@ -486,6 +486,9 @@ export type SqlStatement =
   | [sql: string, params?: readonly SqlParam[]]
   | { sql: string; params?: readonly SqlParam[] };
 
+/** A value `Fence.query` read: an integer is a number while exact (below 2^53), else a bigint. */
+export type SqlResult = null | number | bigint | string | Buffer;
+
 /** A lease, or a bare token (bigint) from another process. */
 export type FenceToken = Lease | bigint;
 
@@ -499,6 +502,12 @@ export declare class Fence implements AsyncDisposable {
   fencedExecute(token: FenceToken, statements: readonly SqlStatement[]): Promise<number[]>;
   /** Sets `key` to `value` if the token is at least the highest accepted (Redis fences). */
   fencedSet(token: FenceToken, key: string, value: string | Uint8Array): Promise<void>;
+  /**
+   * Reads the fence's database read-only, outside any fenced write: for a SQLite fence, the way
+   * to read it in this process (never node:sqlite: a second SQLite library). INVALID_ARGUMENT
+   * for a statement that writes; nothing is written.
+   */
+  query(sql: string, params?: readonly SqlParam[]): Promise<SqlResult[][]>;
   /** Advisory only: a check followed by a separate write protects nothing. */
   check(token: FenceToken): Promise<void>;
   /** The highest token accepted so far, or null. */

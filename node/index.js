@@ -1202,6 +1202,26 @@ function sqlParam(value, at) {
   }
 }
 
+// A value `query` read: an integer is a number while exact, else a bigint.
+function sqlResult(value) {
+  switch (value.kind) {
+    case 'int': {
+      const n = BigInt(value.text);
+      return n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER)
+        ? Number(n)
+        : n;
+    }
+    case 'float':
+      return value.number;
+    case 'text':
+      return value.text;
+    case 'bytes':
+      return value.bytes;
+    default:
+      return null;
+  }
+}
+
 // [[sql, params], ...], [{ sql, params }, ...] or bare sql strings.
 function sqlStatements(statements) {
   if (!Array.isArray(statements)) {
@@ -1292,6 +1312,28 @@ class Fence {
     } catch (e) {
       throw fromNative(e);
     }
+  }
+
+  /**
+   * Reads the fence's database: runs `sql` with `params` read-only, outside any fenced write;
+   * resolves to its rows, each an array of null, number (a bigint past 2^53), string or Buffer.
+   * For a SQLite fence, read your data this way, never with node:sqlite or another SQLite
+   * module in the same process (docs/sqlite.md). INVALID_ARGUMENT for a statement that writes
+   * (nothing is written): write with fencedExecute.
+   */
+  async query(sql, params) {
+    checkString(sql, 'the sql of the query');
+    if (params === undefined || params === null) params = [];
+    if (!Array.isArray(params))
+      throw invalidType(`the params of a query must be an array, not ${describe(params)}`);
+    const given = params.map((p, j) => sqlParam(p, `parameter ${j + 1} of the query`));
+    let rows;
+    try {
+      rows = await withCaller(() => this.#native.query(sql, given));
+    } catch (e) {
+      throw fromNative(e);
+    }
+    return rows.map((row) => row.map(sqlResult));
   }
 
   /** Advisory only: a check followed by a separate write protects nothing. */

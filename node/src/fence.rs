@@ -84,6 +84,23 @@ fn statements(given: Vec<NativeStatement>) -> Result<Vec<Statement>> {
     Ok(out)
 }
 
+/// A value of a row `query` read, in [`NativeParam`]'s shape (an int as decimal text).
+fn native_value(value: SqlValue) -> NativeParam {
+    let (kind, text, number, bytes) = match value {
+        SqlValue::Null => ("null", None, None, None),
+        SqlValue::Int(v) => ("int", Some(v.to_string()), None, None),
+        SqlValue::Float(v) => ("float", None, Some(v), None),
+        SqlValue::Text(v) => ("text", Some(v), None, None),
+        SqlValue::Bytes(v) => ("bytes", None, None, Some(Buffer::from(v))),
+    };
+    NativeParam {
+        kind: kind.to_string(),
+        text,
+        number,
+        bytes,
+    }
+}
+
 /// A lease, or a bare token as a decimal string (`index.js` checks 0 <= token < 2^63).
 fn fence_token(lease: Option<&NativeLease>, token: Option<String>) -> Result<FenceToken> {
     if let Some(lease) = lease {
@@ -166,6 +183,31 @@ impl NativeFence {
             let token = fence_token(lease, token)?;
             let fence = self.fence.clone();
             promise(&env, async move { fence.check(token).await.map_err(to_js) })
+        })
+    }
+
+    /// Runs `sql` read-only, outside any fenced write; resolves to its rows.
+    #[napi]
+    pub fn query(
+        &self,
+        env: Env,
+        sql: String,
+        params: Vec<NativeParam>,
+    ) -> Result<AsyncBlock<Vec<Vec<NativeParam>>>> {
+        guard(|| {
+            let params = params
+                .into_iter()
+                .enumerate()
+                .map(|(j, p)| sql_value(p, &format!("parameter {} of the query", j + 1)))
+                .collect::<Result<Vec<_>>>()?;
+            let fence = self.fence.clone();
+            promise(&env, async move {
+                let rows = fence.query(&sql, &params).await.map_err(to_js)?;
+                Ok(rows
+                    .into_iter()
+                    .map(|row| row.into_iter().map(native_value).collect())
+                    .collect())
+            })
         })
     }
 

@@ -283,6 +283,53 @@ test('a fence takes a lease or a bigint, refuses older tokens and rolls back', a
   ]);
 });
 
+test('a fence reads its database read-only, with no second SQLite in the process', async () => {
+  const { locker, dir } = await sqliteLocker();
+  const path = join(dir, 'locks.db');
+  // The lock file itself, read through a fence on it: the reproduction of node:sqlite's hazard
+  // (docs/sqlite.md), where a second SQLite library lost every write after its first close.
+  const fence = await Fence.open(`sqlite://${path}`, 'reads');
+  try {
+    const seen = [];
+    for (const name of ['a', 'b', 'c']) {
+      await (await locker.acquire(name)).release();
+      const rows = await fence.query('SELECT name FROM fencelock_locks ORDER BY name');
+      seen.push(rows.map(([n]) => n.toString()));
+    }
+    assert.deepEqual(seen, [['a'], ['a', 'b'], ['a', 'b', 'c']]);
+    const lease = await locker.acquire('writer');
+    await fence.fencedExecute(lease, [
+      'CREATE TABLE kv (k TEXT PRIMARY KEY, v)',
+      [
+        'INSERT INTO kv VALUES (?, ?), (?, ?), (?, ?), (?, ?), (?, ?)',
+        ['i', 7, 'f', 1.5, 's', 'text', 'b', Buffer.from([0, 255]), 'big', 1n << 60n],
+      ],
+    ]);
+    assert.deepEqual(await fence.query('SELECT v FROM kv WHERE k = ?', ['i']), [[7]]);
+    assert.deepEqual(await fence.query('SELECT k, v FROM kv ORDER BY k'), [
+      ['b', Buffer.from([0, 255])],
+      ['big', 1n << 60n],
+      ['f', 1.5],
+      ['i', 7],
+      ['s', 'text'],
+    ]);
+    assert.deepEqual(await fence.query('SELECT v FROM kv WHERE k = ?', ['none']), []);
+    // A write is refused and lands nowhere.
+    await assert.rejects(fence.query('DELETE FROM kv'), { code: 'INVALID_ARGUMENT' });
+    assert.equal((await fence.query('SELECT k FROM kv')).length, 5);
+    await assert.rejects(fence.query('SELECT * FROM nowhere'), { code: 'BACKEND' });
+    await assert.rejects(fence.query('SELECT ?', [{}]), { code: 'ERR_INVALID_ARG_TYPE' });
+    await assert.rejects(fence.query('SELECT ?', 'i'), { code: 'ERR_INVALID_ARG_TYPE' });
+    await lease.release();
+  } finally {
+    await fence.close();
+    await locker.close();
+  }
+  // Another process sees every write.
+  const names = runSql(path, 'SELECT name FROM fencelock_locks WHERE length(name) = 1');
+  assert.equal(names.length, 3);
+});
+
 test('a panic in Rust surfaces as code INTERNAL, never a crash', async () => {
   assert.throws(
     () => hooks.panic(),

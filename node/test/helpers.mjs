@@ -109,7 +109,7 @@ export async function until(condition, ms, what) {
 /**
  * Runs one SQL statement with Python's sqlite3 module in a child process and returns the rows.
  * Never in this process: a second SQLite library in a process that has the file open through
- * fencelock can delete a live WAL file (python/CORE_REQUESTS.md, finding 1).
+ * fencelock can delete a live WAL file (docs/sqlite.md, "One SQLite library per process").
  */
 export function runSql(path, sql, params = []) {
   const code = [

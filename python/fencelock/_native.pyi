@@ -27,6 +27,7 @@ __all__ = [
     "connect",
     "connect_async",
     "_LogSubscription",
+    "_Entering",
 ]
 
 # Private, outside __all__: the core's contract (docs/design.md §9.3), for the tests.
@@ -71,6 +72,14 @@ def connect_async(
     tracing: bool = False,
 ) -> Awaitable[Locker]:
     """Awaitable `connect`."""
+
+@final
+class _Entering:
+    """Internal: what an `async with` acquire yields before its task receives it
+    (`fencelock._scope.entered`); a lease never received is released."""
+
+    def receive(self) -> Any:
+        """Records the block's lease in its Lock's table; what `async with ... as x` binds."""
 
 @final
 class Locker:
@@ -784,6 +793,21 @@ class Fence:
         """
     def check_async(self, token: Union[Lease, int]) -> Awaitable[None]:
         """Awaitable `check`."""
+    def query(
+        self, sql: str, params: Optional[Sequence[_SqlParam]] = None
+    ) -> list[tuple[Union[None, int, float, str, bytes], ...]]:
+        """Reads the fence's database: runs `sql` with `params` (a list of None, int, float, str or
+        bytes) read-only, outside any fenced write, and returns the rows as a list of tuples. For a
+        SQLite fence, read your data this way rather than with `sqlite3`: a second SQLite library in
+        the process drops fencelock's file locks when it closes the file, and SQLite may then delete
+        a live WAL file. Raises InvalidArgument for a statement that writes (nothing is written;
+        write with `fenced_execute`) and on a Redis fence, BackendError for a statement the database
+        rejects or a column that is not an integer, a float, text or bytes (CAST it in the query).
+        """
+    def query_async(
+        self, sql: str, params: Optional[Sequence[_SqlParam]] = None
+    ) -> Awaitable[list[tuple[Union[None, int, float, str, bytes], ...]]]:
+        """Awaitable `query`."""
     def highest(self) -> Optional[int]:
         """The highest token accepted so far, or None."""
     def highest_async(self) -> Awaitable[Optional[int]]:

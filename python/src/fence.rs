@@ -199,6 +199,51 @@ fn statements(value: &Bound<'_, PyAny>) -> PyResult<Vec<Statement>> {
     Ok(out)
 }
 
+/// `query`'s parameters: a list or tuple of None, int, float, str or bytes (or None: none).
+fn query_params(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<SqlValue>> {
+    let Some(params) = value.filter(|p| !p.is_none()) else {
+        return Ok(Vec::new());
+    };
+    if !is_sequence(params) {
+        return Err(invalid("the params of a query must be a list or tuple"));
+    }
+    params
+        .try_iter()?
+        .enumerate()
+        .map(|(j, param)| sql_value(&param?, &format!("parameter {} of the query", j + 1)))
+        .collect()
+}
+
+/// `query`'s rows: a list of tuples of None, int, float, str or bytes, as `sqlite3` gives them.
+struct QueryRows(Vec<Vec<SqlValue>>);
+
+impl<'py> IntoPyObject<'py> for QueryRows {
+    type Target = PyList;
+    type Output = Bound<'py, PyList>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let rows = self
+            .0
+            .into_iter()
+            .map(|row| {
+                let values = row
+                    .into_iter()
+                    .map(|value| match value {
+                        SqlValue::Null => Ok(py.None().into_bound(py)),
+                        SqlValue::Int(v) => Ok(v.into_pyobject(py)?.into_any()),
+                        SqlValue::Float(v) => Ok(v.into_pyobject(py)?.into_any()),
+                        SqlValue::Text(v) => Ok(v.into_pyobject(py)?.into_any()),
+                        SqlValue::Bytes(v) => Ok(PyBytes::new(py, &v).into_any()),
+                    })
+                    .collect::<PyResult<Vec<_>>>()?;
+                PyTuple::new(py, values)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, rows)
+    }
+}
+
 fn open_args(
     url: &Bound<'_, PyAny>,
     resource: &Bound<'_, PyAny>,
@@ -378,6 +423,56 @@ impl PyFence {
             let fence = self.core()?;
             let token = fence_token(&token)?;
             awaitable(py, async move { fence.check(token).await.map_err(to_py) })
+        })
+    }
+
+    /// Reads the fence's database: runs `sql` with `params` (a list of None, int, float, str or
+    /// bytes) read-only, outside any fenced write, and returns the rows as a list of tuples.
+    /// For a SQLite fence, read your data this way rather than with `sqlite3`: a second SQLite
+    /// library in the process drops fencelock's file locks when it closes the file, and SQLite
+    /// may then delete a live WAL file. Raises InvalidArgument for a statement that writes
+    /// (nothing is written; write with `fenced_execute`) and on a Redis fence, BackendError for
+    /// a statement the database rejects or a column that is not an integer, a float, text or
+    /// bytes (CAST it in the query).
+    #[pyo3(signature = (sql, params=None))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        sql: Bound<'py, PyAny>,
+        params: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        guard(|| {
+            let fence = self.core()?;
+            let sql = text(&sql, "the sql of the query")?;
+            let params = query_params(params.as_ref())?;
+            let rows = wait(
+                py,
+                async move { fence.query(&sql, &params).await },
+                OnInterrupt::Cancel,
+            )?;
+            QueryRows(rows).into_pyobject(py)
+        })
+    }
+
+    /// Awaitable `query`.
+    #[pyo3(signature = (sql, params=None))]
+    fn query_async<'py>(
+        &self,
+        py: Python<'py>,
+        sql: Bound<'py, PyAny>,
+        params: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let fence = self.core()?;
+            let sql = text(&sql, "the sql of the query")?;
+            let params = query_params(params.as_ref())?;
+            awaitable(py, async move {
+                fence
+                    .query(&sql, &params)
+                    .await
+                    .map(QueryRows)
+                    .map_err(to_py)
+            })
         })
     }
 

@@ -144,3 +144,48 @@ def test_lost_lease_is_refused_before_anything_is_sent(
             fence.check(lease)
         assert fence.highest() is None
     assert rows(table) == []
+
+
+def test_query_reads_the_fence_database_and_never_writes(
+    locker: fencelock.Locker, table: Path
+) -> None:
+    with fencelock.Fence.open(f"sqlite://{table}", "kv") as fence, locker.lock("reader") as lease:
+        values = [("i", 7), ("f", 1.5), ("s", "text"), ("b", b"\x00\xff"), ("n", None)]
+        fence.fenced_execute(lease, [("INSERT INTO kv VALUES (?, ?)", kv) for kv in values])
+        assert fence.query("SELECT k, v FROM kv ORDER BY k") == sorted(values, key=lambda kv: kv[0])
+        assert fence.query("SELECT v FROM kv WHERE k = ?", ["i"]) == [(7,)]
+        assert fence.query("SELECT v FROM kv WHERE k = ?", ("nope",)) == []
+        # A write is refused, and nothing of it lands.
+        with pytest.raises(fencelock.InvalidArgument, match="fenced_execute"):
+            fence.query("DELETE FROM kv")
+        assert len(fence.query("SELECT k FROM kv")) == len(values)
+        with pytest.raises(fencelock.BackendError):
+            fence.query("SELECT * FROM nowhere")
+        with pytest.raises(fencelock.InvalidArgument, match="parameter 1 of the query"):
+            fence.query("SELECT ?", [object()])  # type: ignore[list-item]
+        with pytest.raises(fencelock.InvalidArgument, match="list or tuple"):
+            fence.query("SELECT ?", "i")  # type: ignore[arg-type]
+
+        async def read() -> object:
+            return await fence.query_async("SELECT v FROM kv WHERE k = ?", ["s"])
+
+        assert asyncio.run(read()) == [("text",)]
+
+
+def test_a_process_reading_its_lock_file_through_a_fence_loses_no_write(tmp_path: Path) -> None:
+    # python/CORE_REQUESTS.md's reproduction, read through the fence instead of sqlite3: with a
+    # second SQLite library in the process, closing its connection dropped fencelock's file
+    # locks, SQLite deleted the live WAL file, and "b" and "c" never reached the file.
+    path = tmp_path / "locks.db"
+    locker = fencelock.connect(f"sqlite://{path}")
+    with fencelock.Fence.open(f"sqlite://{path}", "reads") as fence:
+        seen = []
+        for name in ("a", "b", "c"):
+            locker.acquire(name).release()
+            rows = fence.query("SELECT name FROM fencelock_locks ORDER BY name")
+            seen.append([row[0] for row in rows])
+        assert seen == [[b"a"], [b"a", b"b"], [b"a", b"b", b"c"]]
+        # Another process sees every write: none went to an unlinked file.
+        names = sorted(row[0] for row in run_sql(path, "SELECT name FROM fencelock_locks"))
+        assert names == [b"a".hex(), b"b".hex(), b"c".hex()]
+    locker.close()

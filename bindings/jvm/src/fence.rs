@@ -48,6 +48,30 @@ pub struct NativeStatement {
     pub params: Vec<NativeSqlValue>,
 }
 
+impl From<NativeSqlValue> for SqlValue {
+    fn from(value: NativeSqlValue) -> Self {
+        match value {
+            NativeSqlValue::Null => SqlValue::Null,
+            NativeSqlValue::Integer { value } => SqlValue::Int(value),
+            NativeSqlValue::Real { value } => SqlValue::Float(value),
+            NativeSqlValue::Text { value } => SqlValue::Text(value),
+            NativeSqlValue::Blob { value } => SqlValue::Bytes(value),
+        }
+    }
+}
+
+impl From<SqlValue> for NativeSqlValue {
+    fn from(value: SqlValue) -> Self {
+        match value {
+            SqlValue::Null => NativeSqlValue::Null,
+            SqlValue::Int(value) => NativeSqlValue::Integer { value },
+            SqlValue::Float(value) => NativeSqlValue::Real { value },
+            SqlValue::Text(value) => NativeSqlValue::Text { value },
+            SqlValue::Bytes(value) => NativeSqlValue::Blob { value },
+        }
+    }
+}
+
 fn statements(given: Vec<NativeStatement>) -> Vec<Statement> {
     given
         .into_iter()
@@ -55,13 +79,7 @@ fn statements(given: Vec<NativeStatement>) -> Vec<Statement> {
             s.params
                 .into_iter()
                 .fold(Statement::new(s.sql), |statement, p| {
-                    statement.bind(match p {
-                        NativeSqlValue::Null => SqlValue::Null,
-                        NativeSqlValue::Integer { value } => SqlValue::Int(value),
-                        NativeSqlValue::Real { value } => SqlValue::Float(value),
-                        NativeSqlValue::Text { value } => SqlValue::Text(value),
-                        NativeSqlValue::Blob { value } => SqlValue::Bytes(value),
-                    })
+                    statement.bind(p.into())
                 })
         })
         .collect()
@@ -134,6 +152,24 @@ impl NativeFence {
         let token = fence_token(lease, token)?;
         let fence = self.fence.clone();
         run(async move { fence.check(token).await }, OnDrop::Cancel).await
+    }
+
+    /// Runs the statement read-only, outside any fenced write; its rows.
+    pub async fn query(
+        &self,
+        statement: NativeStatement,
+    ) -> Result<Vec<Vec<NativeSqlValue>>, NativeError> {
+        let params: Vec<SqlValue> = statement.params.into_iter().map(Into::into).collect();
+        let (sql, fence) = (statement.sql, self.fence.clone());
+        let rows = run(
+            async move { fence.query(&sql, &params).await },
+            OnDrop::Cancel,
+        )
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| row.into_iter().map(Into::into).collect())
+            .collect())
     }
 
     /// The highest token accepted so far, or none.

@@ -263,6 +263,11 @@ pub(crate) trait FenceBackend: Send + Sync {
     }
     async fn check(&self, resource: &str, token: &FenceToken) -> Result<()>;
     async fn highest(&self, resource: &str) -> Result<Option<u64>>;
+    async fn query(&self, _sql: &str, _params: &[SqlValue]) -> Result<Vec<Vec<SqlValue>>> {
+        Err(Error::invalid(
+            "query is for SQL fences; read a Redis fence's data with your Redis client",
+        ))
+    }
     async fn close(&self);
 }
 
@@ -404,6 +409,25 @@ impl Fence {
         self.ensure_same_process()?;
         token.usable()?;
         self.backend.check(&self.resource, &token).await
+    }
+
+    /// Reads the fence's database: runs `sql` with `params` read-only, outside any fenced
+    /// write, and returns every row, each value as the type the database gave it. For a
+    /// SQLite fence this is how the process that writes through it reads its data: a second
+    /// SQLite library in the same process (Python's `sqlite3`, `node:sqlite`, sqlite-jdbc)
+    /// drops fencelock's file locks when it closes the file, and SQLite may then delete a
+    /// live WAL file (docs/sqlite.md, "One SQLite library per process").
+    ///
+    /// A read protects nothing by itself: decide what to write from it, then write with
+    /// [`Fence::fenced_execute`], which refuses a token older than one already accepted.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a statement that writes (the database refuses it: nothing is
+    /// written) and on a Redis fence; BACKEND for a statement the database rejects, or a
+    /// column of a type other than an integer, a float, text or bytes (CAST it in the query).
+    pub async fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<Vec<SqlValue>>> {
+        self.ensure_same_process()?;
+        self.backend.query(sql, params).await
     }
 
     /// The highest token accepted so far, if any.

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use super::origins::{Judgement, Origins};
 use super::{FenceBackend, FenceToken, LockMatch, SqlValue, Statement};
 use crate::backend::sql::dialect::{Args, P};
-use crate::backend::sql::error::{is_conflict, map_sqlx_error};
+use crate::backend::sql::error::{is_conflict, is_read_only_refusal, map_sqlx_error};
 use crate::backend::sql::fence_sql::FenceSql;
 use crate::backend::sql::retry::{OpError, with_conflict_retries};
 use crate::backend::sql::schema::ensure_tables;
@@ -273,6 +273,28 @@ impl FenceBackend for SqlFence {
     async fn highest(&self, resource: &str) -> Result<Option<u64>> {
         let row = with_conflict_retries("fence read", &self.table, || self.read(resource)).await?;
         Ok(row.and_then(|r| r.highest()))
+    }
+
+    async fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<Vec<SqlValue>>> {
+        let read = async {
+            let mut session = self.pool.read_only().await?;
+            let rows = session
+                .fetch_all_values(&Arc::from(sql), params.to_vec())
+                .await;
+            let _ = session.rollback().await;
+            rows
+        };
+        read.await.map_err(|e| {
+            if is_read_only_refusal(&e) {
+                let err = map_sqlx_error("fence query", e);
+                return Error::invalid(format!(
+                    "{}: a fence query only reads; write with fenced_execute",
+                    err.message()
+                ))
+                .with_cause_of(&err);
+            }
+            map_sqlx_error("fence query", e)
+        })
     }
 
     async fn close(&self) {

@@ -17,6 +17,7 @@ mod examples;
 mod fence {
     mod identity;
     mod origins;
+    mod query;
 }
 mod metrics;
 mod redis {

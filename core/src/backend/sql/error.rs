@@ -90,6 +90,22 @@ pub(crate) fn is_missing_column(err: &sqlx::Error) -> bool {
     }
 }
 
+/// The database refused a write in a read-only session ([`super::session::SqlPool::read_only`]).
+pub(crate) fn is_read_only_refusal(err: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = err else {
+        return false;
+    };
+    match db_code(db.as_ref()) {
+        // read_only_sql_transaction
+        DbCode::Postgres(c) => c == "25006",
+        // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+        DbCode::MySql(n) => n == 1792,
+        // SQLITE_READONLY
+        DbCode::Sqlite(c) => c == 8,
+        DbCode::Unknown(_) => false,
+    }
+}
+
 /// Converts a driver error into fencelock's, deciding retryability, stripping secrets and
 /// keeping the driver's error as the cause. The one place SQLite result codes, PostgreSQL
 /// SQLSTATEs and MySQL error numbers are read.

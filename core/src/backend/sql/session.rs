@@ -68,6 +68,15 @@ pub(crate) trait Session: Send {
         params: Vec<SqlValue>,
         cols: &[Col],
     ) -> Result<Vec<Row>, sqlx::Error>;
+    /// Runs a caller's statement and reads every row whole, each value as the type the
+    /// database gave it (an integer, a float, text, bytes or NULL): [`Fence::query`].
+    ///
+    /// [`Fence::query`]: crate::Fence::query
+    async fn fetch_all_values(
+        &mut self,
+        sql: &Arc<str>,
+        params: Vec<SqlValue>,
+    ) -> Result<Vec<Row>, sqlx::Error>;
     /// Commits a transaction (nothing to do for a plain connection).
     async fn commit(self: Box<Self>) -> Result<(), sqlx::Error>;
     /// Rolls a transaction back (nothing to do for a plain connection).
@@ -85,6 +94,10 @@ pub(crate) trait SqlPool: Send + Sync {
     /// the statements and pay the pool's ping at every check-in. Its statements commit one by
     /// one; it closes when dropped.
     async fn detached(&self) -> Result<Box<dyn Session>, sqlx::Error>;
+    /// A session in which the database refuses writes: a read-only transaction on the servers,
+    /// a connection of its own with `PRAGMA query_only` on SQLite (a pragma is not
+    /// transactional, so no pooled connection ever carries it). Roll it back when done.
+    async fn read_only(&self) -> Result<Box<dyn Session>, sqlx::Error>;
     async fn close(&self);
 }
 
@@ -187,6 +200,19 @@ macro_rules! session {
                 row.map(|r| Pooled::<$db>::decode(&r, cols)).transpose()
             }
 
+            async fn fetch_all_values(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+            ) -> Result<Vec<Row>, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .fetch_all(self.start())
+                    .await;
+                self.ended(&rows);
+                rows?.iter().map(Pooled::<$db>::decode_values).collect()
+            }
+
             async fn commit(mut self: Box<Self>) -> Result<(), sqlx::Error> {
                 self.end(true).await
             }
@@ -199,7 +225,7 @@ macro_rules! session {
 }
 
 macro_rules! driver {
-    ($db:ty, $args:ty, $null:expr, $reported_id:expr) => {
+    ($db:ty, $args:ty, $null:expr, $reported_id:expr, $read_only_begin:expr, $unsigned:expr) => {
         impl Conn<$db> {
             fn start(&mut self) -> &mut <$db as sqlx::Database>::Connection {
                 self.0.start()
@@ -296,6 +322,59 @@ macro_rules! driver {
             }
         }
 
+        impl Pooled<$db> {
+            /// Every column of `row` as the type the database gave it.
+            fn decode_values(row: &<$db as sqlx::Database>::Row) -> Result<Row, sqlx::Error> {
+                use sqlx::{TypeInfo as _, ValueRef as _};
+                let unsigned: fn(&<$db as sqlx::Database>::Row, usize) -> Option<SqlValue> =
+                    $unsigned;
+                let mut out = Vec::with_capacity(row.len());
+                for i in 0..row.len() {
+                    let raw = row.try_get_raw(i)?;
+                    if raw.is_null() {
+                        out.push(SqlValue::Null);
+                        continue;
+                    }
+                    let type_name = raw.type_info().name().to_ascii_uppercase();
+                    let binary = ["BLOB", "BINARY", "BYTEA"]
+                        .iter()
+                        .any(|kind| type_name.contains(kind));
+                    let bytes = || row.try_get::<Vec<u8>, _>(i).ok().map(SqlValue::Bytes);
+                    let value = row
+                        .try_get::<i64, _>(i)
+                        .ok()
+                        .or_else(|| row.try_get::<i32, _>(i).ok().map(i64::from))
+                        .or_else(|| row.try_get::<i16, _>(i).ok().map(i64::from))
+                        .or_else(|| row.try_get::<bool, _>(i).ok().map(i64::from))
+                        .map(SqlValue::Int)
+                        .or_else(|| unsigned(row, i))
+                        .or_else(|| row.try_get::<f64, _>(i).ok().map(SqlValue::Float))
+                        .or_else(|| {
+                            row.try_get::<f32, _>(i)
+                                .ok()
+                                .map(|v| SqlValue::Float(v.into()))
+                        })
+                        .or_else(|| if binary { bytes() } else { None })
+                        .or_else(|| row.try_get::<String, _>(i).ok().map(SqlValue::Text))
+                        .or_else(bytes);
+                    match value {
+                        Some(value) => out.push(value),
+                        None => {
+                            return Err(sqlx::Error::ColumnDecode {
+                                index: format!("{}", i + 1),
+                                source: format!(
+                                    "its type {type_name} is none of an integer, a float, \
+                                     text or bytes: CAST it to one in the query"
+                                )
+                                .into(),
+                            });
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+
         #[async_trait]
         impl SqlPool for Pooled<$db> {
             async fn connection(&self) -> Result<Box<dyn Session>, sqlx::Error> {
@@ -314,6 +393,19 @@ macro_rules! driver {
                 Ok(Box::new(Detached::<$db>(self.pool.open().await?)))
             }
 
+            async fn read_only(&self) -> Result<Box<dyn Session>, sqlx::Error> {
+                let begin: Option<&'static str> = $read_only_begin;
+                if let Some(begin) = begin {
+                    let mut lent = self.pool.lend().await?;
+                    lent.begin(begin).await?;
+                    return Ok(Box::new(Tx(lent)));
+                }
+                let mut own = Detached::<$db>(self.pool.open().await?);
+                let pragma: Arc<str> = Arc::from("PRAGMA query_only = ON");
+                own.execute(&pragma, Vec::new()).await?;
+                Ok(Box::new(own))
+            }
+
             async fn close(&self) {
                 self.pool.close().await;
             }
@@ -326,19 +418,29 @@ driver!(
     sqlx::Sqlite,
     sqlx::sqlite::SqliteArguments,
     Option::<i64>::None,
-    |done| u64::try_from(done.last_insert_rowid()).ok()
+    |done| u64::try_from(done.last_insert_rowid()).ok(),
+    None,
+    |_, _| None
 );
 #[cfg(feature = "postgres")]
 driver!(
     sqlx::Postgres,
     sqlx::postgres::PgArguments,
     UntypedNull,
-    |_| None
+    |_| None,
+    Some("BEGIN READ ONLY"),
+    |_, _| None
 );
 #[cfg(feature = "mysql")]
 driver!(
     sqlx::MySql,
     sqlx::mysql::MySqlArguments,
     Option::<i64>::None,
-    |done| Some(done.last_insert_id())
+    |done| Some(done.last_insert_id()),
+    Some("START TRANSACTION READ ONLY"),
+    |row, i| {
+        // An UNSIGNED column: above i64's range only as text.
+        let v = row.try_get::<u64, _>(i).ok()?;
+        Some(i64::try_from(v).map_or_else(|_| SqlValue::Text(v.to_string()), SqlValue::Int))
+    }
 );

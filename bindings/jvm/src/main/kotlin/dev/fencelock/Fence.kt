@@ -53,6 +53,18 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
     @JvmSynthetic
     suspend fun check(token: Long) = ffi { native.check(null, token) }
 
+    /**
+     * Reads the fence's database: runs [sql] with [params] read-only, outside any fenced write,
+     * and returns its rows, each value null, a Long, a Double, a String or a ByteArray. For a
+     * SQLite fence, read your data this way, never with sqlite-jdbc in the same process: a second
+     * SQLite library drops fencelock's file locks when it closes the file, and SQLite may then
+     * delete a live WAL file (docs/sqlite.md). A statement that writes is refused with
+     * [LockInvalidArgumentException] and writes nothing; write with [fencedExecute].
+     */
+    @JvmSynthetic
+    suspend fun query(sql: String, vararg params: Any?): List<List<Any?>> =
+        ffi { native.query(Statement(sql, params.toList()).toNative()) }.map { row -> row.map(::fromNative) }
+
     /** The highest token accepted so far, or null. */
     @JvmSynthetic
     suspend fun highest(): Long? = ffi { native.highest() }
@@ -82,6 +94,13 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
 
     @Throws(InterruptedException::class)
     fun highestBlocking(): Long? = blocking { highest() }
+
+    @Throws(InterruptedException::class)
+    fun queryBlocking(sql: String, vararg params: Any?): List<List<Any?>> = blocking { query(sql, *params) }
+
+    /** [query] as a `CompletableFuture` of its rows. */
+    fun queryAsync(sql: String, vararg params: Any?): CompletableFuture<List<List<Any?>>> =
+        Runtime.futures.future { query(sql, *params) }
 
     /** [fencedSet] as a `CompletableFuture` (of null). */
     fun fencedSetAsync(lease: Lease, key: String, value: ByteArray): CompletableFuture<Void?> =
@@ -113,6 +132,14 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
     override fun close() = uninterruptibly { ffi { native.shutdown() } }
 
     override fun toString(): String = "Fence($resource)"
+
+    private fun fromNative(value: NativeSqlValue): Any? = when (value) {
+        is NativeSqlValue.Null -> null
+        is NativeSqlValue.Integer -> value.value
+        is NativeSqlValue.Real -> value.value
+        is NativeSqlValue.Text -> value.value
+        is NativeSqlValue.Blob -> value.value
+    }
 
     companion object {
         init {

@@ -1,10 +1,12 @@
 package dev.fencelock;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -12,6 +14,7 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -151,6 +154,53 @@ class JavaSurfaceTest {
                     assertInstanceOf(StaleTokenException.class, e.getCause());
                 }
             }
+        }
+    }
+
+    @Test
+    void aFenceReadsItsDatabaseReadOnlyWithoutASecondSqlite() throws Exception {
+        // The lock file itself, read through a fence on it: no sqlite-jdbc in this process.
+        String url = Backends.INSTANCE.url("sqlite");
+        try (Locker locker = Locker.connect(url);
+                Fence fence = Fence.open(url, Backends.INSTANCE.uniqueName("java-reads"))) {
+            String table = "java_query_" + Math.abs(System.nanoTime() % 1_000_000);
+            String name = Backends.INSTANCE.uniqueName("java-query");
+            try (Lease lease = locker.acquireBlocking(name)) {
+                fence.fencedExecuteBlocking(
+                        lease,
+                        List.of(
+                                Statement.of("CREATE TABLE " + table + " (k TEXT, v)"),
+                                Statement.of(
+                                        "INSERT INTO " + table + " VALUES (?, ?), (?, ?), (?, ?), (?, ?), (?, ?)",
+                                        "i",
+                                        7L,
+                                        "f",
+                                        1.5,
+                                        "s",
+                                        "text",
+                                        "b",
+                                        new byte[] {0, -1},
+                                        "n",
+                                        null)));
+            }
+            List<List<Object>> rows = fence.queryBlocking("SELECT k, v FROM " + table + " ORDER BY k");
+            assertEquals(5, rows.size());
+            assertArrayEquals(new byte[] {0, -1}, (byte[]) rows.get(0).get(1));
+            assertEquals(Arrays.asList("f", 1.5), rows.get(1));
+            assertEquals(Arrays.asList("i", 7L), rows.get(2));
+            assertEquals(Arrays.asList("n", null), rows.get(3));
+            assertEquals(Arrays.asList("s", "text"), rows.get(4));
+            assertEquals(
+                    List.of(List.of(7L)),
+                    fence.queryAsync("SELECT v FROM " + table + " WHERE k = ?", "i")
+                            .get(Backends.MARGIN_MS, TimeUnit.MILLISECONDS));
+            List<List<Object>> held =
+                    fence.queryBlocking("SELECT name FROM fencelock_locks WHERE name = CAST(? AS BLOB)", name);
+            assertEquals(1, held.size(), "the lock table, read through the fence");
+            // A write is refused and lands nowhere.
+            assertThrows(LockInvalidArgumentException.class, () -> fence.queryBlocking("DELETE FROM " + table));
+            assertEquals(5, fence.queryBlocking("SELECT k FROM " + table).size());
+            assertThrows(LockBackendException.class, () -> fence.queryBlocking("SELECT * FROM nowhere"));
         }
     }
 
