@@ -1,6 +1,6 @@
 //! `NativeLocker` (wrapped by the JS `Locker`), `connect`, and lock info.
 
-use fencelock::{HolderDescription, LeaseInfo, Lock, LockInfo, LockMode, Locker, Scope};
+use fencelock::{HolderDescription, LeaseInfo, LockInfo, Locker, Scope};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -70,7 +70,7 @@ impl NativeLocker {
             let cancel = cancel.cloned();
             promise_on_loop(&env, async move {
                 let lease = cancellable(cancel, async {
-                    let lock = lock_for(&locker, &name, mode).map_err(to_js)?;
+                    let lock = locker.lock(&name, mode).map_err(to_js)?;
                     lock.acquire_in(scope, &options).await.map_err(to_js)
                 })
                 .await?;
@@ -242,17 +242,6 @@ impl NativeLocker {
     #[napi(getter)]
     pub fn url(&self) -> Result<String> {
         guard(|| Ok(self.locker.url()))
-    }
-}
-
-/// `name` as the primitive `mode` belongs to. (The core's `Locker` has this match as a private
-/// `lock(name, mode)`; the CLI writes it too: CORE_REQUESTS.md §2.)
-fn lock_for(locker: &Locker, name: &str, mode: LockMode) -> fencelock::Result<Lock> {
-    match mode {
-        LockMode::Exclusive => locker.mutex(name),
-        LockMode::Permit { permits } => locker.semaphore(name, permits),
-        LockMode::Read => locker.read_lock(name),
-        LockMode::Write => locker.write_lock(name),
     }
 }
 
