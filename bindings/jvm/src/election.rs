@@ -7,6 +7,7 @@ use std::sync::Arc;
 use fencelock::Leader;
 
 use crate::error::NativeError;
+use crate::handoff::{Handed, NativeHandoff};
 use crate::lease::NativeLease;
 use crate::locker::{NativeHolder, NativeLocker};
 use crate::options::{NativeLockOptions, lock_options};
@@ -38,7 +39,8 @@ impl NativeLocker {
         &self,
         name: String,
         options: NativeLockOptions,
-    ) -> Result<Arc<NativeLease>, NativeError> {
+        handoff: Arc<NativeHandoff>,
+    ) -> Result<(), NativeError> {
         let options = lock_options(options)?;
         let locker = self.core().clone();
         let leadership = run(
@@ -46,7 +48,8 @@ impl NativeLocker {
             OnDrop::Cancel,
         )
         .await?;
-        Ok(NativeLease::new(leadership.lease().clone()))
+        handoff.put(Handed::Lease(NativeLease::new(leadership.lease().clone())));
+        Ok(())
     }
 
     /// Who leads `name` now and in which term, without campaigning; none when nobody does.

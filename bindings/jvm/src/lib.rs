@@ -5,7 +5,8 @@
 //! `connect`, the acquire of every mode, lock info), `mode.rs` (lock modes and kinds: mutex,
 //! semaphore, read-write lock), `lease.rs` (Lease and its lost signal), `multi.rs` (several
 //! names as one lock: the multi-name acquire and its lease), `election.rs` (campaign,
-//! leader), `fence.rs`, `observe.rs` (lifecycle events and log records), `error.rs` (the one
+//! leader), `fence.rs`, `handoff.rs` (how an async acquire's lease reaches Kotlin without being lost to a
+//! cancellation), `observe.rs` (lifecycle events and log records), `error.rs` (the one
 //! mapping of core errors and panics), `options.rs` (JVM values to core options), `runtime.rs`
 //! (the one tokio runtime, and how its futures reach Kotlin) and `contract.rs` (the core's
 //! contract for the tests, docs/design.md §9.3). The generated Kotlin
@@ -21,6 +22,7 @@ mod contract;
 mod election;
 mod error;
 mod fence;
+mod handoff;
 mod lease;
 mod locker;
 mod metrics;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use fencelock::{HolderDescription, LeaseInfo, Lock, LockInfo, LockList, Locker, Scope, Waiter};
 
 use crate::error::NativeError;
+use crate::handoff::{Handed, NativeHandoff};
 use crate::lease::NativeLease;
 use crate::mode::{NativeLockKind, NativeLockMode, lock_mode, permits_to_jvm};
 use crate::options::{NativeConnectOptions, NativeLockOptions, lock_options, locker_options};
@@ -82,7 +83,8 @@ impl NativeLocker {
         mode: NativeLockMode,
         options: NativeLockOptions,
         scope: i64,
-    ) -> Result<Arc<NativeLease>, NativeError> {
+        handoff: Arc<NativeHandoff>,
+    ) -> Result<(), NativeError> {
         let lock = self.lock(&name, mode)?;
         let options = lock_options(options)?;
         let scope = scope_of(scope)?;
@@ -91,17 +93,20 @@ impl NativeLocker {
             OnDrop::Cancel,
         )
         .await?;
-        Ok(NativeLease::new(lease))
+        handoff.put(Handed::Lease(NativeLease::new(lease)));
+        Ok(())
     }
 
-    /// Tries once, in `scope`: a lease, or none when the lock is not available in `mode` now.
+    /// Tries once, in `scope`: puts a lease in `handoff`, or nothing when the lock is not
+    /// available in `mode` now.
     pub async fn try_acquire(
         &self,
         name: String,
         mode: NativeLockMode,
         options: NativeLockOptions,
         scope: i64,
-    ) -> Result<Option<Arc<NativeLease>>, NativeError> {
+        handoff: Arc<NativeHandoff>,
+    ) -> Result<(), NativeError> {
         let lock = self.lock(&name, mode)?;
         let options = lock_options(options)?;
         let scope = scope_of(scope)?;
@@ -110,7 +115,10 @@ impl NativeLocker {
             OnDrop::Cancel,
         )
         .await?;
-        Ok(lease.map(NativeLease::new))
+        if let Some(lease) = lease {
+            handoff.put(Handed::Lease(NativeLease::new(lease)));
+        }
+        Ok(())
     }
 
     /// Who holds `name` now, as the backend says.

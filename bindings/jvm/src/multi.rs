@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fencelock::MultiLease;
 
 use crate::error::{NativeError, guard};
+use crate::handoff::{Handed, NativeHandoff};
 use crate::lease::{NativeLease, NativeLossReason, NativeLostListener};
 use crate::locker::{NativeLocker, scope_of};
 use crate::options::{NativeLockOptions, lock_options};
@@ -26,7 +27,8 @@ impl NativeLocker {
         names: Vec<String>,
         options: NativeLockOptions,
         scope: i64,
-    ) -> Result<Arc<NativeMultiLease>, NativeError> {
+        handoff: Arc<NativeHandoff>,
+    ) -> Result<(), NativeError> {
         let options = lock_options(options)?;
         let scope = scope_of(scope)?;
         let locker = self.core().clone();
@@ -38,7 +40,8 @@ impl NativeLocker {
             OnDrop::Cancel,
         )
         .await?;
-        Ok(Arc::new(NativeMultiLease { multi }))
+        handoff.put(Handed::Many(Arc::new(NativeMultiLease { multi })));
+        Ok(())
     }
 
     /// Starts [`NativeLocker::acquire_many`] for a blocking JVM thread (whose scope is `scope`)

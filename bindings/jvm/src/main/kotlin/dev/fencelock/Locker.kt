@@ -142,7 +142,8 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      */
     @JvmSynthetic
     suspend fun campaign(name: String, options: CampaignOptions = CampaignOptions.DEFAULTS): Leadership =
-        ffi { native.campaign(name, options.toNative()) }.let { Leadership(Lease(it, name, it.token())) }
+        handedOver(handedOff({ ffi { native.campaign(name, options.toNative(), it) } }) { it.takeLease() })
+            .let { Leadership(Lease(it, name, it.token())) }
 
     /**
      * Campaigns for [name], runs [block] once leading, and resigns when it returns. [block]
@@ -348,12 +349,17 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         options: LockOptions = LockOptions.DEFAULTS,
     ): CompletableFuture<MultiLease> {
         val scope = Scopes.fresh()
-        return Runtime.futures.future { lockManyIn(names, options, scope) }
+        return acquiringFuture({ it.release() }) { lockManyIn(names, options, scope) }
     }
 
     /** The multi-name acquire of the suspend and future forms: the core's `acquire_many_in`. */
-    private suspend fun lockManyIn(names: List<String>, options: LockOptions, scope: Long): MultiLease =
-        MultiLease(ffi { native.acquireMany(textNames(names), options.toNative(), scope) })
+    private suspend fun lockManyIn(names: List<String>, options: LockOptions, scope: Long): MultiLease = MultiLease(
+        handedOver(
+            handedOff({ ffi { native.acquireMany(textNames(names), options.toNative(), scope, it) } }) {
+                it.takeMultiLease()
+            },
+        ),
+    )
 
     /**
      * [names] checked to be strings: Java may hand over a raw list holding other things (or nulls),
@@ -425,7 +431,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     fun campaignAsync(
         name: String,
         options: CampaignOptions = CampaignOptions.DEFAULTS,
-    ): CompletableFuture<Leadership> = Runtime.futures.future { campaign(name, options) }
+    ): CompletableFuture<Leadership> = acquiringFuture({ it.resign() }) { campaign(name, options) }
 
     /**
      * [withLeadership] for Java, like Curator's `LeaderSelector`:
@@ -506,18 +512,19 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     internal fun acquireAsyncIn(name: String, mode: NativeLockMode, options: LockOptions): CompletableFuture<Lease> {
         val scope = Scopes.fresh()
-        return Runtime.futures.future { acquireIn(name, mode, options, scope) }
+        return acquiringFuture({ it.release() }) { acquireIn(name, mode, options, scope) }
     }
 
     /** The one acquire path of the suspend faces, for every mode (the mutex's is [EXCLUSIVE]). */
     @JvmSynthetic
     internal suspend fun acquireIn(name: String, mode: NativeLockMode, options: LockOptions, scope: Long): Lease =
-        ffi { native.acquire(name, mode, options.toNative(), scope) }.let { Lease(it, name, it.token()) }
+        handedOver(handedOff({ ffi { native.acquire(name, mode, options.toNative(), scope, it) } }) { it.takeLease() })
+            .let { Lease(it, name, it.token()) }
 
     @JvmSynthetic
     internal suspend fun tryAcquireIn(name: String, mode: NativeLockMode, options: LockOptions, scope: Long): Lease? =
-        ffi {
-            native.tryAcquire(name, mode, triedOnce(options).toNative(), scope)
+        handedOff({ ffi { native.tryAcquire(name, mode, triedOnce(options).toNative(), scope, it) } }) {
+            it.takeLease()
         }?.let { Lease(it, name, it.token()) }
 
     /**

@@ -2,6 +2,7 @@ package dev.fencelock
 
 import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
+import dev.fencelock.ffi.NativeHandoff
 import dev.fencelock.ffi.uniffiRustFutureContinuationCallbackImpl
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
@@ -10,6 +11,7 @@ import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.currentCoroutineContext
 import kotlinx.coroutines.future.future
+import kotlinx.coroutines.launch
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeoutOrNull
@@ -104,6 +106,53 @@ internal fun releaseFromBlockingCode(onPlatform: () -> Unit, onVirtual: suspend 
 internal fun finishingAsync(call: suspend () -> Unit): CompletableFuture<Void?> = Runtime.futures.future {
     withContext(NonCancellable) { call() }
     null
+}
+
+/**
+ * Runs an async native acquire that puts what it got in a [NativeHandoff] (the Rust side's
+ * `handoff.rs` says why), and takes it out with [take]. What is not taken, a lease granted just
+ * as the coroutine was cancelled, is dropped on the native side at once and so released in the
+ * background; returned the usual way, uniffi would leak it, held and renewed, for good.
+ */
+internal suspend inline fun <T> handedOff(acquire: (NativeHandoff) -> Unit, take: (NativeHandoff) -> T): T {
+    val handoff = NativeHandoff()
+    try {
+        acquire(handoff)
+        return take(handoff)
+    } finally {
+        handoff.discard()
+        handoff.close()
+    }
+}
+
+/** What a native acquire that succeeded must have put in its handoff. */
+internal fun <T : Any> handedOver(taken: T?): T =
+    taken ?: throw LockInternalException("a bug in fencelock: an acquire answered without its lease; please report it")
+
+/**
+ * An acquire as a `CompletableFuture` that never loses what it acquired. Cancelling the future
+ * (or completing it otherwise, `orTimeout` say) cancels the acquire; one that got its lease
+ * anyway, in the moment between the native answer and the future's completion, hands it to
+ * [giveBack] at once. (kotlinx-coroutines' `future {}` drops such a result, and its lease stays
+ * held, renewing, until the JVM collects its wrapper.)
+ */
+internal fun <T : Any> acquiringFuture(giveBack: suspend (T) -> Unit, acquire: suspend () -> T): CompletableFuture<T> {
+    val result = CompletableFuture<T>()
+    val job =
+        Runtime.futures.launch {
+            val acquired =
+                try {
+                    acquire()
+                } catch (e: Throwable) {
+                    result.completeExceptionally(e)
+                    return@launch
+                }
+            if (!result.complete(acquired)) {
+                withContext(NonCancellable) { runCatching { giveBack(acquired) } }
+            }
+        }
+    result.whenComplete { _, _ -> if (!job.isCompleted) job.cancel() }
+    return result
 }
 
 /** A suspend call that returns nothing as a `CompletableFuture` of null, for Java's `*Async` forms. */
