@@ -150,6 +150,22 @@ impl sqlx::Encode<'_, sqlx::Postgres> for UntypedNull {
 /// their end), and `end(commit)` ends the transaction (nothing to do for a plain connection).
 macro_rules! session {
     ($wrapper:ident, $db:ty, $reported_id:expr) => {
+        impl $wrapper<$db> {
+            /// Every row of a statement, undecoded: `fetch_all` and `fetch_all_values` decode.
+            async fn fetch_rows(
+                &mut self,
+                sql: &Arc<str>,
+                params: Vec<SqlValue>,
+            ) -> Result<Vec<<$db as sqlx::Database>::Row>, sqlx::Error> {
+                let args = Pooled::<$db>::bind(params)?;
+                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
+                    .fetch_all(self.start())
+                    .await;
+                self.ended(&rows);
+                rows
+            }
+        }
+
         #[async_trait]
         impl Session for $wrapper<$db> {
             async fn fetch_all(
@@ -158,13 +174,9 @@ macro_rules! session {
                 params: Vec<SqlValue>,
                 cols: &[Col],
             ) -> Result<Vec<Row>, sqlx::Error> {
-                let args = Pooled::<$db>::bind(params)?;
-                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .fetch_all(self.start())
-                    .await;
-                self.ended(&rows);
-                let rows = rows?;
-                rows.iter()
+                self.fetch_rows(sql, params)
+                    .await?
+                    .iter()
                     .map(|r| Pooled::<$db>::decode(r, cols))
                     .collect()
             }
@@ -205,12 +217,11 @@ macro_rules! session {
                 sql: &Arc<str>,
                 params: Vec<SqlValue>,
             ) -> Result<Vec<Row>, sqlx::Error> {
-                let args = Pooled::<$db>::bind(params)?;
-                let rows = sqlx::query_with(AssertSqlSafe(sql.clone()), args)
-                    .fetch_all(self.start())
-                    .await;
-                self.ended(&rows);
-                rows?.iter().map(Pooled::<$db>::decode_values).collect()
+                self.fetch_rows(sql, params)
+                    .await?
+                    .iter()
+                    .map(Pooled::<$db>::decode_values)
+                    .collect()
             }
 
             async fn commit(mut self: Box<Self>) -> Result<(), sqlx::Error> {
