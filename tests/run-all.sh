@@ -123,9 +123,8 @@ FENCELOCK_WHEEL="$(ls "$PWD"/dist/fencelock-"$version"-*.whl)" step 900 python/r
 # The source installs for platforms without a prebuilt artifact (the sdist through pip, the npm
 # package without its platform package): 3 minutes of compiling on an idle machine, run niced
 # beside the Node and JVM suites, which mostly wait on servers; its log is printed before the
-# fault suite, which needs the machine to itself. Not beside the Python suite: its test of a clean
-# exit with daemon threads waiting in fencelock crashed once there (a known, open bug of the
-# interpreter's shutdown, CHANGELOG), and CPU contention widens that window.
+# fault suite, which needs the machine to itself. Not beside the Python suite, whose exit tests
+# (python/tests/test_exit.py) load the CPU themselves.
 beside_source=target/source_installs.log
 FENCELOCK_SOURCE_PROFILE=ci CARGO_TARGET_DIR="$PWD/target/source-builds" \
     step 900 nice -n 19 release/source-smoke.sh >"$beside_source" 2>&1 &

@@ -70,6 +70,7 @@ pub(crate) fn to_py(err: Error) -> PyErr {
         // The error module itself failed to load: surface that, it is the real problem.
         Err(import_error) => import_error,
     })
+    .unwrap_or_else(crate::exit::exiting)
 }
 
 pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
@@ -83,6 +84,7 @@ pub(crate) fn invalid_type(message: impl Into<String>) -> PyErr {
     crate::exit::attach(|py| {
         instance(py, "InvalidArgumentType", (message.as_str(),)).unwrap_or_else(|e| e)
     })
+    .unwrap_or_else(crate::exit::exiting)
 }
 
 /// A blocking call made where it would stall a running asyncio event loop:
@@ -102,7 +104,9 @@ pub(crate) fn panic_to_py(payload: Box<dyn Any + Send>) -> PyErr {
 }
 
 /// Runs the body of an exported function, turning a panic into `fencelock.InternalError`.
-/// Every `#[pyfunction]` and `#[pymethods]` entry goes through this.
+/// Every `#[pyfunction]` and `#[pymethods]` entry goes through this, and only they do: it is
+/// also where a Python thread takes its pass to run fencelock code with the GIL (`exit.rs`).
 pub(crate) fn guard<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    let _call = crate::exit::PythonCall::begin();
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| Err(panic_to_py(payload)))
 }

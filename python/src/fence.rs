@@ -6,11 +6,12 @@ use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple,
 };
 
+use crate::awaitable::awaitable;
 use crate::error::{closed, guard, invalid, to_py};
 use crate::lease::PyLease;
 use crate::multi::PyMultiLease;
 use crate::options::{FENCE_OPTIONS, Options, locker_options, text};
-use crate::runtime::{OnInterrupt, awaitable, wait};
+use crate::runtime::{OnInterrupt, wait};
 
 /// A fence on one resource, opened on its own URL: it accepts a write only if its token is at
 /// least the highest it has accepted for that resource.

@@ -8,9 +8,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
+use crate::awaitable::awaitable;
 use crate::error::{guard, to_py};
 use crate::options::optional_duration;
-use crate::runtime::{OnInterrupt, awaitable, block, wait};
+use crate::runtime::{OnInterrupt, block, wait};
 use crate::signal::PyLostSignal;
 
 /// Proof of holding one lock, with its fencing token.

@@ -14,6 +14,7 @@
 
 use pyo3::prelude::*;
 
+mod awaitable;
 mod contract;
 mod election;
 mod error;

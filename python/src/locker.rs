@@ -11,6 +11,7 @@ use fencelock::{
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::awaitable::awaitable;
 use crate::election::{PyLeader, PyLeadership};
 use crate::error::{closed, guard, invalid, to_py};
 use crate::holder::holder_dict;
@@ -21,7 +22,7 @@ use crate::options::{
     LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options,
     locker_options, text,
 };
-use crate::runtime::{OnInterrupt, awaitable, refuse_waiting_inside_event_loop, wait};
+use crate::runtime::{OnInterrupt, refuse_waiting_inside_event_loop, wait};
 use crate::scope::{
     Claim, Entering, Scopes, claim, current_scope, drop_scopes, new_scopes, received, take,
 };
@@ -492,7 +493,7 @@ impl PyLocker {
                     .acquire_many_in(scope, &names, &options)
                     .await
                     .map_err(to_py)?;
-                crate::exit::attach(|py| PyMultiLease::new(py, lease))
+                crate::exit::attach_or_exiting(|py| PyMultiLease::new(py, lease))
             })
         })
     }
@@ -844,7 +845,7 @@ impl PyLock {
             let leadership = self.leadership;
             let acquiring = awaitable(py, async move {
                 let lease = lock.acquire_in(scope, &options).await.map_err(to_py)?;
-                crate::exit::attach(|py| {
+                crate::exit::attach_or_exiting(|py| {
                     let entered = Self::entered(py, lease.clone(), leadership)?;
                     Py::new(py, Entering::new(claim, lease, entered))
                 })

@@ -38,8 +38,9 @@ pub(crate) fn host_sink(py: Python<'_>) -> PyResult<Arc<dyn MetricsSink>> {
         ));
     }
     on_own_thread("fencelock-metrics", move |batch: &[Measurement]| {
-        // One GIL acquisition for everything that queued up meanwhile.
-        crate::exit::attach(|py| {
+        // One GIL acquisition for everything that queued up meanwhile; none once the
+        // interpreter exits, when the batch is dropped.
+        let _ = crate::exit::attach(|py| {
             for m in batch {
                 let Some((instrument, host)) = instruments.iter().find(|(i, _)| *i == m.instrument)
                 else {

@@ -11,11 +11,12 @@ use fencelock::{LockOptions, Locker, MultiLease, Scope};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
+use crate::awaitable::awaitable;
 use crate::error::{guard, invalid_type, to_py};
 use crate::lease::{PyLease, in_background, settle_exit, utc_datetime};
 use crate::locker::{PyLocker, acquire_options};
 use crate::options::{LOCK_OPTIONS, optional_duration, text};
-use crate::runtime::{OnInterrupt, awaitable, block, refuse_waiting_inside_event_loop, wait};
+use crate::runtime::{OnInterrupt, block, refuse_waiting_inside_event_loop, wait};
 use crate::scope::{
     Claim, Entering, Scopes, claim, current_scope, drop_scopes, new_scopes, received, take,
 };
@@ -420,7 +421,7 @@ impl PyMultiLock {
                     .acquire_many_in(scope, &names, &options)
                     .await
                     .map_err(to_py)?;
-                crate::exit::attach(|py| {
+                crate::exit::attach_or_exiting(|py| {
                     let entered = Py::new(py, PyMultiLease::new(py, lease.clone())?)?;
                     Py::new(py, Entering::new(claim, lease, entered.into_any()))
                 })

@@ -207,30 +207,32 @@ impl PyLogSubscription {
     /// up to `timeout` seconds with the GIL released; None on timeout. `context` is the
     /// `contextvars.Context` of the call the record was produced under, to handle it in.
     fn next(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<RecordTuple>> {
-        // NaN (which `clamp` keeps) waits not at all; from_secs_f64 would panic on it.
-        let seconds = if timeout.is_nan() {
-            0.0
-        } else {
-            timeout.clamp(0.0, 3600.0)
-        };
-        let timeout = Duration::from_secs_f64(seconds);
-        let inner = &self.inner;
-        let record: Option<LogRecord> = crate::exit::detach(py, || {
-            let sub = inner.lock().unwrap_or_else(|e| e.into_inner());
-            sub.recv_blocking(Some(timeout))
-        });
-        Ok(record.map(|r| {
-            (
-                python_level(r.level),
-                r.message,
-                r.lock,
-                epoch_seconds(r.at),
-                r.caller
-                    .as_ref()
-                    .and_then(|c| c.downcast_ref::<crate::spans::PyCallerContext>())
-                    .map(|c| c.0.clone_ref(py)),
-            )
-        }))
+        guard(|| {
+            // NaN (which `clamp` keeps) waits not at all; from_secs_f64 would panic on it.
+            let seconds = if timeout.is_nan() {
+                0.0
+            } else {
+                timeout.clamp(0.0, 3600.0)
+            };
+            let timeout = Duration::from_secs_f64(seconds);
+            let inner = &self.inner;
+            let record: Option<LogRecord> = crate::exit::detach(py, || {
+                let sub = inner.lock().unwrap_or_else(|e| e.into_inner());
+                sub.recv_blocking(Some(timeout))
+            });
+            Ok(record.map(|r| {
+                (
+                    python_level(r.level),
+                    r.message,
+                    r.lock,
+                    epoch_seconds(r.at),
+                    r.caller
+                        .as_ref()
+                        .and_then(|c| c.downcast_ref::<crate::spans::PyCallerContext>())
+                        .map(|c| c.0.clone_ref(py)),
+                )
+            }))
+        })
     }
 
     /// Follows the `fencelock` logger's effective level.

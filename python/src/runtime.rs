@@ -11,21 +11,16 @@
 //!   left to finish in the background (release, close: so nothing is left behind). A round
 //!   trip on the caller's thread is not interrupted: it ends with its reply or with the
 //!   operation timeout.
-//! - Awaitable calls hand the future to pyo3-async-runtimes (`future_into_py`), which runs it on
-//!   this runtime and completes an asyncio future on the caller's event loop: the loop is never
-//!   blocked.
+//! - Awaitable calls run the future on this runtime and complete an asyncio future on the
+//!   caller's event loop (`awaitable.rs`): the loop is never blocked.
 //!
 //! The runtime is made lazily and is pid-checked on every use: threads do not survive `fork()`,
 //! so a child process builds its own runtime the first time it needs one. The parent's runtime
 //! is leaked in the child, never dropped (dropping would wait for worker threads that do not
-//! exist there). pyo3-async-runtimes' own tokio runtime lives in a `OnceLock` that cannot be
-//! rebuilt after fork, so its generic API is used with [`PyRuntime`], which spawns onto the
-//! runtime of this process.
+//! exist there).
 
-use std::cell::OnceCell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Mutex;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
@@ -33,8 +28,6 @@ use std::time::Duration;
 use fencelock::blocking::FirstPoll;
 use futures_util::FutureExt;
 use pyo3::prelude::*;
-use pyo3_async_runtimes::TaskLocals;
-use pyo3_async_runtimes::generic::{self, ContextExt};
 use tokio::runtime::{Handle, Runtime};
 
 use crate::error::{blocking_in_event_loop, panic_to_py, to_py};
@@ -173,75 +166,4 @@ where
     T: Send + 'static,
 {
     block(py, fut, on_interrupt)?.map_err(to_py)
-}
-
-/// Turns `fut` into an asyncio awaitable on the running event loop. A panic inside becomes
-/// `fencelock.InternalError`; cancelling the asyncio future drops `fut`.
-pub(crate) fn awaitable<'py, T, F>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
-where
-    F: Future<Output = PyResult<T>> + Send + 'static,
-    T: for<'a> IntoPyObject<'a> + Send + 'static,
-{
-    runtime().map_err(to_py)?;
-    let fut = fencelock::spans::in_caller_context(crate::spans::caller_context(py), fut);
-    let guarded = async move {
-        match AssertUnwindSafe(fut).catch_unwind().await {
-            Ok(result) => result,
-            Err(payload) => Err(panic_to_py(payload)),
-        }
-    };
-    generic::future_into_py::<PyRuntime, _, T>(py, guarded)
-}
-
-/// pyo3-async-runtimes' view of this process's runtime.
-pub(crate) struct PyRuntime;
-
-tokio::task_local! {
-    static TASK_LOCALS: OnceCell<TaskLocals>;
-}
-
-fn runtime_or_panic() -> &'static Runtime {
-    // Only reached after `awaitable` made sure the runtime exists in this process, so this
-    // cannot fail; pyo3-async-runtimes' `spawn` has no error path, and `awaitable` runs inside
-    // `error::guard`, which would turn a panic here into InternalError all the same.
-    match runtime() {
-        Ok(rt) => rt,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-impl generic::Runtime for PyRuntime {
-    type JoinError = tokio::task::JoinError;
-    type JoinHandle = tokio::task::JoinHandle<()>;
-
-    fn spawn<F>(fut: F) -> Self::JoinHandle
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        runtime_or_panic().spawn(fut)
-    }
-
-    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        runtime_or_panic().spawn_blocking(f)
-    }
-}
-
-impl ContextExt for PyRuntime {
-    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
-    where
-        F: Future<Output = R> + Send + 'static,
-    {
-        let cell = OnceCell::new();
-        let _ = cell.set(locals);
-        Box::pin(TASK_LOCALS.scope(cell, fut))
-    }
-
-    fn get_task_locals() -> Option<TaskLocals> {
-        TASK_LOCALS
-            .try_with(|c| c.get().cloned())
-            .unwrap_or_default()
-    }
 }

@@ -130,7 +130,7 @@ impl<L> Drop for Claim<L> {
 
 /// An `async with` block's acquisition on its way to the block's task. The acquire completes on
 /// the runtime, but asyncio hands its result to the task later, on the event loop, and drops it
-/// when the task was cancelled meanwhile (pyo3-async-runtimes checks the future before it sets
+/// when the task was cancelled meanwhile (`awaitable.rs` checks the future before it sets
 /// the result). So the lease goes into its Lock's table only when the task receives it: `receive`,
 /// called by `fencelock._scope.entered` in the same step as the await returns. Dropped without
 /// being received, this drops the block's claim and the lease, which is then released in the

@@ -6,9 +6,10 @@ use std::time::Instant;
 use fencelock::{LossReason, LostSignal};
 use pyo3::prelude::*;
 
+use crate::awaitable::awaitable;
 use crate::error::guard;
 use crate::options::optional_duration;
-use crate::runtime::{SLICE, awaitable};
+use crate::runtime::SLICE;
 
 /// The short, stable spelling of a loss reason.
 pub(crate) fn reason_code(reason: LossReason) -> &'static str {

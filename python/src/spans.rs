@@ -81,8 +81,9 @@ pub(crate) fn host_sink(py: Python<'_>) -> PyResult<Arc<dyn SpanSink>> {
     TRACING.store(true, Ordering::Relaxed);
     let mut acquires = AcquireLinks::<Py<PyAny>>::new();
     fencelock::spans::on_own_thread("fencelock-spans", move |batch: &[SpanRecord]| {
-        // One GIL acquisition for everything that queued up meanwhile.
-        crate::exit::attach(|py| {
+        // One GIL acquisition for everything that queued up meanwhile; none once the
+        // interpreter exits, when the batch is dropped.
+        let _ = crate::exit::attach(|py| {
             for record in batch {
                 // A span the host refuses is lost alone; the next ones still go.
                 drop(make_span(py, &api, &mut acquires, record));

@@ -4,7 +4,8 @@
 #   tests/faults/run.sh short     build the workers, run every scenario x backend once (CI), then
 #                                 check that the broken build (fencing off) makes the checker fail
 #   tests/faults/run.sh soak [--minutes M] [--clients N] [--backends a,b]   16 clients, 10 min/backend
-#                                 (first: it::redis::lock with every lock script sent twice)
+#                                 (first: it::redis::lock with every lock script sent twice, and
+#                                 200 Python exits under load)
 #   tests/faults/run.sh one SCENARIO BACKEND [--langs rust,python,node,jvm]   (default: the
 #                                 scenario's languages, else Rust, Python and Node)
 #   tests/faults/run.sh record [RESULTS.jsonl...]   fold run summaries (default: the state
@@ -115,6 +116,10 @@ case $cmd in
     cargo test -q -p fencelock --features fault-injection-duplicate-scripts --test it redis::lock::
     build rust,python,node,jvm
     rc=0
+    # 200 Python processes that exit with fencelock's threads busy (docs/design.md §9.4); CI's
+    # Python suite exits 20.
+    echo "== faults: 200 Python exits under load (python/tests/_exit_stress.py)"
+    target/py-venv/bin/python python/tests/_exit_stress.py --runs 200 || rc=1
     "$py" "$here/harness.py" "${results[@]}" soak "$@" || rc=$?
     record || rc=1
     exit "$rc"
