@@ -16,7 +16,8 @@
 #   JVM      spotless (bindings/jvm/pom.xml and its modules shedlock/, spring/): ktlint on the
 #            Kotlin (.editorconfig), palantir-java-format on the Java
 #   docs     tests/check-design-refs.py: every citation of the design (code comments,
-#            docstrings, stubs, .d.ts, KDoc, docs/) names a section docs/design.md has
+#            docstrings, stubs, .d.ts, KDoc, docs/) names a section docs/design.md has;
+#            tests/check-env-vars.py: docs/security.md lists every FENCELOCK_* variable shipped
 # Tool versions are pinned here (ruff), in node/package.json (biome, typescript) and in the pom.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -144,13 +145,15 @@ lint_jvm() {
 }
 
 lint_docs() {
-    step "tests/check-design-refs.py (citations of docs/design.md resolve)"
+    step "tests/check-design-refs.py (citations of docs/design.md resolve), tests/check-env-vars.py"
     if [ $fix = 1 ]; then
         # Nothing to fix automatically: report the file:line to edit, and go on fixing the rest.
         python3 tests/check-design-refs.py || true
+        python3 tests/check-env-vars.py || true
         return
     fi
     timed python3 tests/check-design-refs.py
+    timed python3 tests/check-env-vars.py
 }
 
 for language in "${languages[@]}"; do

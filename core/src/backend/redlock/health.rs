@@ -62,6 +62,19 @@ pub fn abstains(uptime: Duration, max_ttl: Duration, max_skew: Duration) -> bool
     uptime < abstain_bound(max_ttl, max_skew) + UPTIME_OVERSTATEMENT
 }
 
+/// Why a master abstains, for the log: the uptime it reported, and the uptime it must report
+/// before it votes again, both in the whole seconds Redis reports.
+pub fn abstain_reason(uptime: Duration, max_ttl: Duration, max_skew: Duration) -> String {
+    let must_pass = abstain_bound(max_ttl, max_skew) + UPTIME_OVERSTATEMENT;
+    let votes_from = must_pass.as_secs() + u64::from(must_pass.subsec_nanos() > 0);
+    format!(
+        "reports an uptime of {}s: it abstains until it reports {votes_from}s (max_ttl \
+         {max_ttl:?} + 2 x max_skew {max_skew:?}, + 1s because Redis rounds the uptime down to \
+         whole seconds)",
+        uptime.as_secs()
+    )
+}
+
 /// For each master, the earlier master that answered with the same `run_id` (one server listed
 /// twice, under two names): its vote must not count twice.
 pub fn duplicates(run_ids: &[Option<&str>]) -> Vec<Option<usize>> {
@@ -105,6 +118,50 @@ pub fn skewed(offsets: &[Option<i64>], max_skew: Duration) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole seconds a message names after `prefix` ("4s" → 4).
+    fn seconds_after(message: &str, prefix: &str) -> u64 {
+        let rest = &message[message
+            .find(prefix)
+            .unwrap_or_else(|| panic!("{prefix:?} in {message:?}"))
+            + prefix.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        assert!(
+            rest[digits.len()..].starts_with('s'),
+            "whole seconds after {prefix:?} in {message:?}"
+        );
+        digits.parse().unwrap()
+    }
+
+    #[test]
+    fn an_abstaining_master_is_told_an_uptime_above_the_one_it_reported() {
+        // Seen with max_ttl=2s&max_skew=10ms: "is up for 3s only: it abstains until 2.02s".
+        for (max_ttl, skew) in [(2_000, 10), (30_000, 500), (1_500, 0), (3_000, 1_000)] {
+            let (max_ttl, skew) = (Duration::from_millis(max_ttl), Duration::from_millis(skew));
+            for reported in 0..40 {
+                let uptime = Duration::from_secs(reported);
+                if !abstains(uptime, max_ttl, skew) {
+                    continue;
+                }
+                let message = abstain_reason(uptime, max_ttl, skew);
+                assert_eq!(
+                    seconds_after(&message, "reports an uptime of "),
+                    reported,
+                    "{message}"
+                );
+                let votes_from = seconds_after(&message, "abstains until it reports ");
+                assert!(votes_from > reported, "{message}");
+                assert!(
+                    !abstains(Duration::from_secs(votes_from), max_ttl, skew),
+                    "{message}"
+                );
+                assert!(
+                    abstains(Duration::from_secs(votes_from - 1), max_ttl, skew),
+                    "{message}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn info_parses() {

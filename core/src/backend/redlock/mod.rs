@@ -209,10 +209,9 @@ impl RedlockBackend {
                 if abstaining && !instance.health().abstaining {
                     flog!(
                         warn,
-                        "redlock master {} is up for {:?} only: it abstains until {:?} (max_ttl + 2 x max_skew)",
+                        "redlock master {} {}",
                         instance.label,
-                        probe.uptime,
-                        health::abstain_bound(max_ttl, skew)
+                        health::abstain_reason(probe.uptime, max_ttl, skew)
                     );
                 }
                 instance.record(probe, abstaining);
