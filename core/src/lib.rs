@@ -27,8 +27,9 @@
     allow(unused)
 )]
 
-// The modules users name: the blocking form of the API, the cross-language contract, logs,
-// metrics, options and the runtime a host without one runs the core on. Everything else is
+// The modules users name (eight, docs/design.md §9.1): the blocking form of the API, the
+// cross-language contract, the event-loop executor's entry (§8.6), logs, metrics, options, the
+// runtime a host without one runs the core on, and spans. Everything else is
 // reached through the re-exports below, so internals can move without breaking anyone.
 #[macro_use]
 pub mod logs;
