@@ -197,7 +197,18 @@ class Statement(val sql: String, params: List<Any?>) {
         else -> invalidArgument("parameter $position of \"$sql\": unsupported type ${p.javaClass.name}")
     }
 
-    override fun toString(): String = "Statement($sql, $params)"
+    /**
+     * The SQL and how many parameters it binds, never their values: statements end up in logs
+     * and exception messages, and their parameters are the application's data, secrets included.
+     */
+    override fun toString(): String {
+        val count = when (params.size) {
+            0 -> "no parameters"
+            1 -> "1 parameter"
+            else -> "${params.size} parameters"
+        }
+        return "Statement($sql, $count)"
+    }
 
     companion object {
         @JvmStatic

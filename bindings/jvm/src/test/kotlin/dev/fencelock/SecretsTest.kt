@@ -1,6 +1,7 @@
 package dev.fencelock
 
 import kotlinx.coroutines.runBlocking
+import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.DynamicTest
 import org.junit.jupiter.api.Test
@@ -13,7 +14,8 @@ import java.time.Duration
 
 /**
  * No fragment of a URL's password appears in an exception (tests/vectors/leaky-urls.json, shared
- * with every language), and text that cannot be UTF-8 is refused as Python and Node refuse it.
+ * with every language), no bound SQL parameter in a Statement's text, and text that cannot be
+ * UTF-8 is refused as Python and Node refuse it.
  */
 class SecretsTest {
     private data class Vector(val url: String, val password: String)
@@ -60,5 +62,21 @@ class SecretsTest {
             locker.acquireBlocking("a\uD83D\uDE00").close()
         }
         assertThrows<LockInvalidArgumentException> { Locker.connect("sqlite://$dir/\uD800.db") }
+    }
+
+    @Test
+    fun `a Statement's text shows its SQL and how many parameters, never their values`() {
+        val sql = "UPDATE accounts SET api_key = ?, pin = ?, photo = ? WHERE id = ?"
+        val statement = Statement.of(sql, "sk-live-4f9a", 918273, byteArrayOf(0x5e, 0x5e), null)
+        // Logged alone, or inside the list handed to fencedExecute.
+        for (shown in listOf(statement.toString(), listOf(statement).toString(), "$statement")) {
+            for (value in listOf("sk-live-4f9a", "918273", "[94, 94]", "[B@")) {
+                assertTrue(value !in shown, "$value in $shown")
+            }
+            assertTrue(sql in shown, shown)
+        }
+        assertEquals("Statement($sql, 4 parameters)", statement.toString())
+        assertEquals("Statement(SELECT 1, 1 parameter)", Statement.of("SELECT 1", 1).toString())
+        assertEquals("Statement(SELECT 1, no parameters)", Statement.of("SELECT 1").toString())
     }
 }
