@@ -10,8 +10,11 @@
 //!
 //! It reads lines from a pipe whose writers are `fencelock` and, between fork and exec, CMD's
 //! child (see [`Message`]). `fencelock` writes the lease's client deadline (CLOCK_BOOTTIME)
-//! before CMD starts and again after each renewal; CMD's child writes its process group id
-//! before exec, so CMD never runs unknown to the guardian. The guardian:
+//! before CMD starts and again as renewals move it: at once when it moves earlier, and when it
+//! moved later by more than ttl/10 or ttl/10 after the last write (`supervise.rs`,
+//! `guardian_needs`), so the deadline here is never later than the lease's, and at most ttl/10
+//! earlier for at most ttl/10. CMD's child writes its process group id before exec, so CMD never
+//! runs unknown to the guardian. The guardian:
 //! - sends SIGKILL to every live group at the deadline, on a CLOCK_BOOTTIME timer (which, unlike
 //!   poll's timeout, counts a suspended machine's sleep), and at once to a group that has no
 //!   deadline;

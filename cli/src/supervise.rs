@@ -3,8 +3,9 @@
 //!
 //! - CMD is spawned only if the lease is still held at that instant, as the leader of a new
 //!   process group that the guardian learns of before CMD runs; the guardian also has the
-//!   lease's deadline first (and a new one after each renewal), so it kills the group at the
-//!   deadline even if `fencelock` is stopped, stuck or killed (`guardian.rs`).
+//!   lease's deadline first (and a new one as renewals move it: [`guardian_needs`]), so it
+//!   kills the group at the deadline even if `fencelock` is stopped, stuck or killed
+//!   (`guardian.rs`).
 //! - On a loss the SIGKILL is sent in the lost signal's callback, on whichever thread detects
 //!   the loss, before anything is logged: a stderr nobody reads never delays it.
 //! - When renewals keep failing, the group gets SIGTERM (and SIGCONT) `grace` before the
@@ -99,6 +100,9 @@ pub fn effective_grace(asked: Option<Duration>, ttl: Duration) -> Duration {
     clamped
 }
 
+/// How a process group is signalled: [`signal_group`], or a recorder in tests.
+type SignalGroup = fn(libc::pid_t, libc::c_int) -> Result<(), std::io::Error>;
+
 /// Sends `sig` to a process group; the error when not one member could be signalled.
 fn signal_group(pgid: libc::pid_t, sig: libc::c_int) -> Result<(), std::io::Error> {
     if pgid <= 1 {
@@ -112,28 +116,110 @@ fn signal_group(pgid: libc::pid_t, sig: libc::c_int) -> Result<(), std::io::Erro
     }
 }
 
-/// Whether any process is left in the group (zombies included).
-fn group_exists(pgid: libc::pid_t) -> bool {
-    match signal_group(pgid, 0) {
-        Ok(()) => true,
-        Err(e) => e.raw_os_error() != Some(libc::ESRCH),
+/// CMD's process group as the lease's lost callback sees it: that callback may run on any
+/// thread, at any time until the lease is released, so the group is shared, and forgotten once
+/// it is confirmed gone: from then on its number may name another process group.
+struct KillOnLoss {
+    /// CMD's process group id; 0 before CMD exists.
+    group: AtomicI32,
+    /// A member could not be signalled (EPERM: it became another user).
+    unkillable: AtomicBool,
+    signal: SignalGroup,
+}
+
+impl KillOnLoss {
+    fn new(signal: SignalGroup) -> KillOnLoss {
+        KillOnLoss {
+            group: AtomicI32::new(0),
+            unkillable: AtomicBool::new(false),
+            signal,
+        }
+    }
+
+    /// Kills the group on `lease`'s loss, from the thread that detects it.
+    fn arm(self: &Arc<Self>, lease: &Lease) {
+        let this = self.clone();
+        lease.lost_signal().on_lost(move |_| this.kill());
+    }
+
+    fn aim_at(&self, pgid: libc::pid_t) {
+        self.group.store(pgid, Ordering::Release);
+    }
+
+    /// SIGKILL to the group, while there is one to kill.
+    fn kill(&self) {
+        let pgid = self.group.load(Ordering::Acquire);
+        if pgid == 0 {
+            return;
+        }
+        if let Err(e) = (self.signal)(pgid, libc::SIGKILL)
+            && e.raw_os_error() == Some(libc::EPERM)
+        {
+            self.unkillable.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether any process is left in the group (zombies included).
+    fn group_exists(&self, pgid: libc::pid_t) -> bool {
+        match (self.signal)(pgid, 0) {
+            Ok(()) => true,
+            Err(e) => e.raw_os_error() != Some(libc::ESRCH),
+        }
+    }
+
+    /// Kills the group and waits (at most [`KILL_CONFIRM`]) until it is empty, then disarms the
+    /// kill on loss: false when some of it survives (a member that became another user: EPERM).
+    async fn kill_and_confirm(&self) -> bool {
+        let pgid = self.group.load(Ordering::Acquire);
+        let started = BootInstant::now();
+        loop {
+            let _ = (self.signal)(pgid, libc::SIGKILL);
+            if !self.group_exists(pgid) {
+                self.group.store(0, Ordering::Release);
+                return true;
+            }
+            if started.elapsed() >= KILL_CONFIRM {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn unkillable(&self) -> bool {
+        self.unkillable.load(Ordering::Acquire)
     }
 }
 
-/// Kills the group and waits (at most [`KILL_CONFIRM`]) until it is empty: false when some of
-/// it survives (a member that became another user: EPERM).
-async fn kill_and_confirm(pgid: libc::pid_t) -> bool {
-    let started = BootInstant::now();
-    loop {
-        let _ = signal_group(pgid, libc::SIGKILL);
-        if !group_exists(pgid) {
-            return true;
-        }
-        if started.elapsed() >= KILL_CONFIRM {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// The deadline the guardian has, and when it was told.
+#[derive(Debug, Clone, Copy)]
+struct ToldDeadline {
+    deadline: BootInstant,
+    at: BootInstant,
+}
+
+/// Whether the guardian, which was last told `told`, must be told the lease's `deadline` at
+/// `now`.
+///
+/// The guardian kills at the deadline it has, and sends SIGTERM `min(grace, ttl/3)` before it
+/// once no deadline came for ttl/3 + 1 s (`guardian.rs`). A deadline later than the lease's
+/// would let CMD outlive the lease, so one moving earlier is told at once. One earlier than the
+/// lease's only makes the guardian act early, so a deadline moving later (ZooKeeper's heartbeat
+/// can move it every few hundred milliseconds) waits until it moved by more than ttl/10, or until
+/// the last one was told ttl/10 ago: the guardian's deadline is never later than the lease's,
+/// and at most ttl/10 earlier for at most ttl/10. The second rule is for a deadline that stops
+/// moving (a partition): it reaches the guardian long before the SIGTERM is due, which then
+/// still comes `min(grace, ttl/3)` before the lease's deadline, not ttl/10 sooner. A renewal
+/// every ttl/3 (every other backend) is told at once.
+fn guardian_needs(
+    told: ToldDeadline,
+    deadline: BootInstant,
+    now: BootInstant,
+    ttl: Duration,
+) -> bool {
+    let slack = ttl / 10;
+    deadline < told.deadline
+        || told.deadline.until(deadline) > slack
+        || (deadline != told.deadline && told.at.until(now) > slack)
 }
 
 /// Runs CMD until it exits, and keeps it within the lease (the module's doc).
@@ -146,12 +232,15 @@ pub async fn run_child(
     let guardian_fd = supervision.guardian_fd;
     let tell = |message| guardian::tell(guardian_fd, message);
     // The guardian knows the deadline before CMD exists; without a guardian, no CMD.
-    let mut told_deadline = lease.deadline();
+    let mut told_deadline = ToldDeadline {
+        deadline: lease.deadline(),
+        at: BootInstant::now(),
+    };
     let told = tell(Message::Limits {
         ttl_ns: spec.ttl.as_nanos() as u64,
         grace_ns: spec.grace.as_nanos() as u64,
     }) && tell(Message::Deadline {
-        boot_ns: told_deadline.since_boot().as_nanos() as u64,
+        boot_ns: told_deadline.deadline.since_boot().as_nanos() as u64,
     });
     if !told {
         return Outcome {
@@ -166,19 +255,8 @@ pub async fn run_child(
     }
 
     // The synchronous kill on loss: armed before CMD exists, pointed at its group once known.
-    let group = Arc::new(AtomicI32::new(0));
-    let unkillable = Arc::new(AtomicBool::new(false));
-    {
-        let (group, unkillable) = (group.clone(), unkillable.clone());
-        lease.lost_signal().on_lost(move |_| {
-            let pgid = group.load(Ordering::Acquire);
-            if let Err(e) = signal_group(pgid, libc::SIGKILL)
-                && e.raw_os_error() == Some(libc::EPERM)
-            {
-                unkillable.store(true, Ordering::Release);
-            }
-        });
-    }
+    let kill_on_loss = Arc::new(KillOnLoss::new(signal_group));
+    kill_on_loss.arm(lease);
 
     let foreground_tty = supervision
         .terminal
@@ -248,9 +326,9 @@ pub async fn run_child(
     let pgid = child.id() as libc::pid_t;
     // Never waited on through `child`: the reaper owns CMD's waiting.
     drop(child);
-    group.store(pgid, Ordering::Release);
+    kill_on_loss.aim_at(pgid);
     if lease.is_lost() {
-        let _ = signal_group(pgid, libc::SIGKILL);
+        kill_on_loss.kill();
     }
     if let (Some(terminal), Some(_)) = (&supervision.terminal, foreground_tty) {
         // As a shell does, from both sides: whoever runs first, CMD has the terminal.
@@ -274,7 +352,7 @@ pub async fn run_child(
         supervision,
         pgid,
         told_deadline: &mut told_deadline,
-        unkillable: &unkillable,
+        kill_on_loss: &kill_on_loss,
     };
     let ended = run.until_exit(events, signals).await;
     if !ended.lost
@@ -287,12 +365,12 @@ pub async fn run_child(
     }
 
     // Whatever CMD left running in its group must not outlive the lock.
-    let killed = kill_and_confirm(pgid).await;
+    let killed = kill_on_loss.kill_and_confirm().await;
     if let Some(terminal) = &supervision.terminal {
         terminal.take_back(pgid);
     }
     tell(Message::Gone { pgid });
-    if !killed || unkillable.load(Ordering::Acquire) {
+    if !killed || kill_on_loss.unkillable() {
         eprintln!(
             "fencelock: CMD's process group {pgid} could not be killed (a member runs as \
              another user?); treating lock {:?} as lost",
@@ -316,8 +394,8 @@ struct Supervisor<'a, 'b> {
     lease: &'a Lease,
     supervision: &'a Supervision,
     pgid: libc::pid_t,
-    told_deadline: &'a mut BootInstant,
-    unkillable: &'a AtomicBool,
+    told_deadline: &'a mut ToldDeadline,
+    kill_on_loss: &'a KillOnLoss,
 }
 
 impl Supervisor<'_, '_> {
@@ -383,15 +461,15 @@ impl Supervisor<'_, '_> {
         };
         Outcome {
             code,
-            lost: lost_seen || self.unkillable.load(Ordering::Acquire),
+            lost: lost_seen || self.kill_on_loss.unkillable(),
             forwarded,
         }
     }
 
-    /// Hands each new deadline (after a renewal) to the guardian.
+    /// Hands the lease's deadline to the guardian when it moved enough ([`guardian_needs`]).
     fn pass_on_deadline(&mut self) {
-        let deadline = self.lease.deadline();
-        if deadline != *self.told_deadline
+        let (deadline, now) = (self.lease.deadline(), BootInstant::now());
+        if guardian_needs(*self.told_deadline, deadline, now, self.spec.ttl)
             && guardian::tell(
                 self.supervision.guardian_fd,
                 Message::Deadline {
@@ -399,7 +477,7 @@ impl Supervisor<'_, '_> {
                 },
             )
         {
-            *self.told_deadline = deadline;
+            *self.told_deadline = ToldDeadline { deadline, at: now };
         }
     }
 
@@ -450,5 +528,82 @@ impl Supervisor<'_, '_> {
         }
         let _ = signal_group(self.pgid, libc::SIGCONT);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(10);
+    const A_HEARTBEATS_MOVE: Duration = Duration::from_millis(300);
+
+    thread_local! {
+        static SENT: RefCell<Vec<(libc::pid_t, libc::c_int)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A [`SignalGroup`] that records what it is asked and answers as for a group that is gone.
+    fn record_group_gone(pgid: libc::pid_t, sig: libc::c_int) -> Result<(), std::io::Error> {
+        SENT.with_borrow_mut(|sent| sent.push((pgid, sig)));
+        Err(std::io::Error::from_raw_os_error(libc::ESRCH))
+    }
+
+    #[tokio::test]
+    async fn a_loss_after_the_group_was_confirmed_gone_signals_nothing() {
+        let kill_on_loss = KillOnLoss::new(record_group_gone);
+        kill_on_loss.aim_at(4242);
+        assert!(kill_on_loss.kill_and_confirm().await);
+        SENT.with_borrow_mut(Vec::clear);
+
+        // The lease lost before its release: the lost signal's callback runs.
+        kill_on_loss.kill();
+        let sent = SENT.with_borrow(Vec::clone);
+        assert_eq!(sent, [], "4242 may name another process group by now");
+    }
+
+    /// The guardian's deadline, told at `at`.
+    fn told_at(at: BootInstant) -> ToldDeadline {
+        ToldDeadline {
+            deadline: at.checked_add(TTL).unwrap(),
+            at,
+        }
+    }
+
+    #[test]
+    fn the_guardian_is_told_a_later_deadline_only_once_it_moved_by_a_tenth_of_the_ttl() {
+        let now = BootInstant::now();
+        let told = told_at(now);
+        let moved_later =
+            |by| guardian_needs(told, told.deadline.checked_add(by).unwrap(), now, TTL);
+        assert!(!moved_later(Duration::ZERO));
+        assert!(!moved_later(A_HEARTBEATS_MOVE));
+        assert!(!moved_later(TTL / 10));
+        assert!(moved_later(TTL / 10 + Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn the_guardian_is_told_an_earlier_deadline_at_once() {
+        let now = BootInstant::now();
+        let told = told_at(now);
+        let earlier = told.deadline.saturating_sub(Duration::from_nanos(1));
+        assert!(guardian_needs(told, earlier, now, TTL));
+    }
+
+    /// A partition: the deadline moved by a heartbeat's step, then stopped. Left untold, the
+    /// guardian's SIGTERM would come before the grace the lease's deadline allows.
+    #[test]
+    fn a_deadline_that_stopped_moving_is_told_a_tenth_of_the_ttl_after_the_last_one() {
+        let told = told_at(BootInstant::now());
+        let stopped = told.deadline.checked_add(A_HEARTBEATS_MOVE).unwrap();
+        let after = |elapsed| told.at.checked_add(elapsed).unwrap();
+        assert!(!guardian_needs(told, stopped, after(TTL / 10), TTL));
+        let a_tenth_and_more = TTL / 10 + Duration::from_millis(1);
+        assert!(guardian_needs(told, stopped, after(a_tenth_and_more), TTL));
+        assert!(
+            !guardian_needs(told, told.deadline, after(TTL), TTL),
+            "nothing new to tell"
+        );
     }
 }
