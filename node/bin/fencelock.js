@@ -10,7 +10,7 @@
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { commandCandidates, firstExisting } = require('../lib/platform.js');
+const { commandCandidates, firstExisting, missingNativeAdvice } = require('../lib/platform.js');
 
 function locate() {
   const packaged = firstExisting(commandCandidates());
@@ -40,7 +40,8 @@ if (binary === null && process.platform !== 'linux') {
 }
 if (binary === null) {
   process.stderr.write(
-    'fencelock: the fencelock binary is not in this package (native/), in its platform package nor on PATH; rebuild the package (npm run build) or install fencelock-<platform>\n',
+    'fencelock: the fencelock binary is not in this package (native/), in a platform package ' +
+      `of this fencelock release nor on PATH. ${missingNativeAdvice()}\n`,
   );
   process.exit(125);
 }

@@ -13,21 +13,42 @@
 // prebuilt package is installed, and otherwise builds from the Rust sources the package ships
 // in source/ (release/source_tree.py), then deletes what cargo left there.
 //
+// cargo builds with --locked: exactly the dependency versions of the shipped Cargo.lock, which
+// are those the project tested (release/source_tree.py prunes it to source/'s crates and changes
+// no version), never versions resolved against crates.io at install time. npm shows nothing of
+// a dependency's install script unless it fails (or runs with --foreground-scripts): there
+// cargo's output is kept, and a failure prints its last lines and where the whole log is.
+//
 // Environment: FENCELOCK_PROFILE (default release; run-tests.sh uses dev), CARGO (default
 // cargo), CARGO_TARGET_DIR (default: the workspace's target/), FENCELOCK_SKIP_BUILD=1 (use
 // files already in place). Plain cargo instead of `napi build`: it builds into the workspace's
 // target folder for the host, so the dependency tree already compiled by `cargo test` is reused
 // (`napi build --platform` builds for an explicit target triple into a folder of its own).
-import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(dirname(fileURLToPath(import.meta.url)));
-const { nativeModuleCandidates, commandCandidates, firstExisting, platformKeys } = createRequire(
-  import.meta.url,
-)('../lib/platform.js');
+const {
+  nativeModuleCandidates,
+  commandCandidates,
+  firstExisting,
+  platformKeys,
+  platformPackages,
+  publishedPlatformPackage,
+} = createRequire(import.meta.url)('../lib/platform.js');
 
 const args = process.argv.slice(2);
 const at = args.indexOf('--profile');
@@ -62,10 +83,17 @@ if (!existsSync(join(root, 'Cargo.toml'))) {
   process.exit(1);
 }
 if (root === shipped) {
+  // Only a package fencelock publishes is named (lib/platform.js): any other name may be anyone's.
+  const published = publishedPlatformPackage();
+  const why =
+    published === null
+      ? `fencelock has no prebuilt native module for ${platformKeys()[0]}`
+      : `the platform package ${published} is not installed`;
+  for (const reason of platformPackages().skipped)
+    console.error(`fencelock: not loaded: ${reason}`);
   console.error(
-    `fencelock: the platform package fencelock-${platformKeys()[0]} is not installed (npm ` +
-      'installs one only where a prebuilt one exists: linux-x64-gnu); building the native module ' +
-      'from source with cargo, which takes a few minutes (README, "Install")',
+    `fencelock: ${why}; building the native module from source with cargo, which needs Rust ` +
+      'and takes a few minutes (README, "Install")',
   );
 }
 // A build inside the installed package cleans up after itself: cargo's folder is gigabytes.
@@ -76,6 +104,7 @@ const cargo = process.env.CARGO || 'cargo';
 const withCommand = process.platform === 'linux';
 const cargoArgs = [
   'build',
+  '--locked',
   '-p',
   'fencelock-node',
   ...(withCommand ? ['-p', 'fencelock-cli'] : []),
@@ -85,13 +114,17 @@ const cargoArgs = [
   ...(testHooks ? ['--features', 'fencelock-node/test-hooks'] : []),
 ];
 console.error(`fencelock: ${cargo} ${cargoArgs.join(' ')}`);
+// npm runs a dependency's install script with its output piped and shows it only if the script
+// fails; a terminal, --foreground-scripts (npm_config_foreground_scripts) or any other way of
+// running this script has someone watching, who gets cargo's output as it comes.
+const installEvents = ['preinstall', 'install', 'postinstall'];
+const watched =
+  process.stderr.isTTY ||
+  process.env.npm_config_foreground_scripts === 'true' ||
+  !installEvents.includes(process.env.npm_lifecycle_event ?? '');
+const TAIL_LINES = 40;
 const started = Date.now();
-const run = spawnSync(cargo, cargoArgs, {
-  cwd: root,
-  stdio: ['ignore', 'pipe', 'inherit'],
-  maxBuffer: 1 << 30,
-  encoding: 'utf8',
-});
+const run = await runCargo();
 if (run.error) {
   console.error(
     `fencelock: cannot run ${cargo} (${run.error.message}): no prebuilt native module fits ` +
@@ -101,8 +134,40 @@ if (run.error) {
   process.exit(1);
 }
 if (run.status !== 0) {
-  console.error(`fencelock: cargo build failed (exit ${run.status})`);
+  // npm prints a failed script's output: its last lines are cargo's error, not the whole build.
+  const logDir = mkdtempSync(join(tmpdir(), 'fencelock-build-'));
+  const log = join(logDir, 'cargo.log');
+  writeFileSync(log, run.stderr);
+  console.error(`fencelock: cargo build failed (exit ${run.status ?? run.signal})`);
+  if (!watched) {
+    console.error("fencelock: the end of cargo's output:");
+    console.error(run.stderr.trimEnd().split('\n').slice(-TAIL_LINES).join('\n'));
+  }
+  console.error(`fencelock: the whole log: ${log}`);
   process.exit(run.status || 1);
+}
+
+/** Runs cargo; its JSON messages (stdout) and its log (stderr) are kept, the log shown if watched. */
+function runCargo() {
+  return new Promise((resolve) => {
+    const child = spawn(cargo, cargoArgs, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const stdout = [];
+    const stderr = [];
+    child.stdout.on('data', (chunk) => stdout.push(chunk));
+    child.stderr.on('data', (chunk) => {
+      stderr.push(chunk);
+      if (watched) process.stderr.write(chunk);
+    });
+    child.on('error', (error) => resolve({ error }));
+    child.on('close', (status, signal) =>
+      resolve({
+        status,
+        signal,
+        stdout: Buffer.concat(stdout).toString('utf8'),
+        stderr: Buffer.concat(stderr).toString('utf8'),
+      }),
+    );
+  });
 }
 
 let library;
