@@ -1,6 +1,7 @@
 //! The session heartbeat: a write every few hundred milliseconds while the Locker has lock
 //! nodes, from which the backend proves until when the ZooKeeper leader keeps the session, and
-//! so every lease of it. docs/zookeeper.md ("The client deadline") gives the argument; in short:
+//! so every lease of it. docs/zookeeper.md ("The client deadline") gives the argument, with the
+//! server code it rests on; in short:
 //!
 //! The leader alone expires sessions, at least a session timeout after it last *touched* one.
 //! A follower answers reads and pings itself and passes its clients' activity to the leader
@@ -14,6 +15,13 @@
 //! session no earlier than a's send time. Hence the session expires no earlier than a's send
 //! time + the session timeout. A reconnect between them only helps (a follower revalidates a
 //! moved session with the leader, which touches it).
+//!
+//! An observer attached to a follower through `observerMasterPort` (ObserverMaster) adds a
+//! hop: its ping replies go to the follower, which passes them on in its own. There a, b, c
+//! only prove that the *follower* had a's touch before it answered c, and a second link
+//! (c, d a gap after c's answer, e after d's answer) proves that the leader has it: the proof
+//! then takes two links (`stages`), about one tick more, chosen when the ensemble's
+//! configuration lists observers (a client cannot tell which server it is on).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -21,11 +29,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::clock::BootInstant;
+use crate::clock::{BootInstant, drift_margin};
 use crate::error::{Error, Result};
 use crate::sync::unpoisoned;
 
-/// How many answered heartbeats are remembered: enough to find `a` for any `b`.
+/// How many answered heartbeats are remembered: enough to find `a` for any `c`, two links back
+/// (about eight heartbeats).
 const KEPT: usize = 16;
 
 /// The proof's state: answered heartbeats and the instant proven so far.
@@ -33,6 +42,10 @@ pub(super) struct Chain {
     /// The least time between a's answer and b's send: half a tick (the leader's ping period),
     /// an eighth of a tick for the leader's scheduling, and the clocks' rates.
     gap: Duration,
+    /// How many links of a → b → c the proof takes: one when the session's server answers the
+    /// leader's pings itself, two when it may be an observer whose touches a follower relays
+    /// (observerMasterPort): a chain only proves that the next server up has a's touch.
+    stages: usize,
     /// Answered heartbeats, oldest first: (sent, answered).
     answered: VecDeque<(BootInstant, BootInstant)>,
     /// The session expires on the leader no earlier than this + the session timeout.
@@ -41,10 +54,11 @@ pub(super) struct Chain {
 
 impl Chain {
     /// A new session: the leader added it when it committed the session's creation, after
-    /// `connect_started`.
-    pub(super) fn new(tick: Duration, connect_started: BootInstant) -> Self {
+    /// `connect_started`. `stages`: how many links the proof takes (1 or 2, see the field).
+    pub(super) fn new(tick: Duration, connect_started: BootInstant, stages: usize) -> Self {
         Chain {
             gap: tick * 2 / 3,
+            stages: stages.max(1),
             answered: VecDeque::with_capacity(KEPT),
             proven_from: connect_started,
         }
@@ -59,32 +73,37 @@ impl Chain {
         self.proven_from
     }
 
+    /// One link: for a heartbeat c sent at `c_sent`, the send time of its a: b is the last
+    /// heartbeat answered before c was sent, a the last one answered a gap or more before b
+    /// was sent. The server that answered a passed a's touch up before it answered c.
+    fn link(&self, c_sent: BootInstant) -> Option<BootInstant> {
+        let b = self
+            .answered
+            .iter()
+            .rposition(|&(_, answered)| answered <= c_sent)?;
+        let b_sent = self.answered[b].0;
+        self.answered
+            .iter()
+            .take(b)
+            .rev()
+            .find(|(_, a_answered)| {
+                a_answered
+                    .checked_add(self.gap)
+                    .is_some_and(|earliest_b| earliest_b <= b_sent)
+            })
+            .map(|&(a_sent, _)| a_sent)
+    }
+
     /// Records heartbeat c (sent, answered in order after the last one) and returns the new
-    /// proven instant if it moved.
+    /// proven instant if it moved: c's a after one link, that a's a after two.
     pub(super) fn answered(&mut self, sent: BootInstant, at: BootInstant) -> Option<BootInstant> {
-        let mut moved = None;
-        // b: the last heartbeat answered before c was sent.
-        if let Some(&(b_sent, b_answered)) = self.answered.back()
-            && b_answered <= sent
-        {
-            // a: the last heartbeat answered a gap or more before b was sent.
-            let a = self
-                .answered
-                .iter()
-                .rev()
-                .skip(1)
-                .find(|(_, a_answered)| {
-                    a_answered
-                        .checked_add(self.gap)
-                        .is_some_and(|earliest_b| earliest_b <= b_sent)
-                })
-                .map(|&(a_sent, _)| a_sent);
-            if let Some(a_sent) = a
-                && a_sent > self.proven_from
-            {
-                self.proven_from = a_sent;
-                moved = Some(a_sent);
-            }
+        let mut from = Some(sent);
+        for _ in 0..self.stages {
+            from = from.and_then(|c_sent| self.link(c_sent));
+        }
+        let moved = from.filter(|&a_sent| a_sent > self.proven_from);
+        if let Some(a_sent) = moved {
+            self.proven_from = a_sent;
         }
         if self.answered.len() == KEPT {
             self.answered.pop_front();
@@ -92,6 +111,23 @@ impl Chain {
         self.answered.push_back((sent, at));
         moved
     }
+}
+
+/// The least negotiated session timeout a proof of two links leaves room for, if `timeout` is
+/// less: three ticks after the drift margin. In steady state (a heartbeat every half gap) such a
+/// proof lags two to two and a half ticks behind the last heartbeat, and an acquire waits for
+/// a proof that leaves its lease a gap (2/3 tick) of lead (`queue::wait_for_fresh_proof`); with
+/// less, acquires would wait for a proof that never comes.
+pub(super) fn too_short_for_two_links(timeout: Duration, tick: Duration) -> Option<Duration> {
+    let needed = tick.saturating_mul(3);
+    if timeout.saturating_sub(drift_margin(timeout, Duration::ZERO)) >= needed {
+        return None;
+    }
+    // T − (T/100 + 2 ms) ≥ needed  ⇔  T ≥ (needed + 2 ms) × 100/99.
+    let nanos = (needed + Duration::from_millis(2)).as_nanos() * 100;
+    Some(Duration::from_nanos(
+        u64::try_from(nanos.div_ceil(99)).unwrap_or(u64::MAX),
+    ))
 }
 
 /// One session's heartbeat as the rest of the backend sees it.
@@ -104,9 +140,9 @@ pub(super) struct Heartbeat {
 }
 
 impl Heartbeat {
-    pub(super) fn new(tick: Duration, connect_started: BootInstant) -> Self {
+    pub(super) fn new(tick: Duration, connect_started: BootInstant, stages: usize) -> Self {
         Heartbeat {
-            chain: Mutex::new(Chain::new(tick, connect_started)),
+            chain: Mutex::new(Chain::new(tick, connect_started, stages)),
             beats: watch::Sender::new((0, None)),
             wake: tokio::sync::Notify::new(),
         }
@@ -184,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_needs_a_gap_before_b_and_b_an_answer_before_c() {
-        let mut chain = Chain::new(Duration::from_millis(600), at(0));
+        let mut chain = Chain::new(Duration::from_millis(600), at(0), 1);
         assert_eq!(chain.gap(), Duration::from_millis(400));
         // a: sent 100, answered 110.
         assert_eq!(chain.answered(at(100), at(110)), None);
@@ -204,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_heartbeat_sent_before_the_last_answer_is_not_a_c() {
-        let mut chain = Chain::new(Duration::from_millis(600), at(0));
+        let mut chain = Chain::new(Duration::from_millis(600), at(0), 1);
         chain.answered(at(100), at(110));
         chain.answered(at(600), at(610));
         // Sent at 605, before b (600) was answered at 610: no proof from it.
@@ -215,11 +251,52 @@ mod tests {
 
     #[test]
     fn the_proof_starts_at_the_connect_and_never_goes_back() {
-        let mut chain = Chain::new(Duration::from_millis(600), at(500));
+        let mut chain = Chain::new(Duration::from_millis(600), at(500), 1);
         assert_eq!(chain.proven_from(), at(500));
         chain.answered(at(100), at(110));
         chain.answered(at(600), at(610));
         assert_eq!(chain.answered(at(620), at(630)), None);
         assert_eq!(chain.proven_from(), at(500));
+    }
+
+    #[test]
+    fn behind_an_observer_master_the_proof_takes_two_chains() {
+        // a, b a gap after a's answer, c after b's answer: proves a's send time when the
+        // session's server answers the leader's pings itself...
+        let direct = |chain: &mut Chain| {
+            assert_eq!(chain.answered(at(100), at(110)), None);
+            assert_eq!(chain.answered(at(520), at(530)), None);
+            chain.answered(at(540), at(550))
+        };
+        assert_eq!(
+            direct(&mut Chain::new(Duration::from_millis(600), at(0), 1)),
+            Some(at(100))
+        );
+        // ...but not when it is an observer whose touches a follower relays: c only proves
+        // that the follower has a's touch.
+        let mut chain = Chain::new(Duration::from_millis(600), at(0), 2);
+        assert_eq!(direct(&mut chain), None);
+        // d, a gap after c's answer, and e after d's answer: the leader has it.
+        assert_eq!(chain.answered(at(900), at(910)), None);
+        assert_eq!(chain.answered(at(960), at(970)), None);
+        assert_eq!(chain.answered(at(980), at(990)), Some(at(100)));
+        assert_eq!(chain.proven_from(), at(100));
+    }
+
+    #[test]
+    fn a_proof_of_two_links_needs_three_ticks_after_the_margin() {
+        let tick = Duration::from_millis(500);
+        // The test ensemble's: 2 s sessions, 500 ms ticks.
+        assert_eq!(too_short_for_two_links(Duration::from_secs(2), tick), None);
+        let least = too_short_for_two_links(Duration::from_millis(1500), tick).unwrap();
+        assert!(least > Duration::from_millis(1500) && least < Duration::from_millis(1600));
+        assert_eq!(too_short_for_two_links(least, tick), None);
+        // fencelock's defaults: 10 s, and a tick of 3 s assumed.
+        assert_eq!(
+            too_short_for_two_links(Duration::from_secs(10), Duration::from_secs(3)),
+            None
+        );
+        // A session of two ticks (the tick assumed as half of it) never leaves a gap of lead.
+        assert!(too_short_for_two_links(Duration::from_secs(4), Duration::from_secs(2)).is_some());
     }
 }

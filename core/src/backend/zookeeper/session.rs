@@ -11,8 +11,8 @@ use zookeeper_client::{Acls, Client, CreateMode, SessionState};
 
 use super::Inner;
 use super::cleanup::Cleanup;
-use super::error::{ZkError, is_session_gone, map_error};
-use super::heartbeat::Heartbeat;
+use super::error::{CONNECTION_KEPT_DROPPING, Retry, ZkError, is_session_gone, map_error, retry};
+use super::heartbeat::{self, Heartbeat};
 use crate::backend::LeaseEvents;
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
@@ -25,7 +25,8 @@ use crate::sync::unpoisoned;
 pub(super) struct Session {
     pub(super) client: Client,
     pub(super) generation: u64,
-    /// The negotiated session timeout.
+    /// The negotiated session timeout, as the first connect negotiated it (`connect_session`
+    /// says why only that one).
     pub(super) timeout: Duration,
     /// Proves until when the leader keeps this session (see [`heartbeat`](super::heartbeat)).
     pub(super) heartbeat: Arc<Heartbeat>,
@@ -102,7 +103,8 @@ impl Inner {
                 ))
             })?
         };
-        let generation = self.next_generation.fetch_add(1, Ordering::AcqRel) + 1;
+        // Read once: the client reports the first connect's negotiated timeout only, though a
+        // reconnect may renegotiate it (docs/zookeeper.md, "What the proof assumes").
         let timeout = client.session_timeout();
         if timeout != s.session_timeout {
             flog!(
@@ -111,8 +113,11 @@ impl Inner {
                 s.session_timeout
             );
         }
+        let tick = s.tick(timeout);
+        let stages = proof_stages(&client, timeout, tick).await?;
+        let generation = self.next_generation.fetch_add(1, Ordering::AcqRel) + 1;
         let states = client.state_watcher();
-        let heartbeat = Arc::new(Heartbeat::new(s.tick(timeout), connect_started));
+        let heartbeat = Arc::new(Heartbeat::new(tick, connect_started, stages));
         let session = Arc::new(Session {
             timeout,
             client,
@@ -328,5 +333,129 @@ async fn reconnect(weak: Weak<Inner>) {
         drop(inner);
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// How many links the heartbeat's proof takes ([`heartbeat`](super::heartbeat)): two when
+/// the ensemble's configuration lists observers, since this session's server may be one that
+/// a follower relays (observerMasterPort), which a client cannot tell; one otherwise. A
+/// session too short for two links is refused.
+async fn proof_stages(client: &Client, timeout: Duration, tick: Duration) -> Result<usize> {
+    let config = retry(
+        "reading the ZooKeeper ensemble's configuration",
+        CONNECTION_KEPT_DROPPING,
+        |_| async {
+            match client.get_config().await {
+                Ok((data, _)) => Ok(Some(String::from_utf8_lossy(&data).into_owned())),
+                // No configuration node (a server before 3.5): no observer masters either.
+                Err(ZkError::NoNode) => Ok(Some(String::new())),
+                // Not readable (its ACL was changed): assume the worst.
+                Err(ZkError::NoAuth) => Ok(None),
+                Err(e) => Err(Retry::zk(
+                    "reading the ZooKeeper ensemble's configuration",
+                    e,
+                )),
+            }
+        },
+    )
+    .await?;
+    stages_for(config.as_deref(), timeout, tick)
+}
+
+/// How many links the proof takes given the ensemble's configuration (`None`: not readable).
+fn stages_for(config: Option<&str>, timeout: Duration, tick: Duration) -> Result<usize> {
+    let ensemble = match config.map(observers) {
+        Some(listed) if listed.is_empty() => return Ok(1),
+        Some(listed) => format!("has observers ({})", listed.join(", ")),
+        None => "may have observers (/zookeeper/config is not readable)".to_string(),
+    };
+    if let Some(least) = heartbeat::too_short_for_two_links(timeout, tick) {
+        return Err(Error::invalid(format!(
+            "the ZooKeeper ensemble {ensemble}: a lease on a session whose \
+             server is an observer relayed by a follower (observerMasterPort) is proven \
+             two ticks late, which needs a session timeout of at least {least:?} with a \
+             tick of {tick:?}, not {timeout:?}; raise session_timeout_ms (the servers' \
+             maxSessionTimeout permitting), or give tick_ms if their tickTime is shorter"
+        )));
+    }
+    flog!(
+        info,
+        "the ZooKeeper ensemble {ensemble}: lease deadlines count a tick \
+         more for a follower's relay"
+    );
+    Ok(2)
+}
+
+/// The servers `/zookeeper/config` lists as observers (`server.4`), from lines like
+/// `server.4=10.0.0.4:2888:3888:observer;0.0.0.0:2181` (QuorumPeer.QuorumServer.toString: the
+/// role is the last `:` field before the client address).
+fn observers(config: &str) -> Vec<&str> {
+    config
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .filter(|(key, _)| key.trim().starts_with("server."))
+        .filter(|(_, value)| {
+            let before_client = value.split(';').next().unwrap_or_default().trim();
+            before_client
+                .rsplit(':')
+                .next()
+                .is_some_and(|role| role.eq_ignore_ascii_case("observer"))
+        })
+        .map(|(key, _)| key.trim())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observers_are_read_from_the_ensemble_configuration() {
+        let config = "server.1=127.0.0.1:2881:3881:participant;127.0.0.1:2281\n\
+                      server.2=[::1]:2882:3882:participant\n\
+                      server.3=10.0.0.3:2888:3888|10.1.0.3:2888:3888:participant;2181\n\
+                      server.4=zk4.example:2888:3888:observer;0.0.0.0:2181\n\
+                      server.5=zk5.example:2888:3888:OBSERVER\n\
+                      version=100000000\n";
+        assert_eq!(observers(config), ["server.4", "server.5"]);
+        // The test ensemble's, as ZooKeeper 3.8 writes it; a standalone server's is empty.
+        let participants = "server.1=127.0.0.1:2881:3881:participant\n\
+                            server.2=127.0.0.1:2882:3882:participant\n\
+                            server.3=127.0.0.1:2883:3883:participant\n\
+                            version=0";
+        assert!(observers(participants).is_empty());
+        assert!(observers("").is_empty());
+    }
+
+    #[test]
+    fn a_listed_observer_makes_the_proof_two_links_or_refuses_a_short_session() {
+        let tick = Duration::from_millis(500);
+        let with_observer = "server.1=127.0.0.1:2881:3881:participant\n\
+                             server.4=127.0.0.1:2884:3884:observer\nversion=0";
+        let participants = "server.1=127.0.0.1:2881:3881:participant\nversion=0";
+        let two_seconds = Duration::from_secs(2);
+        assert_eq!(
+            stages_for(Some(participants), two_seconds, tick).unwrap(),
+            1
+        );
+        assert_eq!(stages_for(Some(""), two_seconds, tick).unwrap(), 1);
+        assert_eq!(
+            stages_for(Some(with_observer), two_seconds, tick).unwrap(),
+            2
+        );
+        // An unreadable configuration may list observers.
+        assert_eq!(stages_for(None, two_seconds, tick).unwrap(), 2);
+        let refused =
+            stages_for(Some(with_observer), Duration::from_millis(1500), tick).unwrap_err();
+        assert_eq!(refused.code(), crate::error::ErrorCode::InvalidArgument);
+        let message = refused.to_string();
+        assert!(
+            message.contains("server.4") && message.contains("observerMasterPort"),
+            "{message}"
+        );
+        assert_eq!(
+            stages_for(Some(participants), Duration::from_millis(1500), tick).unwrap(),
+            1
+        );
     }
 }
