@@ -17,7 +17,9 @@
 #            Kotlin (.editorconfig), palantir-java-format on the Java
 #   docs     tests/check-design-refs.py: every citation of the design (code comments,
 #            docstrings, stubs, .d.ts, KDoc, docs/) names a section docs/design.md has;
-#            tests/check-env-vars.py: docs/security.md lists every FENCELOCK_* variable shipped
+#            tests/check-env-vars.py: docs/security.md lists every FENCELOCK_* variable shipped;
+#            tests/check-doc-links.py: README.md's and docs/*.md's relative links reach a file
+#            and heading, and the UPPER_SNAKE_CASE constants they name are in the sources
 # Tool versions are pinned here (ruff), in node/package.json (biome, typescript) and in the pom.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -145,15 +147,17 @@ lint_jvm() {
 }
 
 lint_docs() {
-    step "tests/check-design-refs.py (citations of docs/design.md resolve), tests/check-env-vars.py"
+    step "tests/check-design-refs.py (citations of docs/design.md resolve), tests/check-env-vars.py, tests/check-doc-links.py"
     if [ $fix = 1 ]; then
         # Nothing to fix automatically: report the file:line to edit, and go on fixing the rest.
         python3 tests/check-design-refs.py || true
         python3 tests/check-env-vars.py || true
+        python3 tests/check-doc-links.py || true
         return
     fi
     timed python3 tests/check-design-refs.py
     timed python3 tests/check-env-vars.py
+    timed python3 tests/check-doc-links.py
 }
 
 for language in "${languages[@]}"; do

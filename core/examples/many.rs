@@ -1,5 +1,5 @@
-// The README's multi-name lock example, run by the test suite (the `readme_example_runs` test
-// in core/tests).
+// docs/rust.md's example of several names as one lock, shown there verbatim
+// and run by the test suite (the `examples` module of core/tests/it).
 use fencelock::{LockOptions, Locker};
 
 #[tokio::main]

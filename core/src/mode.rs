@@ -141,8 +141,8 @@ pub(crate) fn not_offered(backend: &str, mode: LockMode) -> Error {
         _ => "",
     };
     Error::invalid(format!(
-        "the {backend} backend does not offer {what}{why} (see the README's table of primitives \
-         per backend)"
+        "the {backend} backend does not offer {what}{why} (docs/status.md lists the lock kinds \
+         of each backend)"
     ))
 }
 

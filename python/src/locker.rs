@@ -177,7 +177,7 @@ impl PyLocker {
     /// queue behind it. The block gets a Lease with `mode` "read", whose token cannot guard a
     /// `Fence`. Options, waiting, errors, re-entry and the lost signal are as for `lock()`; a
     /// thread or task holding the write lock may re-enter it as a reader with `reentrant=True`.
-    /// Redlock does not offer read-write locks: `fencelock.InvalidArgument`.
+    /// Every backend offers read-write locks, Redlock included (docs/redlock.md).
     #[pyo3(
         signature = (name, **options),
         text_signature = "($self, name, *, ttl=30, wait=None, auto_renew=True, max_hold=None, holder=None, reentrant=False, pipelined_release=False)"

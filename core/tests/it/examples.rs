@@ -1,7 +1,18 @@
-//! The README's examples work as written.
+//! The Rust examples of the docs work as written: the README's (examples/quickstart.rs) and
+//! docs/rust.md's (examples/fence.rs, primitives.rs, many.rs). Each doc shows its example's
+//! file verbatim, but for the file's opening comment, in a ```rust block; the test compiles the
+//! file and runs it.
 
 mod quickstart {
     include!("../../examples/quickstart.rs");
+
+    pub fn run() -> fencelock::Result<()> {
+        main()
+    }
+}
+
+mod fence {
+    include!("../../examples/fence.rs");
 
     pub fn run() -> fencelock::Result<()> {
         main()
@@ -24,47 +35,36 @@ mod many {
     }
 }
 
+/// Fails unless `doc` (a path from the repository's root) shows `example` (a file of
+/// core/examples/) in a ```rust block, from its first line after the opening comment to its end.
+fn assert_shown(doc: &str, example: &str) {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+    let code = std::fs::read_to_string(format!("{root}/core/examples/{example}")).unwrap();
+    let body: String = code
+        .lines()
+        .skip_while(|line| line.starts_with("//"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert!(
+        text.contains(&format!("```rust\n{body}```\n")),
+        "{doc} does not show core/examples/{example} as it is: copy the file (without its \
+         opening comment) into the doc's ```rust block"
+    );
+}
+
 #[test]
 fn readme_example_runs() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let example = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/quickstart.rs"
-    ))
-    .unwrap();
-    // The README shows the example's body verbatim.
-    let body = example.split_once("use std::time::Duration;").unwrap().1;
-    assert!(
-        readme.contains(body.trim()),
-        "README's Rust example drifted from examples/quickstart.rs"
-    );
+    assert_shown("README.md", "quickstart.rs");
     quickstart::run().unwrap();
+}
 
-    let example = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/primitives.rs"
-    ))
-    .unwrap();
-    let body = example
-        .split_once("use fencelock::{LockOptions, Locker};")
-        .unwrap()
-        .1;
-    assert!(
-        readme.contains(body.trim()),
-        "README's semaphore example drifted from examples/primitives.rs"
-    );
+#[test]
+fn rust_doc_examples_run() {
+    assert_shown("docs/rust.md", "fence.rs");
+    fence::run().unwrap();
+    assert_shown("docs/rust.md", "primitives.rs");
     primitives::run().unwrap();
-
-    let example =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/many.rs")).unwrap();
-    let body = example
-        .split_once("use fencelock::{LockOptions, Locker};")
-        .unwrap()
-        .1;
-    assert!(
-        readme.contains(body.trim()),
-        "README's multi-name lock example drifted from examples/many.rs"
-    );
+    assert_shown("docs/rust.md", "many.rs");
     many::run().unwrap();
 }

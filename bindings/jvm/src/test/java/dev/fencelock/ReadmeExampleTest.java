@@ -1,7 +1,9 @@
 package dev.fencelock;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import java.io.File;
 import java.nio.charset.StandardCharsets;
@@ -15,21 +17,41 @@ import javax.tools.ToolProvider;
 import org.junit.jupiter.api.Test;
 
 /**
- * The Java examples of the repository's README and of bindings/jvm/README.md, compiled as written against this library and
- * run in a JVM of its own, as a user would.
+ * The Java examples of bindings/jvm/README.md, compiled as written against this library, and the Kotlin example of the
+ * repository's README, compiled with the tests (src/test/kotlin/dev/fencelock/readme/ReadmeExample.kt); each run in a JVM
+ * of its own, as a user would.
  */
 class ReadmeExampleTest {
     @Test
-    void theReadmeJavaExampleCompilesAndRuns() throws Exception {
+    void theReadmeKotlinExampleIsTheCompiledOneAndRuns() throws Exception {
         Path readme =
                 Path.of(System.getProperty("user.dir"), "..", "..", "README.md").normalize();
+        Matcher block = Pattern.compile("```kotlin\\n([\\s\\S]*?)```").matcher(Files.readString(readme));
+        assertTrue(block.find(), readme + " has a ```kotlin example");
+        String example = block.group(1);
+        assertFalse(block.find(), readme + " has one ```kotlin example");
+        Path compiled = Path.of(System.getProperty("user.dir"))
+                .resolve("src/test/kotlin/dev/fencelock/readme/ReadmeExample.kt");
+        assertTrue(
+                Files.readString(compiled).endsWith("\n\n" + example),
+                compiled + " must end with the README's ```kotlin block, verbatim: copy one into the other");
+        String out = run(
+                Files.createTempDirectory("fencelock-readme-kotlin"),
+                testClassPath(),
+                "dev.fencelock.readme.ReadmeExampleKt");
+        // Standard error is in `out` too: a JVM may warn of JNA's native access.
+        assertTrue(out.matches("(?s)(.*\\n)?holding nightly-report with token \\d+\\n.*"), out);
+    }
+
+    @Test
+    void theJvmReadmeJavaExampleCompilesAndRuns() throws Exception {
+        Path readme = Path.of(System.getProperty("user.dir"), "README.md");
         compileAndRun(readme, "Example", "(?s).*holding nightly-report with token \\d+.*");
     }
 
     @Test
-    void theReadmeSemaphoreAndReadWriteLockExampleCompilesAndRuns() throws Exception {
-        Path readme =
-                Path.of(System.getProperty("user.dir"), "..", "..", "README.md").normalize();
+    void theJvmReadmeSemaphoreAndReadWriteLockExampleCompilesAndRuns() throws Exception {
+        Path readme = Path.of(System.getProperty("user.dir"), "README.md");
         compileAndRun(
                 readme, "Primitives", "(?s).*permit \\d+ of 3\\s+read token \\d+\\s+write token \\d+, mode WRITE.*");
     }
@@ -70,19 +92,37 @@ class ReadmeExampleTest {
         Path dir = Files.createTempDirectory("fencelock-readme-java");
         Path file = dir.resolve(className.group(1) + ".java");
         Files.writeString(file, source);
-        String classPath = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
+        String classPath = testClassPath();
         JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
         int status = javac.run(null, null, null, "-cp", classPath, "-d", dir.toString(), file.toString());
         assertEquals(0, status, "the example of " + readme + " does not compile");
 
+        String out = run(dir, dir + File.pathSeparator + classPath, className.group(1));
+        assertTrue(out.matches(expectedOutput), out);
+    }
+
+    /** The class path of these tests: the library, its dependencies and the compiled test sources. */
+    private static String testClassPath() {
+        return System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
+    }
+
+    /**
+     * Runs `mainClass` in a JVM of its own, in the folder `dir` (where a relative SQLite URL points; FENCELOCK_URL names a
+     * file there too), and returns what it printed once it exited with 0.
+     */
+    private static String run(Path dir, String classPath, String mainClass) throws Exception {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder run = new ProcessBuilder(java, "-cp", dir + File.pathSeparator + classPath, className.group(1))
+        ProcessBuilder run = new ProcessBuilder(java, "-cp", classPath, mainClass)
+                .directory(dir.toFile())
                 .redirectErrorStream(true);
         run.environment().put("FENCELOCK_URL", "sqlite://" + dir.resolve("locks.db"));
         Process process = run.start();
-        assertTrue(process.waitFor(120, TimeUnit.SECONDS), "the example did not finish");
+        if (!process.waitFor(120, TimeUnit.SECONDS)) {
+            process.destroyForcibly();
+            fail(mainClass + " did not finish within 120 s");
+        }
         String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertEquals(0, process.exitValue(), out);
-        assertTrue(out.matches(expectedOutput), out);
+        return out;
     }
 }
