@@ -17,6 +17,7 @@ import {
   runSql,
   sleep,
   tempDir,
+  until,
   within,
 } from './helpers.mjs';
 
@@ -45,6 +46,28 @@ function runContender(args) {
 
 for (const backend of backends()) {
   describe(backend.id, () => {
+    test("pipelinedRelease: the release's reply is read and each lease ends released", async (t) => {
+      // On one Redis instance the release goes out on a caller-driven socket from the JS
+      // thread; its reply must still be read once the release continues in the background.
+      const locker = await connectOrSkip(t, backend.url());
+      if (!locker) return;
+      try {
+        const released = [];
+        locker.on('released', (event) => released.push(event));
+        const name = fresh('pipelined-reply');
+        for (let i = 0; i < 3; i++) {
+          const lease = await locker.acquire(name, { pipelinedRelease: true, wait: LONG });
+          await lease.release();
+        }
+        await until(() => released.length === 3, 5_000, 'three released events');
+        const next = await locker.tryAcquire(name);
+        assert.ok(next, 'the lock is free after the pipelined releases');
+        await next.release();
+      } finally {
+        await locker.close();
+      }
+    });
+
     test(`${PROCESSES} processes contend through one lock and a fence; tokens strictly increase`, async (t) => {
       const url = backend.url();
       const probe = await connectOrSkip(t, url);

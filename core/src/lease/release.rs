@@ -121,6 +121,15 @@ impl LeaseShared {
                 }
             }
         });
+        // On a host event loop's thread (Node's) the first poll may start the round trip on a
+        // caller-driven socket, whose reply only that loop is asked to watch: a task on the
+        // runtime would not be woken for it, and would end at the operation timeout as a failed
+        // release. There the release is awaited where it started; like a blocking caller's on
+        // that socket, it saves nothing (docs/design.md §8.4).
+        if crate::caller::caller() == crate::caller::Caller::EventLoop {
+            finish.await;
+            return;
+        }
         // One poll sends the command (on Redis it is queued on the shared connection); the rest
         // (the reply) is awaited in the background.
         let sent =
