@@ -22,6 +22,8 @@ import re
 import sys
 from pathlib import Path
 
+from hand_written import SKIPPED_DIRS
+
 DESIGN = Path("docs") / "design.md"
 
 # The file types that carry prose a user or a developer reads.
@@ -43,20 +45,6 @@ SUFFIXES = {
     ".toml",
 }
 
-# Build output, dependencies and caches: nothing the project wrote by hand.
-SKIPPED_DIRS = {
-    ".git",
-    "target",
-    "node_modules",
-    "dist",
-    "build",
-    ".venv",
-    "venv",
-    "__pycache__",
-    ".ruff_cache",
-    ".mypy_cache",
-    ".pytest_cache",
-}
 
 # "design §3", "design.md §3.2", "design's §8", "design section 7", "design.md sections 3":
 # any spelling that cites the design document by section number.

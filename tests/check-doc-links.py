@@ -23,23 +23,11 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote
 
+from hand_written import SKIPPED_DIRS
+
 # The sources a named constant may come from: shipped code, tests, scripts and settings.
 SOURCE_SUFFIXES = {".rs", ".py", ".js", ".mjs", ".kt", ".java", ".sh", ".toml"}
 
-# Build output, dependencies and caches: nothing the project wrote by hand.
-SKIPPED_DIRS = {
-    ".git",
-    "target",
-    "node_modules",
-    "dist",
-    "build",
-    ".venv",
-    "venv",
-    "__pycache__",
-    ".ruff_cache",
-    ".mypy_cache",
-    ".pytest_cache",
-}
 
 # Backticked words in the docs that look like constants but are not the project's code, each
 # with the reason. Empty today: add a word only with a comment saying what it is.
