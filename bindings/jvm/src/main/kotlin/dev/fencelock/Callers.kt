@@ -40,6 +40,18 @@ internal object Callers {
         return number
     }
 
+    /** [enter] for a call made on another thread: the number, with nothing left set on this one. */
+    fun capture(): Int {
+        val number = enter()
+        if (number != 0) setCaller(0u)
+        return number
+    }
+
+    /** Hands [number] (from [capture]) to the next native call on this thread; 0 hands nothing. */
+    fun carry(number: Int) {
+        if (number != 0) setCaller(number.toUInt())
+    }
+
     /** The call numbered [number] ended. */
     fun exit(number: Int) {
         if (number == 0) return

@@ -124,13 +124,18 @@ internal fun translate(e: Throwable): Throwable = when (e) {
     else -> e
 }
 
-internal inline fun <T> ffi(call: () -> T): T = try {
+internal inline fun <T> ffi(call: () -> T): T = translated {
     val caller = Callers.enter()
     try {
         call()
     } finally {
         Callers.exit(caller)
     }
+}
+
+/** Runs a native call, turning what it throws into the public exceptions. */
+internal inline fun <T> translated(call: () -> T): T = try {
+    call()
 } catch (e: NativeException) {
     throw translate(e)
 } catch (e: InternalException) {

@@ -25,11 +25,11 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
     /** Sets [key] to [value] if the lease's token is accepted (Redis fences). */
     @JvmSynthetic
     suspend fun fencedSet(lease: Lease, key: String, value: ByteArray) =
-        ffi { native.fencedSet(lease.handle, null, key, value) }
+        ffiSuspend { native.fencedSet(lease.handle, null, key, value) }
 
     @JvmSynthetic
     suspend fun fencedSet(token: Long, key: String, value: ByteArray) =
-        ffi { native.fencedSet(null, token, key, value) }
+        ffiSuspend { native.fencedSet(null, token, key, value) }
 
     @JvmSynthetic
     suspend fun fencedSet(lease: Lease, key: String, value: String) = fencedSet(lease, key, value.toByteArray())
@@ -40,18 +40,18 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
      */
     @JvmSynthetic
     suspend fun fencedExecute(lease: Lease, statements: List<Statement>): List<Long> =
-        ffi { native.fencedExecute(lease.handle, null, statements.map(Statement::toNative)) }.map { it.toLong() }
+        ffiSuspend { native.fencedExecute(lease.handle, null, statements.map(Statement::toNative)) }.map { it.toLong() }
 
     @JvmSynthetic
     suspend fun fencedExecute(token: Long, statements: List<Statement>): List<Long> =
-        ffi { native.fencedExecute(null, token, statements.map(Statement::toNative)) }.map { it.toLong() }
+        ffiSuspend { native.fencedExecute(null, token, statements.map(Statement::toNative)) }.map { it.toLong() }
 
     /** Advisory: returns if the token would be accepted now, throws [StaleTokenException] if not. */
     @JvmSynthetic
-    suspend fun check(lease: Lease) = ffi { native.check(lease.handle, null) }
+    suspend fun check(lease: Lease) = ffiSuspend { native.check(lease.handle, null) }
 
     @JvmSynthetic
-    suspend fun check(token: Long) = ffi { native.check(null, token) }
+    suspend fun check(token: Long) = ffiSuspend { native.check(null, token) }
 
     /**
      * Reads the fence's database: runs [sql] with [params] read-only, outside any fenced write,
@@ -63,11 +63,11 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
      */
     @JvmSynthetic
     suspend fun query(sql: String, vararg params: Any?): List<List<Any?>> =
-        ffi { native.query(Statement(sql, params.toList()).toNative()) }.map { row -> row.map(::fromNative) }
+        ffiSuspend { native.query(Statement(sql, params.toList()).toNative()) }.map { row -> row.map(::fromNative) }
 
     /** The highest token accepted so far, or null. */
     @JvmSynthetic
-    suspend fun highest(): Long? = ffi { native.highest() }
+    suspend fun highest(): Long? = ffiSuspend { native.highest() }
 
     @Throws(InterruptedException::class)
     fun fencedSetBlocking(lease: Lease, key: String, value: ByteArray) = blocking { fencedSet(lease, key, value) }
@@ -160,7 +160,7 @@ class Fence private constructor(private val native: NativeFence) : AutoCloseable
             options: FenceOptions = FenceOptions.DEFAULTS,
         ): Fence {
             val spans = if (options.tracing) TracingBridge.sink() else null
-            return Fence(ffi { nativeOpenFence(url, resource, options.toNative(), spans) })
+            return Fence(ffiSuspend { nativeOpenFence(url, resource, options.toNative(), spans) })
         }
 
         @JvmStatic

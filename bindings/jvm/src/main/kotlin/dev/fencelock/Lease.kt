@@ -100,7 +100,7 @@ class Lease internal constructor(
     @JvmSynthetic
     suspend fun release() {
         released.set(true)
-        ffi { native.release() }
+        ffiSuspend { native.release() }
     }
 
     /**
@@ -125,7 +125,7 @@ class Lease internal constructor(
     @JvmSynthetic
     suspend fun extend(ttl: Duration? = null) {
         ttl?.let { if (it.isNegative) invalidArgument("ttl must not be negative, got $it") }
-        ffi { native.extend(ttl) }
+        ffiSuspend { native.extend(ttl) }
     }
 
     /** [extend] for Java and other blocking code; an interrupt stops the wait for the answer. */
@@ -155,7 +155,7 @@ class Lease internal constructor(
 
     /** Suspends until the lease is lost and returns why; cancelling the caller stops only the wait. */
     @JvmSynthetic
-    suspend fun awaitLost(): LossReason = ffi { native.waitLost() }.toPublic()
+    suspend fun awaitLost(): LossReason = ffiSuspend { native.waitLost() }.toPublic()
 
     /** A future completed when the lease is lost (for Java); cancelling it changes nothing else. */
     fun lostFuture(): CompletableFuture<LossReason> {

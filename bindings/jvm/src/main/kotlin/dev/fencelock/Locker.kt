@@ -142,7 +142,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      */
     @JvmSynthetic
     suspend fun campaign(name: String, options: CampaignOptions = CampaignOptions.DEFAULTS): Leadership =
-        handedOver(handedOff({ ffi { native.campaign(name, options.toNative(), it) } }) { it.takeLease() })
+        handedOver(handedOff({ ffiSuspend { native.campaign(name, options.toNative(), it) } }) { it.takeLease() })
             .let { Leadership(Lease(it, name, it.token())) }
 
     /**
@@ -163,7 +163,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     /** Who leads the election [name] now and in which term, or null; read without campaigning. */
     @JvmSynthetic
-    suspend fun leader(name: String): Leader? = ffi { native.leader(name) }?.let(::Leader)
+    suspend fun leader(name: String): Leader? = ffiSuspend { native.leader(name) }?.let(::Leader)
 
     /**
      * Runs [block] while [lease] is held, then releases it unless the block did; the block's
@@ -186,7 +186,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
 
     /** Who holds [name] now, as the backend says, without acquiring it. */
     @JvmSynthetic
-    suspend fun inspect(name: String): LockInfo = LockInfo(ffi { native.inspect(name) })
+    suspend fun inspect(name: String): LockInfo = LockInfo(ffiSuspend { native.inspect(name) })
 
     /**
      * The locks held now whose names start with [prefix] (empty: every lock), by name, read
@@ -194,7 +194,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * [LockInvalidArgumentException] for a prefix over 255 bytes (UTF-8) or containing NUL.
      */
     @JvmSynthetic
-    suspend fun list(prefix: String = ""): LockList = LockList(ffi { native.list(prefix) })
+    suspend fun list(prefix: String = ""): LockList = LockList(ffiSuspend { native.list(prefix) })
 
     /**
      * Frees [name] whoever holds it: for an operator clearing a lock whose holder is stuck.
@@ -205,7 +205,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
      * is larger. Throws [LockNotHeldException] when nobody held the lock (nothing changed).
      */
     @JvmSynthetic
-    suspend fun forceRelease(name: String): Unit = ffi { native.forceRelease(name) }
+    suspend fun forceRelease(name: String): Unit = ffiSuspend { native.forceRelease(name) }
 
     /**
      * This Locker's lifecycle events (acquired, renewed, renewal retried, suspended, resumed,
@@ -218,7 +218,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
         val subscription = ffi { native.subscribe() }
         try {
             while (true) {
-                val event = ffi { subscription.recv() } ?: break
+                val event = ffiSuspend { subscription.recv() } ?: break
                 emit(LockEvent(event))
             }
         } finally {
@@ -355,7 +355,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     /** The multi-name acquire of the suspend and future forms: the core's `acquire_many_in`. */
     private suspend fun lockManyIn(names: List<String>, options: LockOptions, scope: Long): MultiLease = MultiLease(
         handedOver(
-            handedOff({ ffi { native.acquireMany(textNames(names), options.toNative(), scope, it) } }) {
+            handedOff({ ffiSuspend { native.acquireMany(textNames(names), options.toNative(), scope, it) } }) {
                 it.takeMultiLease()
             },
         ),
@@ -518,12 +518,16 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
     /** The one acquire path of the suspend faces, for every mode (the mutex's is [EXCLUSIVE]). */
     @JvmSynthetic
     internal suspend fun acquireIn(name: String, mode: NativeLockMode, options: LockOptions, scope: Long): Lease =
-        handedOver(handedOff({ ffi { native.acquire(name, mode, options.toNative(), scope, it) } }) { it.takeLease() })
+        handedOver(
+            handedOff({
+                ffiSuspend { native.acquire(name, mode, options.toNative(), scope, it) }
+            }) { it.takeLease() },
+        )
             .let { Lease(it, name, it.token()) }
 
     @JvmSynthetic
     internal suspend fun tryAcquireIn(name: String, mode: NativeLockMode, options: LockOptions, scope: Long): Lease? =
-        handedOff({ ffi { native.tryAcquire(name, mode, triedOnce(options).toNative(), scope, it) } }) {
+        handedOff({ ffiSuspend { native.tryAcquire(name, mode, triedOnce(options).toNative(), scope, it) } }) {
             it.takeLease()
         }?.let { Lease(it, name, it.token()) }
 
@@ -578,7 +582,7 @@ class Locker private constructor(private val native: NativeLocker) : AutoCloseab
                 else -> null
             }
             val spans = if (options.tracing) TracingBridge.sink() else null
-            return Locker(ffi { nativeConnect(url, options.toNative(), metrics, spans) })
+            return Locker(ffiSuspend { nativeConnect(url, options.toNative(), metrics, spans) })
         }
 
         /** [connect] as a `CompletableFuture`. */

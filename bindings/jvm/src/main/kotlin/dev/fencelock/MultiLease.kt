@@ -75,7 +75,7 @@ class MultiLease internal constructor(private val native: NativeMultiLease) : Au
     @JvmSynthetic
     suspend fun extend(ttl: Duration? = null) {
         ttl?.let { if (it.isNegative) invalidArgument("ttl must not be negative, got $it") }
-        ffi { native.extend(ttl) }
+        ffiSuspend { native.extend(ttl) }
     }
 
     /** [extend] for Java and other blocking code; an interrupt stops the wait for the answer. */
@@ -95,7 +95,7 @@ class MultiLease internal constructor(private val native: NativeMultiLease) : Au
     @JvmSynthetic
     suspend fun release() {
         released.set(true)
-        ffi { native.release() }
+        ffiSuspend { native.release() }
     }
 
     /** [release] for Java and other blocking code; it always finishes, as [Lease.releaseBlocking]. */
@@ -128,7 +128,7 @@ class MultiLease internal constructor(private val native: NativeMultiLease) : Au
 
     /** Suspends until some part is lost and returns why; cancelling the caller stops only the wait. */
     @JvmSynthetic
-    suspend fun awaitLost(): LossReason = ffi { native.waitLost() }.toPublic()
+    suspend fun awaitLost(): LossReason = ffiSuspend { native.waitLost() }.toPublic()
 
     /** A future completed when some part is lost (for Java); cancelling it changes nothing else. */
     fun lostFuture(): CompletableFuture<LossReason> {

@@ -26,7 +26,11 @@ import java.util.concurrent.ExecutorService
 import java.util.concurrent.Executors
 import java.util.concurrent.atomic.AtomicLong
 import kotlin.coroutines.AbstractCoroutineContextElement
+import kotlin.coroutines.ContinuationInterceptor
 import kotlin.coroutines.CoroutineContext
+
+/** The name of the native runtime's threads (bindings/jvm/src/runtime.rs names them so too). */
+internal const val RUNTIME_THREAD = "fencelock-rt"
 
 /**
  * How the Kotlin layer waits on the native library, and who the "execution scope" of re-entry is.
@@ -46,7 +50,7 @@ internal object Runtime {
         // them attached to the JVM between calls instead of attaching and detaching each time.
         Native.setCallbackThreadInitializer(
             uniffiRustFutureContinuationCallbackImpl,
-            CallbackThreadInitializer(true, false, "fencelock-rt"),
+            CallbackThreadInitializer(true, false, RUNTIME_THREAD),
         )
     }
 
@@ -106,6 +110,31 @@ internal fun releaseFromBlockingCode(onPlatform: () -> Unit, onVirtual: suspend 
 internal fun finishingAsync(call: suspend () -> Unit): CompletableFuture<Void?> = Runtime.futures.future {
     withContext(NonCancellable) { call() }
     null
+}
+
+/**
+ * [ffi] for a native suspend call, whose caller goes on on a dispatcher, never on the fencelock
+ * runtime thread that completed it. A coroutine without a dispatcher (`suspend fun main`, `Dispatchers.Unconfined`)
+ * would otherwise go on running there: blocking code after the call (a JDBC statement,
+ * `Locker.close()` in a `use {}`) would stall every lock of the process, or wait for that same
+ * thread for ever. Such a coroutine moves to `Dispatchers.Default`; one with a dispatcher is
+ * resumed on it as always and pays nothing.
+ */
+internal suspend inline fun <T> ffiSuspend(crossinline call: suspend () -> T): T {
+    val interceptor = currentCoroutineContext()[ContinuationInterceptor]
+    if (interceptor != null && interceptor !== Dispatchers.Unconfined) return ffi { call() }
+    // Made inside a coroutine of Dispatchers.Default, the call's continuation is dispatched
+    // there; its caller goes on where that coroutine ends, or where it started if it never
+    // suspended. The caller's MDC and span context are read here, on its own thread.
+    val caller = Callers.capture()
+    try {
+        return withContext(Dispatchers.Default) {
+            Callers.carry(caller)
+            translated { call() }
+        }
+    } finally {
+        Callers.exit(caller)
+    }
 }
 
 /**
