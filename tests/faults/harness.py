@@ -10,6 +10,10 @@
                                                      tests/FAULTS.md (default: the state folder's)
     python3 tests/faults/harness.py report           regenerate tests/FAULTS.md from summary.json
     python3 tests/faults/harness.py check FILE...    check recorded histories again
+    python3 tests/faults/harness.py step NAME --minutes M -- COMMAND...
+                                                     one of the soak's steps besides its clients
+                                                     (a language suite on every backend, ...):
+                                                     runs COMMAND, records its outcome as a run
 
 It runs its own servers (tests/servers.sh with FENCELOCK_SERVERS_DIR and every port moved by
 +20000), never the shared ones, and workers in Rust, Python and Node that speak the protocol of
@@ -25,6 +29,8 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
+import subprocess
 import sys
 import time
 import tomllib
@@ -319,6 +325,39 @@ async def main_soak(args: argparse.Namespace) -> int:
     return 1 if any(s["violations"] or s["failed_expectations"] for s in summaries) else 0
 
 
+def main_step(args: argparse.Namespace) -> int:
+    """Runs one of the soak's steps (a command, such as a language suite on every backend) and
+    appends its outcome as a run of the soak's invocation, so that the soak's record
+    (record.py: `steps`) says which commit every part of the soak passed on."""
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise SystemExit("faults: step: no command given")
+    print(f"== faults: soak step {args.name}: {shlex.join(command)}", flush=True)
+    t0 = time.monotonic()
+    code = subprocess.run(command, cwd=ROOT).returncode
+    summary = {
+        "run": time.strftime(f"step-{args.name}-%Y%m%dT%H%M%S-0", time.gmtime()),
+        "profile": f"soak-{args.minutes:g}min",
+        "scenario": record.STEP,
+        "backend": args.name,
+        "langs": "",
+        "seconds": round(time.monotonic() - t0, 1),
+        "violations": [],
+        "failed_expectations": [] if code == 0 else [f"the step exited with status {code}"],
+        "command": shlex.join(command),
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "invocation": INVOCATION,
+    }
+    if COMMIT is not None:
+        summary["commit"] = COMMIT
+    append_results(Path(args.results), [summary])
+    print(
+        f"[{'ok' if code == 0 else 'FAIL'}] soak step {args.name} in {summary['seconds']:.0f}s",
+        flush=True,
+    )
+    return 0 if code == 0 else 1
+
+
 async def main_broken(args: argparse.Namespace) -> int:
     """Runs SIGSTOP and the Redis restart with the broken Rust worker (fencing off): the checker
     must find violations in each; exit 0 only if it does."""
@@ -416,10 +455,14 @@ def main() -> int:
     lg.add_argument("backend", nargs="?")
     lg.add_argument("--langs")
     k = sub.add_parser("soak")
-    k.add_argument("--minutes", type=float, default=10)
+    k.add_argument("--minutes", type=float, default=3)
     k.add_argument("--clients", type=int, default=16)
     k.add_argument("--backends", default="redis,redlock,zookeeper,postgres,mariadb,sqlite")
     sub.add_parser("broken")
+    st = sub.add_parser("step", help="run one of the soak's steps and record its outcome")
+    st.add_argument("name")
+    st.add_argument("--minutes", type=float, required=True, help="the soak's length per backend")
+    st.add_argument("command", nargs="+", help="after --")
     c = sub.add_parser("check", help="check recorded histories again")
     c.add_argument("files", nargs="+")
     rp = sub.add_parser("record", help="fold run summaries into summary.json, write FAULTS.md")
@@ -458,6 +501,9 @@ def main() -> int:
         used = {lang for name, _, _ in runs for lang in plan["scenario"][name].get("langs", LANGS)}
         print(",".join(lang for lang in LANGS if lang in used or lang == "rust"))
         return 0
+    if args.cmd == "step":
+        COMMIT = record.git_commit()
+        return main_step(args)
     fn = {"short": main_short, "one": main_one, "soak": main_soak, "broken": main_broken}[args.cmd]
     COMMIT = record.git_commit()  # before any run: what the runs ran on
     return asyncio.run(fn(args))

@@ -18,6 +18,9 @@ that it changes only when results do:
               soaks that passed, `last_failed`
   broken      per scenario, per backend: `verdict` (caught or missed: the broken profile
               passes when the checker catches the broken build) and the `properties` it reported
+  steps       per step of the soak besides its clients (harness.py step: each language suite on
+              every backend, ...): its `command`, the `verdict` of its latest run, `last_passed`
+              ({commit, date}) and `last_failed` ({commit, date, run, failures, reproduce})
 
 Runs fold in the order given: record older results first. report.py writes FAULTS.md from it.
 """
@@ -42,6 +45,8 @@ ABOUT = (
     "The fault suite's record: written by `tests/faults/run.sh record` (tests/faults/record.py), "
     "read by `run.sh report` for tests/FAULTS.md; do not edit by hand."
 )
+# The scenario of a run that is one of the soak's steps (harness.py step), not a scenario.
+STEP = "step"
 # A failure is named in at most this many lines of at most this many characters.
 MAX_FAILURES = 6
 MAX_CHARS = 160
@@ -71,7 +76,7 @@ def git_commit(root: Path = ROOT) -> Optional[str]:
 
 
 def empty() -> Summary:
-    return {"about": ABOUT, "broken": {}, "profiles": {}, "scenarios": {}, "soak": {}}
+    return {"about": ABOUT, "broken": {}, "profiles": {}, "scenarios": {}, "soak": {}, "steps": {}}
 
 
 def load(path: Path = SUMMARY) -> Summary:
@@ -221,6 +226,9 @@ def _fold_invocation(s: Summary, profile: str, runs: list[Run], commit: str, dat
                 row.get("properties"), (v.split(":", 1)[0] for v in r["violations"])
             )
             continue
+        if r["scenario"] == STEP:
+            _fold_step(s, r, commit, date)
+            continue
         workers = [w.split("-", 1) for w in r["langs"].split("+") if "-" in w]
         if profile == "soak":
             row = s["soak"].setdefault(r["backend"], {})
@@ -255,6 +263,23 @@ def _fold_invocation(s: Summary, profile: str, runs: list[Run], commit: str, dat
             if again is not None and not failed(again):
                 last["retry"] = "passed"
             row["last_failed"] = last
+
+
+def _fold_step(s: Summary, r: Run, commit: str, date: str) -> None:
+    row = s["steps"].setdefault(r["backend"], {})
+    row["command"] = r["command"]
+    when = {"commit": r.get("commit") or commit, "date": _date(r, date)}
+    if failed(r):
+        row["verdict"] = "fail"
+        row["last_failed"] = {
+            **when,
+            "run": r["run"],
+            "failures": failures(r),
+            "reproduce": r["command"],
+        }
+    else:
+        row["verdict"] = "pass"
+        row["last_passed"] = when
 
 
 def record(

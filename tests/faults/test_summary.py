@@ -205,6 +205,42 @@ class Folding(unittest.TestCase):
         )
         self.assertEqual(s["profiles"]["soak"]["last_passed"]["runs"], 1)
 
+    def test_a_failing_soak_step_fails_the_soak_and_is_kept_apart_from_the_clients(self) -> None:
+        def step(index: int, code: int, invocation: str, commit: str) -> dict[str, Any]:
+            failures = [f"the step exited with status {code}"] if code else []
+            return run(
+                record.STEP,
+                "python-every-backend",
+                index,
+                langs="",
+                profile="soak-3min",
+                invocation=invocation,
+                commit=commit,
+                failed_expectations=failures,
+                command="python/run-tests.sh",
+            )
+
+        clients = run("soak", "redis", 1, profile="soak-3min", invocation="i1", commit="c1")
+        s = record.fold(record.empty(), [step(0, 0, "i1", "c1"), clients])
+        self.assertEqual(
+            s["steps"]["python-every-backend"],
+            {
+                "command": "python/run-tests.sh",
+                "last_passed": {"commit": "c1", "date": "2026-12-05"},
+                "verdict": "pass",
+            },
+        )
+        self.assertEqual(list(s["soak"]), ["redis"])
+        self.assertEqual(s["profiles"]["soak"]["last_passed"]["commit"], "c1")
+        clients = run("soak", "redis", 1, profile="soak-3min", invocation="i2", commit="c2")
+        s = record.fold(s, [step(0, 1, "i2", "c2"), clients])
+        row = s["steps"]["python-every-backend"]
+        self.assertEqual(row["verdict"], "fail")
+        self.assertEqual(row["last_passed"]["commit"], "c1")
+        self.assertEqual(row["last_failed"]["reproduce"], "python/run-tests.sh")
+        self.assertEqual(s["profiles"]["soak"]["last_failed"]["commit"], "c2")
+        self.assertEqual(s["profiles"]["soak"]["last_passed"]["commit"], "c1")
+
     def test_summaries_from_before_the_stamps_split_at_index_0(self) -> None:
         old = [
             run("contention", "redis", 0, invocation=None, commit=None),
