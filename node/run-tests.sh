@@ -12,6 +12,9 @@
 #                       tarball (dist/fencelock-linux-x64-gnu-V.tgz from release/build.sh) instead
 #                       of building them: CI tests what users install
 #   FENCELOCK_TEST_*_URL, FENCELOCK_REQUIRE_SERVERS   as for every test suite (tests/servers.sh env)
+#   FENCELOCK_TEST_BACKENDS   the backends to test, comma-separated (sqlite, redis, redis-cluster,
+#                       redlock, zookeeper, postgres, mariadb); unset, every one whose URL is set.
+#                       CI tests sqlite,redis,zookeeper (CONTRIBUTING.md, "Which tests run where")
 #
 # Needs Node 20+, npm and Rust (cargo). Exits non-zero on any failure, including no test run.
 # index.d.ts is checked by tsc in `tests/lint.sh node`, with the other static checks.
@@ -45,6 +48,9 @@ else
 fi
 
 step "node --test"
+# A module without the test hooks, or a misspelt FENCELOCK_TEST_BACKENDS, stops here with one
+# message instead of failing every test file.
+node test/preflight.mjs
 shopt -s nullglob
 tests=(test/*.test.mjs)
 if [ ${#tests[@]} -eq 0 ]; then

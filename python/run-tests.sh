@@ -6,13 +6,19 @@
 # Environment:
 #   FENCELOCK_VENV     the venv to create or reuse (default: <repo>/target/py-venv)
 #   PYTHON             the interpreter that creates the venv (default: python3)
-#   FENCELOCK_PROFILE  cargo profile for the wheel: dev (default, fast to build) or release
+#   FENCELOCK_PROFILE  cargo profile for the wheel: dev (default, fast to build), ci (dependencies
+#                      unoptimised, as CI and the soak build) or release
 #   SKIP_STUBTEST=1    skip mypy's stubtest
 #   FENCELOCK_WHEEL    test this wheel instead of building one (CI tests the release wheel that
 #                      release/build.sh put in dist/: what users install is what is tested)
 #   FENCELOCK_MATURIN_TARGET_DIR  cargo target folder for the wheel (default: <repo>/target/maturin,
 #                      or <repo>/target under CI, where sharing cargo test's folder saves
 #                      compiling the dependency tree twice)
+#   FENCELOCK_TEST_*_URL, FENCELOCK_REQUIRE_SERVERS   as for every test suite (tests/servers.sh env)
+#   FENCELOCK_TEST_BACKENDS   the backends to test, comma-separated (sqlite, redis, redis-cluster,
+#                      redlock, zookeeper, postgres, mariadb); unset, every one whose URL is set.
+#                      CI tests sqlite,redis,zookeeper (CONTRIBUTING.md, "Which tests run where");
+#                      a name that is not a backend stops the run (python/tests/conftest.py)
 #
 # Needs Rust (cargo) and network access to PyPI (maturin, pytest, mypy). Exits non-zero on any
 # failure, including pytest finding no test.
@@ -55,7 +61,7 @@ if [ -n "${FENCELOCK_WHEEL:-}" ]; then
 else
     step "building the fencelock command the wheel ships (profile $profile)"
     # `cargo test` has usually built it already into the same folder, so this is a no-op in CI.
-    if [ "$profile" = release ]; then cli_dir=release; else cli_dir=debug; fi
+    case "$profile" in dev) cli_dir=debug ;; *) cli_dir=$profile ;; esac
     cargo build --quiet -p fencelock-cli --bin fencelock --profile "$profile" --target-dir "$target_dir"
     export FENCELOCK_CLI_BINARY="$target_dir/$cli_dir/fencelock"
 

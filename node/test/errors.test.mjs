@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 
-import { fencelock, LONG, REQUIRE_SERVERS, tempDir, sleep } from './helpers.mjs';
+import { fencelock, LONG, server, tempDir, sleep } from './helpers.mjs';
 import * as hooks from './hooks.mjs';
 
 const { connect, Fence, LockError } = fencelock;
@@ -236,13 +236,13 @@ test("the driver's error is the cause: a DriverError naming the driver and its c
   await assert.rejects(locker.acquire('x', { ttl: NaN }), (e) => e.cause === undefined);
 });
 
-test("a refused Redis password keeps the server's code as the cause", async (t) => {
-  const acl = process.env.FENCELOCK_TEST_REDIS_ACL_URL;
-  // Skipped only on a machine without tests/servers.sh's Redis ACL server; CI requires it.
-  if (!acl && !REQUIRE_SERVERS)
-    return t.skip('no Redis server with ACLs (tests/servers.sh start redis)');
-  assert.ok(acl, 'FENCELOCK_TEST_REDIS_ACL_URL is not set, and FENCELOCK_REQUIRE_SERVERS=1');
-  const wrong = acl.replace(':fencelock-test@', ':hunter2-no@');
+// tests/servers.sh's Redis with ACLs (its `redis` group).
+const redisAcl = server('redis', 'FENCELOCK_TEST_REDIS_ACL_URL');
+
+test("a refused Redis password keeps the server's code as the cause", {
+  skip: redisAcl.skip,
+}, async () => {
+  const wrong = redisAcl.url().replace(':fencelock-test@', ':hunter2-no@');
   await assert.rejects(connect(wrong), (e) => {
     assert.equal(e.code, 'AUTH', String(e));
     assert.deepEqual([e.cause?.driver, e.cause?.code], ['redis', 'WRONGPASS'], String(e.cause));

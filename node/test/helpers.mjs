@@ -20,14 +20,51 @@ export const LONG = 30_000;
 // CI sets FENCELOCK_REQUIRE_SERVERS=1: there a server that does not answer fails the test.
 export const REQUIRE_SERVERS = process.env.FENCELOCK_REQUIRE_SERVERS === '1';
 
-const SERVER_VARIABLES = [
-  'FENCELOCK_TEST_REDIS_URL',
-  'FENCELOCK_TEST_REDIS_CLUSTER_URL',
-  'FENCELOCK_TEST_REDLOCK_URL',
-  'FENCELOCK_TEST_ZK_URL',
-  'FENCELOCK_TEST_POSTGRES_URL',
-  'FENCELOCK_TEST_MARIADB_URL',
-];
+// Each server backend by the name FENCELOCK_TEST_BACKENDS takes, as the Python and JVM suites
+// read it, with the variable of its test server's URL (tests/servers.sh env).
+const SERVER_VARIABLES = {
+  redis: 'FENCELOCK_TEST_REDIS_URL',
+  'redis-cluster': 'FENCELOCK_TEST_REDIS_CLUSTER_URL',
+  redlock: 'FENCELOCK_TEST_REDLOCK_URL',
+  zookeeper: 'FENCELOCK_TEST_ZK_URL',
+  postgres: 'FENCELOCK_TEST_POSTGRES_URL',
+  mariadb: 'FENCELOCK_TEST_MARIADB_URL',
+};
+
+const BACKEND_NAMES = ['sqlite', ...Object.keys(SERVER_VARIABLES)];
+
+/**
+ * The backends FENCELOCK_TEST_BACKENDS lists (comma-separated), or every one when it is unset
+ * or empty. CI lists a few: the core's conformance suite runs the lock contract on every
+ * backend, and the language suites test what the language adds (CONTRIBUTING.md, "Which tests
+ * run where"). A name that is not a backend throws as this module loads, so a misspelt list
+ * fails the run instead of quietly testing less.
+ */
+function selectedBackends() {
+  const value = process.env.FENCELOCK_TEST_BACKENDS ?? '';
+  const given = value
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  if (given.length === 0) return new Set(BACKEND_NAMES);
+  const unknown = given.filter((name) => !BACKEND_NAMES.includes(name));
+  if (unknown.length > 0) {
+    throw new Error(
+      `FENCELOCK_TEST_BACKENDS=${value}: ${unknown.map((n) => JSON.stringify(n)).join(', ')} ` +
+        `${unknown.length === 1 ? 'is not a backend' : 'are not backends'}; ` +
+        `the backends are ${BACKEND_NAMES.join(', ')}`,
+    );
+  }
+  return new Set(given);
+}
+
+const SELECTED = selectedBackends();
+
+/** Why a test of `name` does not run, when FENCELOCK_TEST_BACKENDS leaves it out; else null. */
+function leftOut(name) {
+  if (SELECTED.has(name)) return null;
+  return `${name} is not in FENCELOCK_TEST_BACKENDS (the soak runs the full matrix: tests/faults/run.sh soak)`;
+}
 
 const made = [];
 process.on('exit', () => {
@@ -41,18 +78,41 @@ export function tempDir() {
   return dir;
 }
 
-/** SQLite always; each server backend whose FENCELOCK_TEST_*_URL is set. */
+/**
+ * The backends a test runs on, each as `{ id, url() }` (`id` as FENCELOCK_TEST_BACKENDS names
+ * it): SQLite, and each server backend whose FENCELOCK_TEST_*_URL is set, of those
+ * FENCELOCK_TEST_BACKENDS lists.
+ */
 export function backends() {
-  const list = [{ id: 'sqlite', url: () => `sqlite://${join(tempDir(), 'locks.db')}` }];
-  for (const variable of SERVER_VARIABLES) {
+  const list = [];
+  if (SELECTED.has('sqlite'))
+    list.push({ id: 'sqlite', url: () => `sqlite://${join(tempDir(), 'locks.db')}` });
+  for (const [id, variable] of Object.entries(SERVER_VARIABLES)) {
     const url = process.env[variable];
-    if (url)
-      list.push({
-        id: variable.slice('FENCELOCK_TEST_'.length, -'_URL'.length).toLowerCase(),
-        url: () => url,
-      });
+    if (url && SELECTED.has(id)) list.push({ id, url: () => url });
   }
   return list;
+}
+
+/**
+ * The test server of backend `name` for a test of that backend alone, read from `variable`
+ * (by default the backend's FENCELOCK_TEST_*_URL; another server of the same backend, such as
+ * Redis with ACLs, has a variable of its own): `{ skip, url() }`, `skip` being test()'s option.
+ * The test skips, saying why, when FENCELOCK_TEST_BACKENDS leaves the backend out (even under
+ * FENCELOCK_REQUIRE_SERVERS=1: the choice is deliberate), or when the variable is not set
+ * outside CI; under FENCELOCK_REQUIRE_SERVERS=1 an unset variable fails the test, in url().
+ */
+export function server(name, variable = SERVER_VARIABLES[name]) {
+  if (!(name in SERVER_VARIABLES)) throw new Error(`${name} is not a server backend`);
+  const url = process.env[variable];
+  const skip = leftOut(name) ?? (!url && !REQUIRE_SERVERS ? `${variable} is not set` : false);
+  return {
+    skip,
+    url() {
+      if (!url) throw new Error(`${variable} is not set, and FENCELOCK_REQUIRE_SERVERS=1`);
+      return url;
+    },
+  };
 }
 
 const unusable = new Map();
@@ -97,10 +157,13 @@ export function within(promise, ms, what) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Polls `condition` every 20 ms until it holds; fails after `ms` saying `what` did not happen. */
+/**
+ * Polls `condition` (which may be async) every 20 ms until it holds; fails after `ms` saying
+ * `what` did not happen.
+ */
 export async function until(condition, ms, what) {
   const deadline = Date.now() + ms;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`);
     await sleep(20);
   }

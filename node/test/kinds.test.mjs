@@ -81,7 +81,7 @@ function assertLeases(info, mode, backendId) {
     assert.equal(lease.holder.language, 'node');
     assert.equal(lease.holder.pid, process.pid);
     assert.equal(lease.holder.text, HOLDER);
-    if (backendId === 'zk') assert.equal(lease.timeLeft, null, 'the session is the lease');
+    if (backendId === 'zookeeper') assert.equal(lease.timeLeft, null, 'the session is the lease');
     else assert.ok(lease.timeLeft > 0 && lease.timeLeft <= TTL, `time left ${lease.timeLeft}`);
   }
 }

@@ -124,7 +124,7 @@ for (const backend of backends()) {
         assert.ok(until instanceof Date);
         const parts = locks.names.map((name) => locks.part(name));
         assert.ok(until.getTime() <= Math.min(...parts.map((p) => p.validUntil.getTime())));
-        if (backend.id === 'zk') assert.equal(expires, null, 'the session is the lease');
+        if (backend.id === 'zookeeper') assert.equal(expires, null, 'the session is the lease');
         else {
           assert.ok(expires instanceof Date);
           assert.ok(until.getTime() <= expires.getTime());

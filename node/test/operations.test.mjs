@@ -2,8 +2,18 @@
 // this machine offers.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 
-import { fencelock, backends, connectOrSkip, fresh, LONG, sleep, within } from './helpers.mjs';
+import {
+  fencelock,
+  backends,
+  connectOrSkip,
+  fresh,
+  LONG,
+  sleep,
+  tempDir,
+  within,
+} from './helpers.mjs';
 
 const { LockError, setLogger } = fencelock;
 
@@ -116,7 +126,7 @@ for (const backend of backends()) {
 
 test('the logger receives the library records', async () => {
   const records = [];
-  const url = backends()[0].url();
+  const url = `sqlite://${join(tempDir(), 'locks.db')}`;
   const locker = await fencelock.connect(url, { logger: (r) => records.push(r), logLevel: 'warn' });
   try {
     const name = fresh('logs');

@@ -2,18 +2,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { fencelock, connectOrSkip, fresh, REQUIRE_SERVERS } from './helpers.mjs';
+import { fencelock, connectOrSkip, fresh, server } from './helpers.mjs';
 
 const { Fence } = fencelock;
-const REDIS_URL = process.env.FENCELOCK_TEST_REDIS_URL;
+const redis = server('redis');
 
-test('fencedSet accepts newer tokens and refuses stale ones', {
-  skip: !REDIS_URL && !REQUIRE_SERVERS && 'FENCELOCK_TEST_REDIS_URL is not set',
-}, async (t) => {
-  assert.ok(REDIS_URL, 'FENCELOCK_REQUIRE_SERVERS=1 needs FENCELOCK_TEST_REDIS_URL');
-  const locker = await connectOrSkip(t, REDIS_URL);
+test('fencedSet accepts newer tokens and refuses stale ones', { skip: redis.skip }, async (t) => {
+  const url = redis.url();
+  const locker = await connectOrSkip(t, url);
   if (!locker) return;
-  const fence = await Fence.open(REDIS_URL, fresh('resource'));
+  const fence = await Fence.open(url, fresh('resource'));
   try {
     const name = fresh('fenced');
     const key = `fencelock-test:${fresh('key')}`;

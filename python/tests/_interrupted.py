@@ -1,4 +1,4 @@
-"""Blocks in acquire on a lock the test holds, until SIGINT arrives."""
+"""Blocks entering a write lock the test holds, until SIGINT arrives."""
 
 import sys
 import time
@@ -7,14 +7,13 @@ import fencelock
 
 url = sys.argv[1]
 with fencelock.connect(url) as locker:
-    assert locker.try_acquire("ctrl-c") is None
     started = time.monotonic()
     try:
         # Ready is said inside the try, so even a very early SIGINT is caught here.
         print("ready", flush=True)
-        locker.acquire("ctrl-c", ttl=10)
-        print("acquired?!", flush=True)
-        sys.exit(3)
+        with locker.write_lock("ctrl-c", ttl=10):
+            print("acquired?!", flush=True)
+            sys.exit(3)
     except KeyboardInterrupt:
         print(f"interrupted after {time.monotonic() - started:.2f}s", flush=True)
     # Nothing of ours was left behind: the test's lease is still the holder.

@@ -8,6 +8,7 @@ import time
 from typing import List
 
 import pytest
+from _blocking import BlockingCall
 from conftest import LONG
 
 import fencelock
@@ -56,25 +57,6 @@ def test_expires_at_is_utc_aware(locker: fencelock.Locker) -> None:
         assert now < at <= now + datetime.timedelta(seconds=21)
 
 
-def test_tokens_increase_across_acquisitions(locker: fencelock.Locker) -> None:
-    tokens = []
-    for _ in range(5):
-        lease = locker.acquire("seq", ttl=5)
-        tokens.append(lease.token)
-        lease.release()
-    assert tokens == sorted(tokens) and len(set(tokens)) == 5
-
-
-def test_try_acquire_returns_none_when_held(locker: fencelock.Locker, url: str) -> None:
-    with fencelock.connect(url) as other:
-        lease = locker.acquire("busy")
-        assert other.try_acquire("busy") is None
-        lease.release()
-        again = other.try_acquire("busy")
-        assert again is not None and again.token > lease.token
-        again.release()
-
-
 def test_acquire_times_out(locker: fencelock.Locker, rival: fencelock.Locker) -> None:
     held = rival.acquire("slow", ttl=10)
     with pytest.raises(fencelock.Timeout, match="slow") as caught:
@@ -91,26 +73,19 @@ def test_acquire_times_out(locker: fencelock.Locker, rival: fencelock.Locker) ->
 
 def test_other_threads_run_while_one_waits(locker: fencelock.Locker) -> None:
     held = locker.acquire("gil", ttl=10)
-    got = []
-
-    def waiter() -> None:
-        lease = locker.acquire("gil", ttl=10, wait=LONG)
-        got.append(lease.token)
-        lease.release()
-
-    thread = threading.Thread(target=waiter)
-    thread.start()
+    waiter = BlockingCall(lambda: locker.acquire("gil", ttl=10, wait=LONG), "acquire")
+    waiter.entered()
     # Pure-Python work needs the GIL: it can only progress if the waiter released it.
     spins = 0
     until = time.monotonic() + 0.5
     while time.monotonic() < until:
         spins += 1
     assert spins > 0
-    assert thread.is_alive() and not got  # still waiting
+    assert waiter.thread.is_alive()  # still waiting
     held.release()
-    thread.join(LONG)
-    assert not thread.is_alive()
-    assert got and got[0] > held.token
+    lease = waiter.outcome()
+    assert lease.token > held.token
+    lease.release()
 
 
 def test_lease_released_from_another_thread(locker: fencelock.Locker) -> None:
@@ -235,21 +210,11 @@ def test_close_releases_what_the_locker_holds(url: str) -> None:
 def test_close_stops_a_waiting_acquire(url: str) -> None:
     locker = fencelock.connect(url)
     held = locker.acquire("closing-wait", ttl=10)
-    seen: List[BaseException] = []
-
-    def waiter() -> None:
-        try:
-            locker.acquire("closing-wait", wait=LONG)
-        except BaseException as e:  # noqa: BLE001 - checked below
-            seen.append(e)
-
-    thread = threading.Thread(target=waiter)
-    thread.start()
-    time.sleep(0.3)
+    waiter = BlockingCall(lambda: locker.acquire("closing-wait", wait=LONG), "acquire")
+    waiter.entered()  # the close comes while the thread is in acquire(), not before
     locker.close()
-    thread.join(LONG)
-    assert not thread.is_alive()
-    assert len(seen) == 1 and isinstance(seen[0], fencelock.Closed), seen
+    with pytest.raises(fencelock.Closed):
+        waiter.outcome()
     assert not held.is_held
 
 

@@ -2,14 +2,14 @@
 
 import asyncio
 import contextlib
-import os
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator, List
+from typing import Any, AsyncIterator, Callable, List
 
 import pytest
-from conftest import LONG, native_test_hook
+from conftest import BINDING_PATHS, LONG, backend_params, native_test_hook
 
 import fencelock
 
@@ -86,23 +86,38 @@ def test_async_timeouts_and_try(locker: fencelock.Locker, rival: fencelock.Locke
     asyncio.run(main())
 
 
+async def _inspect_until(
+    observer: fencelock.Locker, name: str, shows: Callable[[fencelock.LockInfo], bool]
+) -> None:
+    deadline = time.monotonic() + LONG
+    while not shows(await observer.inspect_async(name)):
+        assert time.monotonic() < deadline, f"{name}: not seen in time"
+        await asyncio.sleep(0.02)
+
+
 def test_cancelled_acquire_leaves_nothing_behind(
     locker: fencelock.Locker, rival: fencelock.Locker, url: str
 ) -> None:
+    # A write lock, whose waiter is registered where inspect() shows it (a mutex's waiter is
+    # not, except on ZooKeeper): the task is cancelled while it waits, and its waiter is seen to
+    # go.
+    async def enter() -> None:
+        async with locker.write_lock("cancel", ttl=10):
+            pytest.fail("entered a held lock")
+
     async def main() -> None:
-        held = await rival.acquire_async("cancel", ttl=10)
-        waiting = asyncio.ensure_future(locker.acquire_async("cancel", ttl=10))
-        await asyncio.sleep(0.3)
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
-        await held.release_async()
-        with fencelock.connect(url) as other:
-            lease = other.try_acquire("cancel")
-            assert lease is not None
-            lease.release()
+        async with rival.write_lock("cancel", ttl=10):
+            waiting = asyncio.ensure_future(enter())
+            await _inspect_until(rival, "cancel", lambda info: info.waiters != [])
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            await _inspect_until(rival, "cancel", lambda info: info.waiters == [])
 
     asyncio.run(main())
+    with fencelock.connect(url) as other:
+        with other.write_lock("cancel", wait=0) as lease:
+            assert lease.is_held
 
 
 def test_same_task_entering_twice_is_a_deadlock(locker: fencelock.Locker) -> None:
@@ -144,20 +159,10 @@ def test_panic_in_an_awaitable_is_internal_error() -> None:
     asyncio.run(main())
 
 
-def _binding_paths() -> List[object]:
-    """SQLite, and the backends where the binding takes a path of its own: Redis (caller-driven
-    I/O) and ZooKeeper (its queue and session), when the environment names them."""
-    params: List[object] = [pytest.param("sqlite", id="sqlite")]
-    for var, backend in [("FENCELOCK_TEST_REDIS_URL", "redis"), ("FENCELOCK_TEST_ZK_URL", "zk")]:
-        if os.environ.get(var):
-            params.append(pytest.param(os.environ[var], id=backend))
-        else:
-            assert os.environ.get("FENCELOCK_REQUIRE_SERVERS") != "1", f"{var} is not set"
-    return params
-
-
-@pytest.fixture(params=_binding_paths())
+@pytest.fixture(params=backend_params(BINDING_PATHS))
 def path_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """SQLite, and the backends where the binding takes a path of its own: Redis (caller-driven
+    I/O) and ZooKeeper (its queue and session), of those FENCELOCK_TEST_BACKENDS selects."""
     url: str = request.param
     return url if url != "sqlite" else f"sqlite://{tmp_path / 'locks.db'}"
 
@@ -182,11 +187,26 @@ async def _cancelled_before_delivery(lock: Any) -> None:
         async with lock:
             await asyncio.sleep(LONG)
 
-    task = asyncio.ensure_future(enter())
-    await asyncio.sleep(0)  # the task sends its acquire and waits for the answer
-    # The loop stalls: the acquire completes meanwhile, its result waits for the loop, and the
-    # task is cancelled before the loop hands it over.
-    time.sleep(1.0)
+    loop = asyncio.get_running_loop()
+    # fencelock hands an answer to the loop with call_soon_threadsafe (python/src/awaitable.rs):
+    # seeing that call is seeing the acquire complete with its result waiting for the loop.
+    handed_over = threading.Event()
+    call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def watched(*args: Any, **kwargs: Any) -> asyncio.Handle:
+        handle = call_soon_threadsafe(*args, **kwargs)
+        handed_over.set()
+        return handle
+
+    loop.call_soon_threadsafe = watched  # type: ignore[method-assign,assignment]
+    try:
+        task = asyncio.ensure_future(enter())
+        await asyncio.sleep(0)  # the task sends its acquire and waits for the answer
+        # The loop stalls until the answer is handed over; the task is cancelled before the loop
+        # runs it.
+        assert handed_over.wait(LONG), "the acquire never completed"
+    finally:
+        del loop.call_soon_threadsafe
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 import pytest
-from conftest import LONG, REQUIRE_SERVERS, native_test_hook, take_over
+from conftest import LONG, native_test_hook, server_url, take_over
 
 import fencelock
 
@@ -241,14 +241,10 @@ def test_the_drivers_error_is_the_cause(url: str) -> None:
     assert refused.value.__cause__ is None
 
 
-# Skipped only on a machine without tests/servers.sh's Redis ACL server; CI starts it and
-# requires it (FENCELOCK_REQUIRE_SERVERS=1), so there a missing URL fails the test.
-@pytest.mark.skipif(
-    not os.environ.get("FENCELOCK_TEST_REDIS_ACL_URL") and not REQUIRE_SERVERS,
-    reason="no Redis server with ACLs (tests/servers.sh start redis)",
-)
 def test_a_refused_password_keeps_the_servers_code_as_the_cause() -> None:
-    url = os.environ["FENCELOCK_TEST_REDIS_ACL_URL"].replace(":fencelock-test@", ":hunter2-no@")
+    # tests/servers.sh's Redis with ACLs: required where FENCELOCK_REQUIRE_SERVERS=1 (CI).
+    acl_url = server_url("redis", "FENCELOCK_TEST_REDIS_ACL_URL")
+    url = acl_url.replace(":fencelock-test@", ":hunter2-no@")
     with pytest.raises(fencelock.Auth) as caught:
         fencelock.connect(url)
     cause = caught.value.__cause__

@@ -6,31 +6,35 @@ release builds with SIGSEGV)."""
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from _blocking import BlockingCall
 from conftest import LONG, native_test_hook
 
+# Each waiter as (the call a daemon thread blocks in, the fencelock method it waits in).
 WAITERS = {
-    "acquire": "threading.Thread(target=lambda: b.acquire('x', ttl=30), daemon=True).start()",
-    "lost-wait": "threading.Thread(target=lambda: held.lost.wait(), daemon=True).start()",
-    "events": "threading.Thread(target=lambda: list(b.events()), daemon=True).start()",
+    "acquire": ("lambda: b.acquire('x', ttl=30)", "acquire"),
+    "lost-wait": ("lambda: held.lost.wait()", "wait"),
+    "events": ("lambda: b.events().next()", "next"),
 }
 
 
-@pytest.mark.parametrize("waiter", WAITERS.values(), ids=WAITERS.keys())
+@pytest.mark.parametrize("call,method", WAITERS.values(), ids=WAITERS.keys())
 def test_the_process_exits_cleanly_while_a_daemon_thread_waits_in_fencelock(
-    tmp_path: Path, waiter: str
+    tmp_path: Path, call: str, method: str
 ) -> None:
     script = f"""
-import logging, sys, threading, time, fencelock
+import logging, sys, fencelock
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from _blocking import BlockingCall
 logging.basicConfig(level=logging.DEBUG)  # the log bridge's thread waits too
 url = "sqlite://{tmp_path}/" + sys.argv[1] + ".db"  # a file per run: each exits holding "x"
 a = fencelock.connect(url)
 b = fencelock.connect(url)
 held = a.acquire("x", ttl=30)
-{waiter}
-time.sleep(0.3)
+BlockingCall({call}, {method!r}).entered()  # the exit comes while the thread waits in it
 print("exiting", flush=True)
 """
     for run in range(3):
@@ -54,14 +58,25 @@ def _wakeups(native_id: int) -> int:
     )
 
 
+def _settled(native_id: int) -> int:
+    """The thread's wake count once it stopped waking for 100 ms: it is in its wait. (Once in the
+    call, an acquire's thread may wake once or twice more on its way into the wait.)"""
+    deadline = time.monotonic() + LONG
+    last, quiet_since = _wakeups(native_id), time.monotonic()
+    while time.monotonic() - quiet_since < 0.1:
+        assert time.monotonic() < deadline, "the thread never settled into its wait"
+        time.sleep(0.01)
+        now = _wakeups(native_id)
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+    return last
+
+
 @pytest.mark.parametrize("waiter", ["acquire", "lost-wait", "events"])
 def test_a_thread_other_than_the_main_one_waits_without_waking(tmp_path: Path, waiter: str) -> None:
     # Every wake takes the GIL back, and a daemon thread that takes it while the interpreter
     # shuts down is ended under fencelock's frames: off the main thread (no Ctrl-C to look for
     # there) a wait wakes for its answer, not every slice.
-    import threading
-    import time
-
     import fencelock
 
     url = f"sqlite://{tmp_path}/wake.db"
@@ -69,23 +84,23 @@ def test_a_thread_other_than_the_main_one_waits_without_waking(tmp_path: Path, w
         held = a.acquire("x", ttl=30)
         subscription = b.events()
         targets = {
-            "acquire": lambda: b.acquire("x", ttl=30, wait=30),
-            "lost-wait": lambda: held.lost.wait(2.5),  # a release is no loss: it ends by timeout
-            "events": lambda: next(iter(subscription), None),
+            "acquire": (lambda: b.acquire("x", ttl=30, wait=30), "acquire"),
+            # A release is no loss: it ends by timeout.
+            "lost-wait": (lambda: held.lost.wait(2.5), "wait"),
+            "events": (lambda: subscription.next(), "next"),
         }
-        thread = threading.Thread(target=targets[waiter], daemon=True)
-        thread.start()
-        time.sleep(0.3)  # into its wait
+        waiting = BlockingCall(*targets[waiter])
+        waiting.entered()
+        thread = waiting.thread
         assert thread.native_id is not None
-        before = _wakeups(thread.native_id)
+        before = _settled(thread.native_id)
         time.sleep(1.5)
         woken = _wakeups(thread.native_id) - before
         # A wait in 100-200 ms slices (before) woke 7 to 16 times here.
         assert woken <= 2, f"the waiting thread woke {woken} times in 1.5 s"
         subscription.close()
         held.release()
-        thread.join(LONG)
-        assert not thread.is_alive()
+        waiting.outcome()
 
 
 # Every way a fencelock thread enters Python, wanting the GIL while the interpreter finalizes:

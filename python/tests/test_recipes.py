@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
-from conftest import LONG, REQUIRE_SERVERS
+from conftest import LONG, server_url
 
 import fencelock
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
-REDIS_URL = os.environ.get("FENCELOCK_TEST_REDIS_URL")
 
 
 @pytest.fixture
@@ -31,11 +30,8 @@ def recipes_on_path() -> Iterator[None]:
 
 
 def redis_url() -> str:
-    if not REDIS_URL:
-        if REQUIRE_SERVERS:
-            pytest.fail("FENCELOCK_TEST_REDIS_URL is not set")
-        pytest.skip("FENCELOCK_TEST_REDIS_URL is not set (tests/servers.sh start redis)")
-    return REDIS_URL
+    """The fleet-wide recipes' lock server (conftest.server_url: skipped where not tested)."""
+    return server_url("redis")
 
 
 def free_port() -> int:

@@ -1,31 +1,27 @@
 """The Redis fence from Python: `fenced_set` checks the token and writes in one script."""
 
 import asyncio
-import os
 import uuid
 
 import pytest
+from conftest import server_url
 
 import fencelock
 
-REDIS_URL = os.environ.get("FENCELOCK_TEST_REDIS_URL")
-assert REDIS_URL or os.environ.get("FENCELOCK_REQUIRE_SERVERS") != "1", (
-    "CI must set FENCELOCK_TEST_REDIS_URL"
-)
-pytestmark = pytest.mark.skipif(
-    not REDIS_URL, reason="FENCELOCK_TEST_REDIS_URL is not set (tests/servers.sh env)"
-)
+
+@pytest.fixture
+def redis_url() -> str:
+    return server_url("redis")
 
 
 def fresh(prefix: str) -> str:
     return f"py-{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-def test_fenced_set_accepts_newer_tokens_and_refuses_stale_ones() -> None:
-    assert REDIS_URL
-    with fencelock.connect(REDIS_URL) as locker:
+def test_fenced_set_accepts_newer_tokens_and_refuses_stale_ones(redis_url: str) -> None:
+    with fencelock.connect(redis_url) as locker:
         name = fresh("fenced")
-        fence = fencelock.Fence.open(REDIS_URL, fresh("resource"))
+        fence = fencelock.Fence.open(redis_url, fresh("resource"))
         key = f"fencelock-test:{fresh('key')}"
         with locker.lock(name, ttl=10) as old:
             fence.fenced_set(old, key, b"old")
@@ -42,9 +38,8 @@ def test_fenced_set_accepts_newer_tokens_and_refuses_stale_ones() -> None:
             asyncio.run(write_again())
 
 
-def test_fenced_set_bad_inputs() -> None:
-    assert REDIS_URL
-    fence = fencelock.Fence.open(REDIS_URL, fresh("resource"))
+def test_fenced_set_bad_inputs(redis_url: str) -> None:
+    fence = fencelock.Fence.open(redis_url, fresh("resource"))
     with pytest.raises(fencelock.InvalidArgument, match="key must be a str"):
         fence.fenced_set(1, b"bytes-key", b"v")  # type: ignore[arg-type]
     with pytest.raises(fencelock.InvalidArgument, match="value must be bytes or str"):
