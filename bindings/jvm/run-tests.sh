@@ -12,6 +12,8 @@
 #   FENCELOCK_JVM_LIBRARY  test this libfencelock_jvm.so instead of building one (CI tests the
 #                       library release/build.sh linked against glibc 2.17, which the jar ships)
 #   FENCELOCK_TEST_*_URL, FENCELOCK_REQUIRE_SERVERS   as for every test suite (tests/servers.sh env)
+#   FENCELOCK_TEST_BACKENDS  the backends to test on, comma-separated (CI: sqlite,redis,zookeeper);
+#                       unset, every one (CONTRIBUTING.md, "Which tests run where"; Backends.kt)
 #
 # Needs JDK 17+, Maven 3.8+ and Rust (cargo); Maven fetches Kotlin, JNA, kotlinx-coroutines and
 # JUnit from Maven Central. Exits non-zero on any failure, including no test run.
@@ -43,7 +45,8 @@ printf '\n== cargo test -p fencelock-jvm --lib\n'
 (cd "$here/../.." &&
     cargo test --quiet --profile "$profile" --target-dir "$target_dir" -p fencelock-jvm --lib)
 
-# test-hooks: entry points that panic on purpose (LostTest); never in a release.
+# test-hooks: entry points that panic on purpose (src/test-hooks/kotlin, compiled only with
+# -Dcargo.features=test-hooks: the pom's profile test-hooks); never in a release.
 # uniffi-bindgen in a target folder of its own, as bindings/jvm/release.sh and tests/run-all.sh
 # build it: one build serves the release's jar and these tests.
 native=(-Dcargo.profile="$profile" -Dcargo.profile.dir="$profile_dir" -Dcargo.target.dir="$target_dir"
@@ -52,8 +55,10 @@ what="cargo profile $profile"
 if [ -n "${FENCELOCK_JVM_LIBRARY:-}" ]; then
     [ "$(basename "$FENCELOCK_JVM_LIBRARY")" = libfencelock_jvm.so ] && [ -f "$FENCELOCK_JVM_LIBRARY" ] ||
         { echo "FENCELOCK_JVM_LIBRARY must name an existing libfencelock_jvm.so" >&2; exit 1; }
+    # cargo does not run; the property says the library has the test hooks, as CI's
+    # `release/build.sh --profile ci` builds it, so their tests are compiled too.
     native=(-Dcargo.build.skip=true -Dcargo.target.dir="$(cd "$(dirname "$FENCELOCK_JVM_LIBRARY")" && pwd)"
-            -Dcargo.profile.dir=. -Dbindgen.target.dir="$target_dir/bindgen")
+            -Dcargo.profile.dir=. -Dcargo.features=test-hooks -Dbindgen.target.dir="$target_dir/bindgen")
     what="$FENCELOCK_JVM_LIBRARY"
 fi
 

@@ -56,7 +56,7 @@ class JavaSurfaceTest {
                 }
             });
             thread.start();
-            Thread.sleep(200);
+            Backends.awaitWaiting(thread, "the acquire of a held lock");
             thread.interrupt();
             thread.join(Backends.MARGIN_MS);
             assertInstanceOf(InterruptedException.class, caught.get(), "what the interrupted acquire threw");
@@ -72,7 +72,7 @@ class JavaSurfaceTest {
                 }
             });
             watcher.start();
-            Thread.sleep(200);
+            Backends.awaitWaiting(watcher, "waitLost");
             watcher.interrupt();
             watcher.join(Backends.MARGIN_MS);
             assertInstanceOf(InterruptedException.class, waitLostOutcome.get(), "what the interrupted waitLost threw");

@@ -6,15 +6,25 @@ import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.withTimeout
 import org.junit.jupiter.api.Assumptions.assumeTrue
+import org.junit.platform.launcher.LauncherSession
+import org.junit.platform.launcher.LauncherSessionListener
 import java.nio.file.Files
 import java.time.Duration
 import java.util.UUID
+import java.util.concurrent.TimeUnit
 
 /**
- * The backends the JVM tests run on: every backend the core has. URLs come from
- * `FENCELOCK_TEST_*_URL` (`tests/servers.sh env`), with the standard loopback ports as defaults;
- * SQLite uses a temporary file. A server that does not answer skips its tests, unless
- * `FENCELOCK_REQUIRE_SERVERS=1` (as in CI), where it fails them.
+ * The backends the JVM tests run on: every backend the core has, or those `FENCELOCK_TEST_BACKENDS`
+ * lists (comma-separated names of [KNOWN], as the Python and Node suites read it; unset or empty:
+ * every one). CI lists SQLite and the backends the JVM reaches by a path of its own (Redis: I/O the
+ * caller drives; ZooKeeper: sessions): the lock contract itself is the conformance suite's, which
+ * CI runs on every backend (CONTRIBUTING.md, "Which tests run where"). A test of a backend left out
+ * skips, saying so, even with `FENCELOCK_REQUIRE_SERVERS=1`: the exclusion is deliberate.
+ *
+ * URLs come from `FENCELOCK_TEST_*_URL` (`tests/servers.sh env`), with the standard loopback ports
+ * as defaults; SQLite uses a temporary file. A server that does not answer skips its tests, unless
+ * `FENCELOCK_REQUIRE_SERVERS=1` (as in CI), where it fails them. Tests that make a SQLite file of
+ * their own, for what is no backend's (durations, metrics, secrets), run whatever the list.
  */
 object Backends {
     val required: Boolean = System.getenv("FENCELOCK_REQUIRE_SERVERS") == "1"
@@ -25,6 +35,51 @@ object Backends {
     /** A ttl that renews every second, so a forced release is noticed within about that. */
     val RENEWING_TTL: Duration = Duration.ofSeconds(3)
 
+    /** Every backend name `FENCELOCK_TEST_BACKENDS` may list. */
+    val KNOWN: List<String> = listOf("sqlite", "redis", "redis-cluster", "redlock", "zookeeper", "postgres", "mariadb")
+
+    /** The matrix of most tests; Redis Cluster is in the lists below that name it. */
+    private val MATRIX: List<String> = KNOWN - "redis-cluster"
+
+    private const val SELECTION_VARIABLE = "FENCELOCK_TEST_BACKENDS"
+
+    /**
+     * The backends `FENCELOCK_TEST_BACKENDS` lists, null for every one; a name that is not a
+     * backend's throws (again at each use: a misspelt name must not pass for a short list).
+     */
+    val selection: Set<String>? by lazy { parseSelection(System.getenv(SELECTION_VARIABLE)) }
+
+    internal fun parseSelection(text: String?): Set<String>? {
+        val names = text.orEmpty().split(',').map(String::trim).filter(String::isNotEmpty)
+        if (names.isEmpty()) return null
+        val unknown = names.filterNot(KNOWN::contains)
+        require(unknown.isEmpty()) {
+            "$SELECTION_VARIABLE=$text names no backend: ${unknown.joinToString()}; " +
+                "the names are ${KNOWN.joinToString(",")} (unset or empty: every backend)"
+        }
+        return names.toSet()
+    }
+
+    /** Whether the tests of [backend] run: `FENCELOCK_TEST_BACKENDS` lists it, or is not set. */
+    @JvmStatic
+    fun isSelected(backend: String): Boolean = selection?.contains(backend) ?: true
+
+    /** Skips the calling test unless [backend] is selected ([isSelected]). */
+    @JvmStatic
+    fun assumeSelected(backend: String) {
+        assumeTrue(isSelected(backend)) {
+            "$backend is not in $SELECTION_VARIABLE (the soak runs the full matrix: tests/faults/run.sh soak)"
+        }
+    }
+
+    /**
+     * The selected ones of [candidates], for a `@MethodSource`. JUnit fails a parameterized test
+     * that gets no arguments, so a selection that leaves out every candidate gives them all back:
+     * each of those invocations then skips at its first [url], [connect] or [openFence].
+     */
+    private fun selected(candidates: List<String>): List<String> =
+        candidates.filter(::isSelected).ifEmpty { candidates }
+
     private val sqliteFile by lazy {
         val dir = Files.createTempDirectory("fencelock-jvm-test")
         dir.toFile().deleteOnExit()
@@ -33,11 +88,13 @@ object Backends {
 
     private fun env(name: String, default: String) = System.getenv(name)?.takeIf { it.isNotBlank() } ?: default
 
-    /** Backend name to URL, in a stable order. */
-    val all: Map<String, String> by lazy {
-        linkedMapOf(
+    /** Backend name to URL, every backend of [KNOWN]. */
+    private val urls: Map<String, String> by lazy {
+        mapOf(
             "sqlite" to "sqlite://$sqliteFile",
             "redis" to env("FENCELOCK_TEST_REDIS_URL", "redis://127.0.0.1:6379"),
+            "redis-cluster" to
+                env("FENCELOCK_TEST_REDIS_CLUSTER_URL", "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"),
             "redlock" to env(
                 "FENCELOCK_TEST_REDLOCK_URL",
                 "redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005?max_ttl=30s&max_skew=100ms",
@@ -50,20 +107,9 @@ object Backends {
         )
     }
 
-    /** Every backend's name, for `@MethodSource("dev.fencelock.Backends#names")`. */
+    /** The matrix's backends, for `@MethodSource("dev.fencelock.Backends#names")`. */
     @JvmStatic
-    fun names(): List<String> = all.keys.toList()
-
-    /**
-     * Backends the tests reach by name without running every test on them: Redis Cluster, where
-     * the tests only check that semaphores and read-write locks are refused.
-     */
-    private val extra: Map<String, String> by lazy {
-        mapOf(
-            "redis-cluster" to
-                env("FENCELOCK_TEST_REDIS_CLUSTER_URL", "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"),
-        )
-    }
+    fun names(): List<String> = selected(MATRIX)
 
     /** The backends that refuse semaphores with INVALID_ARGUMENT (docs/design.md §1.8). */
     private val noSemaphores = setOf("redlock")
@@ -74,27 +120,41 @@ object Backends {
 
     /** The backends that offer semaphores, Redis Cluster included. */
     @JvmStatic
-    fun withSemaphores(): List<String> = (names() + extra.keys).filter(::offersSemaphores)
+    fun withSemaphores(): List<String> = selected(KNOWN.filter(::offersSemaphores))
 
     /** The backends that refuse semaphores: Redlock. */
     @JvmStatic
-    fun withoutSemaphores(): List<String> = (names() + extra.keys).filterNot(::offersSemaphores)
+    fun withoutSemaphores(): List<String> = selected(KNOWN.filterNot(::offersSemaphores))
 
     /** Every backend offers read-write locks, Redis Cluster and Redlock included. */
     @JvmStatic
-    fun withReadWriteLocks(): List<String> = names() + extra.keys
+    fun withReadWriteLocks(): List<String> = selected(KNOWN)
 
-    /** Fence URLs: the backends a Fence can live on. */
-    val fences: Map<String, String> by lazy {
-        all.filterKeys { it in setOf("sqlite", "redis", "postgres", "mariadb") }
+    /** Every backend takes several names as one, Redis Cluster included: the parts are plain mutexes. */
+    @JvmStatic
+    fun withMultiLocks(): List<String> = selected(KNOWN)
+
+    /** The backends with a ttl, where a lease that is not renewed is lost at its deadline: not ZooKeeper. */
+    @JvmStatic
+    fun withTtl(): List<String> = selected(MATRIX - "zookeeper")
+
+    /** The backends a Fence can live on. */
+    @JvmStatic
+    fun withFences(): List<String> = selected(listOf("sqlite", "redis", "postgres", "mariadb"))
+
+    /** The URL of [backend]; skips the calling test when it is not selected ([assumeSelected]). */
+    @JvmStatic
+    fun url(backend: String): String {
+        val url = urls[backend] ?: error("unknown backend $backend: the names are ${KNOWN.joinToString()}")
+        assumeSelected(backend)
+        return url
     }
 
-    fun url(backend: String): String = all[backend] ?: extra[backend] ?: error("unknown backend $backend")
-
-    /** Connects, or skips the test when the server is down and servers are not required. */
+    /** Connects, or skips the test when the backend is not selected, or its server is down and not required. */
     fun connect(backend: String, options: ConnectOptions = ConnectOptions.DEFAULTS): Locker {
+        val url = url(backend)
         try {
-            return Locker.connect(url(backend), options)
+            return Locker.connect(url, options)
         } catch (e: LockUnavailableException) {
             if (required) throw e
             assumeTrue(false, "$backend is not running: ${e.message}")
@@ -103,14 +163,47 @@ object Backends {
     }
 
     fun openFence(backend: String, resource: String): Fence {
+        val url = url(backend)
         try {
-            return Fence.open(url(backend), resource)
+            return Fence.open(url, resource)
         } catch (e: LockUnavailableException) {
             if (required) throw e
             assumeTrue(false, "$backend is not running: ${e.message}")
             throw e
         }
     }
+
+    /**
+     * Polls until [thread] waits in a blocking call of fencelock's: an acquire whose first attempt
+     * found the lock held, now waiting for its release, or a `waitLost`. An interrupt from then on
+     * stops the wait itself, not the check on entry. (Only ZooKeeper shows a mutex's waiters to
+     * inspect; a blocking call shows in its thread's stack, in the generated layer's wait.)
+     */
+    @JvmStatic
+    fun awaitWaiting(thread: Thread, what: String) {
+        val deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(MARGIN_MS)
+        while (true) {
+            val stack = thread.stackTrace
+            // Kotlin adds a suffix to the name of a method that takes an unsigned number: wait-….
+            val waiting = stack.any {
+                it.className.startsWith("dev.fencelock.ffi.") &&
+                    it.methodName.substringBefore('-') in setOf("wait", "waitLostBlocking")
+            }
+            if (waiting) return
+            if (!thread.isAlive) throw AssertionError("$what ended before it waited")
+            if (System.nanoTime() - deadline > 0) {
+                throw AssertionError("$what never waited in fencelock; its stack: ${stack.joinToString("\n  ")}")
+            }
+            Thread.sleep(5)
+        }
+    }
+
+    /**
+     * A SQLite database of its own, for a test whose backend under test is another (a fence's
+     * locks, a lock's fence): it runs whatever `FENCELOCK_TEST_BACKENDS` lists.
+     */
+    fun scratchSqliteUrl(prefix: String): String =
+        "sqlite://" + Files.createTempDirectory("fencelock-jvm-$prefix").resolve("$prefix.db").toAbsolutePath()
 
     /** A lock name no other test (or earlier run) uses. */
     fun uniqueName(prefix: String): String = "jvm-$prefix-${UUID.randomUUID()}"
@@ -132,6 +225,17 @@ object Backends {
         } catch (e: TimeoutCancellationException) {
             throw AssertionError("inspect never showed $what; last: $last", e)
         }
+    }
+}
+
+/**
+ * Reads `FENCELOCK_TEST_BACKENDS` before any test runs (registered in META-INF/services, so the
+ * shedlock and spring modules, which run on this test jar, have it too): a name that is no
+ * backend's fails the run at once, with the valid names, instead of every test that asks.
+ */
+class BackendSelectionCheck : LauncherSessionListener {
+    override fun launcherSessionOpened(session: LauncherSession) {
+        Backends.selection
     }
 }
 

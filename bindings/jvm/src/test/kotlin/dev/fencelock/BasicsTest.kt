@@ -25,7 +25,7 @@ import java.util.concurrent.atomic.AtomicReference
 class BasicsTest {
     companion object {
         @JvmStatic
-        fun backends() = Backends.all.keys.toList()
+        fun backends() = Backends.names()
     }
 
     @ParameterizedTest
@@ -112,7 +112,7 @@ class BasicsTest {
                     }
                 }
                 thread.start()
-                Thread.sleep(200)
+                Backends.awaitWaiting(thread, "the acquire of a held lock")
                 thread.interrupt()
                 thread.join(10_000)
                 assertTrue(outcome.get() is InterruptedException, "interrupt gave ${outcome.get()}")

@@ -1,28 +1,25 @@
 package dev.fencelock
 
-import dev.fencelock.ffi.testPanic
-import dev.fencelock.ffi.testPanicAsync
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertThrows
 import org.junit.jupiter.api.Assertions.assertTrue
-import org.junit.jupiter.api.Test
 import org.junit.jupiter.params.ParameterizedTest
 import org.junit.jupiter.params.provider.MethodSource
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.TimeUnit
 
-/** The lost notification (listener, coroutine, future), fences, and panics. */
+/** The lost notification (listener, coroutine, future) and fences. */
 class LostTest {
     companion object {
         /** Backends with a ttl: there a lease that is not renewed is lost at its deadline. */
         @JvmStatic
-        fun ttlBackends() = Backends.all.keys.filter { it != "zookeeper" }
+        fun ttlBackends() = Backends.withTtl()
 
         @JvmStatic
-        fun fenceBackends() = Backends.fences.keys.toList()
+        fun fenceBackends() = Backends.withFences()
     }
 
     @ParameterizedTest
@@ -75,7 +72,7 @@ class LostTest {
     @ParameterizedTest
     @MethodSource("fenceBackends")
     fun `a fence refuses an older token and a lost lease`(backend: String) {
-        Backends.connect("sqlite").use { locker ->
+        Locker.connect(Backends.scratchSqliteUrl("fence-locks")).use { locker ->
             val name = Backends.uniqueName("fence")
             Backends.openFence(backend, name).use { fence ->
                 val first = locker.acquireBlocking(name)
@@ -100,14 +97,5 @@ class LostTest {
                 assertThrows(LockLostException::class.java) { fence.checkBlocking(second) }
             }
         }
-    }
-
-    @Test
-    fun `a Rust panic surfaces as LockInternalException, from blocking and from suspend calls`() {
-        val sync = assertThrows(LockInternalException::class.java) { ffi { testPanic() } }
-        assertTrue(sync.message!!.contains("testPanic"), sync.message)
-        assertEquals(ErrorCode.INTERNAL, sync.code)
-        val async = assertThrows(LockInternalException::class.java) { blocking { ffi { testPanicAsync() } } }
-        assertTrue(async.message!!.contains("testPanicAsync"), async.message)
     }
 }

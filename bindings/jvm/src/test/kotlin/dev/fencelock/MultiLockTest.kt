@@ -33,7 +33,7 @@ class MultiLockTest {
     companion object {
         /** Every backend, Redis Cluster included: the parts are plain mutexes, which all offer. */
         @JvmStatic
-        fun backends() = Backends.names() + "redis-cluster"
+        fun backends() = Backends.withMultiLocks()
 
         private val HELD = LockOptions(ttl = Duration.ofSeconds(10))
 
@@ -238,7 +238,7 @@ class MultiLockTest {
         Backends.connect(backend).use { locker ->
             Backends.connect(backend).use { other ->
                 val set = names("fenced", 2)
-                Backends.openFence("sqlite", set[0]).use { fence ->
+                Fence.open(Backends.scratchSqliteUrl("fence"), set[0]).use { fence ->
                     val select = listOf(Statement.of("SELECT 1"))
                     val older: Long
                     locker.lockManyBlocking(set, HELD).use { multi ->

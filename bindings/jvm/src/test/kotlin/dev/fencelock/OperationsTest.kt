@@ -33,7 +33,7 @@ import java.util.concurrent.TimeUnit
 class OperationsTest {
     companion object {
         @JvmStatic
-        fun backends() = Backends.all.keys.toList()
+        fun backends() = Backends.names()
 
         private const val MARGIN_MS = Backends.MARGIN_MS
         private val TTL: Duration = Backends.RENEWING_TTL

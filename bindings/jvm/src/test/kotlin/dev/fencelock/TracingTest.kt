@@ -29,7 +29,7 @@ import java.util.concurrent.TimeUnit
 class TracingTest {
     companion object {
         @JvmStatic
-        fun backends() = Backends.all.keys.toList()
+        fun backends() = Backends.names()
 
         private fun text(span: SpanData, key: String): String? = span.attributes.get(AttributeKey.stringKey(key))
 
@@ -168,7 +168,9 @@ class TracingTest {
                         MDC.remove("request")
                     }
                     val deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Backends.MARGIN_MS)
-                    fun losses() = synchronized(appender.list) {
+
+                    // The appender adds under its own lock (logback's AppenderBase.doAppend), not the list's.
+                    fun losses() = synchronized(appender) {
                         appender.list.filter {
                             it.formattedMessage.contains("lease lost") &&
                                 it.mdcPropertyMap["lock"] == name

@@ -94,7 +94,7 @@ class FencelockLockRegistryTest {
                 }
             });
             waiter.start();
-            Thread.sleep(200);
+            Backends.awaitWaiting(waiter, "lockInterruptibly of a held lock");
             waiter.interrupt();
             waiter.join(Backends.MARGIN_MS);
             assertInstanceOf(InterruptedException.class, outcome.get());
