@@ -123,6 +123,7 @@ case $cmd in
     # Profile ci (dependencies unoptimised), as CI builds: about a third of the dev profile's
     # compiling, for tests that mostly wait on servers.
     export FENCELOCK_PROFILE=${FENCELOCK_PROFILE:-ci} FENCELOCK_FAULTS_PROFILE=${FENCELOCK_FAULTS_PROFILE:-ci}
+    profile=$FENCELOCK_FAULTS_PROFILE
     bash tests/servers.sh start redis redlock cluster postgres mariadb zookeeper zk-ensemble zk-follower
     set -a
     eval "$(bash tests/servers.sh env)"
