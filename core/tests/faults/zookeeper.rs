@@ -26,12 +26,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn zk_host() -> String {
-    let url = support::url("ZK", "zk://127.0.0.1:2181");
-    url.trim_start_matches("zk://")
-        .split(['/', '?'])
-        .next()
-        .unwrap()
-        .to_string()
+    support::zk_connect_string(&support::url("ZK", "zk://127.0.0.1:2181"))
 }
 
 fn ensemble_url() -> String {
@@ -608,21 +603,9 @@ impl Drop for StoppedNode {
     }
 }
 
-/// The `host:port` of each ensemble node, `zk-ensemble-1` first.
-fn ensemble_hosts() -> Vec<String> {
-    ensemble_url()
-        .trim_start_matches("zk://")
-        .split(['/', '?'])
-        .next()
-        .unwrap()
-        .split(',')
-        .map(str::to_string)
-        .collect()
-}
-
 /// The name of an ensemble node (`zk-ensemble-N`) whose role is `mode` (`leader`, `follower`).
 async fn ensemble_node_in_mode(mode: &str) -> Option<String> {
-    for (i, host) in ensemble_hosts().iter().enumerate() {
+    for (i, host) in support::zk_hosts(&ensemble_url()).iter().enumerate() {
         if mode_of(host).await.as_deref() == Some(mode) {
             return Some(format!("zk-ensemble-{}", i + 1));
         }

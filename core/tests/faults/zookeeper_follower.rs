@@ -34,14 +34,7 @@ fn hosts() -> Vec<String> {
         "ZK_FOLLOWER",
         "zk://127.0.0.1:2381,127.0.0.1:2382,127.0.0.1:2383",
     );
-    let hosts: Vec<String> = url
-        .trim_start_matches("zk://")
-        .split(['/', '?'])
-        .next()
-        .unwrap()
-        .split(',')
-        .map(str::to_string)
-        .collect();
+    let hosts = support::zk_hosts(&url);
     assert_eq!(hosts.len(), 3, "FENCELOCK_TEST_ZK_FOLLOWER_URL: {url}");
     hosts
 }

@@ -62,6 +62,20 @@ pub fn test_path(module_path: &str, test: &str) -> String {
     }
 }
 
+/// The connect string of a `zk://` URL (`host:port,host:port`), without chroot or options.
+pub fn zk_connect_string(url: &str) -> String {
+    let rest = url.trim_start_matches("zk://");
+    rest.split(['/', '?']).next().unwrap_or(rest).to_string()
+}
+
+/// The `host:port` of each server a `zk://` URL names, in its order.
+pub fn zk_hosts(url: &str) -> Vec<String> {
+    zk_connect_string(url)
+        .split(',')
+        .map(str::to_string)
+        .collect()
+}
+
 /// Runs `tests/servers.sh ARGS…` and panics if it fails.
 pub fn servers(args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/servers.sh");

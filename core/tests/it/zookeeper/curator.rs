@@ -192,12 +192,7 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
         return;
     }
     let url = support::url("ZK", "zk://127.0.0.1:2181");
-    let connect = url
-        .trim_start_matches("zk://")
-        .split(['/', '?'])
-        .next()
-        .unwrap()
-        .to_string();
+    let connect = support::zk_connect_string(&url);
     let raw = zookeeper_client::Client::connect(&connect).await.unwrap();
     let name = unique("curator shared/lock");
     let folder = format!("/fencelock/{}", fencelock::internals::encode_name(&name));
@@ -275,12 +270,7 @@ impl Setup {
             return None;
         }
         let url = support::url("ZK", "zk://127.0.0.1:2181");
-        let connect = url
-            .trim_start_matches("zk://")
-            .split(['/', '?'])
-            .next()
-            .unwrap()
-            .to_string();
+        let connect = support::zk_connect_string(&url);
         let raw = zookeeper_client::Client::connect(&connect).await.unwrap();
         Some(Setup {
             classes,
