@@ -37,14 +37,14 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
-import org.apache.curator.retry.RetryOneTime;
+import org.apache.curator.retry.RetryNTimes;
 
 // CuratorLock CONNECT PATH KIND, KIND one of mutex, read, write, semaphore:N: reads "acquire MS",
 // "release", "quit" lines; answers each. A semaphore process may hold several leases at once
 // ("release" returns the last one taken).
 public class CuratorLock {
     public static void main(String[] args) throws Exception {
-        CuratorFramework client = CuratorFrameworkFactory.newClient(args[0], 10000, 5000, new RetryOneTime(100));
+        CuratorFramework client = CuratorFrameworkFactory.newClient(args[0], 30000, 15000, new RetryNTimes(5, 200));
         client.start();
         client.blockUntilConnected();
         String kind = args[2];
@@ -210,7 +210,7 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
 
     // Curator queues behind fencelock and gets the lock when fencelock releases.
     curator.send("acquire 30000").await;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while node_count(&raw, &folder).await != 2 {
         assert!(Instant::now() < deadline, "Curator never queued");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -234,7 +234,7 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
         tokio::spawn(async move { locker.acquire(&name, &LockOptions::default()).await })
     };
     // Queued behind Curator's node (not merely started), so the release below wakes a waiter.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while node_count(&raw, &folder).await != 2 {
         assert!(Instant::now() < deadline, "fencelock never queued");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -242,7 +242,7 @@ async fn curator_and_fencelock_share_one_fifo_queue() {
     assert!(!waiter.is_finished(), "fencelock took a lock Curator holds");
     curator.send("release").await;
     assert_eq!(curator.answer().await, "released");
-    let next = tokio::time::timeout(Duration::from_secs(10), waiter)
+    let next = tokio::time::timeout(Duration::from_secs(30), waiter)
         .await
         .unwrap()
         .unwrap()
@@ -286,7 +286,7 @@ impl Setup {
 
     /// Waits until `folder` has `count` children (a participant queued, or left).
     async fn until_children(&self, folder: &str, count: usize, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while node_count(&self.raw, folder).await != count {
             assert!(Instant::now() < deadline, "{what}");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -314,7 +314,7 @@ async fn a_curator_semaphore_and_fencelock_never_exceed_its_permits_together() {
 
     // One permit each: the semaphore is full for both sides.
     let ours = semaphore.acquire(&wait_up_to(10)).await.unwrap();
-    curator.send("acquire 10000").await;
+    curator.send("acquire 30000").await;
     assert_eq!(curator.answer().await, "acquired");
     assert!(
         semaphore
@@ -365,7 +365,7 @@ async fn a_curator_semaphore_and_fencelock_never_exceed_its_permits_together() {
     assert!(!waiter.is_finished(), "fencelock took a third permit");
     curator.send("release").await;
     assert_eq!(curator.answer().await, "released");
-    let next = tokio::time::timeout(Duration::from_secs(10), waiter)
+    let next = tokio::time::timeout(Duration::from_secs(30), waiter)
         .await
         .unwrap()
         .unwrap()
@@ -385,7 +385,7 @@ async fn a_curator_semaphore_and_fencelock_never_exceed_its_permits_together() {
     let folder = format!("/fencelock/{}", fencelock::internals::encode_name(&name));
     let semaphore = locker.semaphore(&name, 2).unwrap();
     let mut curator = setup.curator(&folder, "semaphore:2").await;
-    curator.send("acquire 10000").await;
+    curator.send("acquire 30000").await;
     assert_eq!(curator.answer().await, "acquired");
     let ours = semaphore.try_acquire(&wait_up_to(0)).await.unwrap();
     let ours = ours.expect("the second permit of a semaphore Curator made");
@@ -427,7 +427,7 @@ async fn curator_and_fencelock_read_write_locks_admit_and_exclude_each_other() {
 
     // Readers of both sides share it; neither side's writer gets in.
     let our_read = read.acquire(&wait_up_to(10)).await.unwrap();
-    curator_read.send("acquire 10000").await;
+    curator_read.send("acquire 30000").await;
     assert_eq!(curator_read.answer().await, "acquired");
     assert!(write.try_acquire(&now).await.unwrap().is_none());
     curator_write.send("acquire 300").await;
@@ -461,7 +461,7 @@ async fn curator_and_fencelock_read_write_locks_admit_and_exclude_each_other() {
     );
     curator_write.send("release").await;
     assert_eq!(curator_write.answer().await, "released");
-    let our_read = tokio::time::timeout(Duration::from_secs(10), reader)
+    let our_read = tokio::time::timeout(Duration::from_secs(30), reader)
         .await
         .unwrap()
         .unwrap()
@@ -478,7 +478,7 @@ async fn curator_and_fencelock_read_write_locks_admit_and_exclude_each_other() {
     curator_read.send("acquire 300").await;
     assert_eq!(curator_read.answer().await, "timeout");
     our_read.release().await.unwrap();
-    let our_write = tokio::time::timeout(Duration::from_secs(10), writer)
+    let our_write = tokio::time::timeout(Duration::from_secs(30), writer)
         .await
         .unwrap()
         .unwrap()
