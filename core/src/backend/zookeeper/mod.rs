@@ -129,6 +129,22 @@ impl Node {
     }
 }
 
+/// Whether the node at `path` created at `czxid` still exists, read after a sync so that the
+/// answer is no older than the call (a lagging server of an ensemble would still show a node
+/// deleted through another).
+async fn node_still_there(session: &Session, path: &str, czxid: i64) -> Result<bool> {
+    const CONTEXT: &str = "checking that the lock node is still ours";
+    session
+        .client
+        .sync(path)
+        .await
+        .map_err(|e| self::error::map_error(CONTEXT, e))?;
+    match session.client.check_stat(path).await {
+        Ok(stat) => Ok(stat.is_some_and(|s| s.czxid == czxid)),
+        Err(e) => Err(self::error::map_error(CONTEXT, e)),
+    }
+}
+
 /// What a waiter watches to learn that its turn may have come.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum WatchTarget {
@@ -283,10 +299,21 @@ impl Backend for ZkBackend {
                 "disconnected from ZooKeeper: the lease is suspended until the session reconnects",
             ));
         }
-        // One heartbeat per session renews every lease of it; the own-node watch reports a
-        // node deleted by somebody else.
-        session.heartbeat.next().await?;
-        Ok(Renewal::Renewed)
+        // One heartbeat per session renews every lease of it. The heartbeat says nothing of
+        // the node: the own-node watch reports its deletion by somebody else, but maybe after
+        // this answer (the watch is set a moment after the grant, and the holder's server may
+        // apply a delete made on another one later). So the node is read too, after a sync:
+        // a forced release that returned before this renewal began is seen.
+        let (beat, present) = tokio::join!(
+            session.heartbeat.next(),
+            node_still_there(&session, &node.path, node.czxid)
+        );
+        beat?;
+        if present? {
+            Ok(Renewal::Renewed)
+        } else {
+            Ok(Renewal::NotOurs)
+        }
     }
 
     fn expiry_counted_from(&self, owner: OwnerId) -> Option<BootInstant> {

@@ -18,6 +18,7 @@ use crate::support::unique;
 
 contract!(
     a_forced_release_makes_the_holder_lost_within_one_renewal_interval,
+    an_extend_after_a_forced_release_answers_lost,
     without_renewal_the_lease_is_lost_at_its_client_deadline,
     renewals_keep_a_short_lease_alive_past_several_ttls,
     leases_due_together_renew_together_and_one_forced_away_is_lost_alone,
@@ -83,6 +84,26 @@ async fn a_forced_release_makes_the_holder_lost_within_one_renewal_interval(targ
     // Nobody holds it now.
     let free = operator.force_release(&name).await.unwrap_err();
     assert_eq!(free.code(), ErrorCode::NotHeld, "{free}");
+    close(vec![holder, operator]).await;
+}
+
+/// An extend asks the server: once an operator's forced release has returned, an extend
+/// started after it answers LOST, however soon, and whichever server of an ensemble each
+/// client is on (a holder's server may not have applied the delete yet).
+async fn an_extend_after_a_forced_release_answers_lost(target: Target) {
+    let (holder, operator) = (target.locker().await, target.locker().await);
+    // Several rounds: on an ensemble the race this closes was lost about one time in fifteen.
+    for round in 0..5 {
+        let name = unique(&format!("forced-extend-{round}"));
+        let lease = holder.acquire(&name, &held()).await.unwrap();
+        let signal = lease.lost_signal();
+        operator.force_release(&name).await.unwrap();
+        let err = lease.extend(None).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Lost, "round {round}: {err}");
+        assert_lost(&lease);
+        let reason = tokio::time::timeout(SOON, signal.wait()).await.unwrap();
+        assert_eq!(reason, LossReason::TakenOver);
+    }
     close(vec![holder, operator]).await;
 }
 
