@@ -9,7 +9,9 @@
 # of checking (then look at `git diff`). The tools and their settings:
 #   Rust     cargo fmt (rustfmt.toml), cargo clippy -D warnings on every crate and target,
 #            cargo check of the core with each backend feature alone without warnings,
-#            cargo doc with rustdoc's warnings (broken intra-doc links among them) denied
+#            cargo doc with rustdoc's warnings (broken intra-doc links among them) denied,
+#            tests/check-import-circles.py: no import circle between files of core/src but the
+#            ones tests/import-circles.allow names
 #   Python   ruff check and ruff format (ruff.toml), on every Python file of the repository
 #   Node     biome (biome.jsonc) on every JavaScript and TypeScript file; tsc on index.d.ts as
 #            users see it (node/test/types-check.ts)
@@ -82,6 +84,8 @@ lint_rust() {
         cargo clippy --quiet --fix --allow-dirty --allow-staged --workspace --all-targets --all-features
         return
     fi
+    step "tests/check-import-circles.py (no new import circle between files of core/src)"
+    timed python3 tests/check-import-circles.py
     step "cargo fmt --all --check"
     local color=()
     [ -t 1 ] || color=(-- --color=never)

@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
-/// A new origin mark for a Redis lock's stored data (see `backend::redis::scripts::ACQUIRE`).
+/// A new origin mark for a Redis lock's stored data (see `backend::redis::mutex_scripts::ACQUIRE`).
 pub(crate) fn random_origin() -> Result<u64> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes)

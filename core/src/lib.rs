@@ -80,7 +80,7 @@ pub mod internals {
     /// after a lost reply would.
     #[cfg(feature = "redis")]
     pub fn redis_script_source(name: &str) -> Option<String> {
-        crate::backend::redis::scripts::source(name)
+        crate::backend::redis::mutex_scripts::source(name)
     }
 
     /// How many Redis lock scripts this process sent a second time: always 0 unless built with

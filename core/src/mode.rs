@@ -82,6 +82,15 @@ impl LockMode {
 
     /// Whether a lease of this mode is the name's only holder: only such leases may be fenced,
     /// since "the newest token wins" is wrong among holders that run at once.
+    /// A semaphore's N; 0 for the other modes (the `permits` argument of the shared scripts
+    /// and statements).
+    pub(crate) fn permits(self) -> u32 {
+        match self {
+            LockMode::Permit { permits } => permits,
+            _ => 0,
+        }
+    }
+
     pub fn is_exclusive(self) -> bool {
         matches!(self, LockMode::Exclusive | LockMode::Write)
     }

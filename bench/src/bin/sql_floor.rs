@@ -240,7 +240,7 @@ async fn pg_fl_free(conn: &mut PgConnection, owner: &[u8]) {
     assert_eq!(freed.rows_affected(), 1);
 }
 
-async fn pg_cycle_fencelock_sql(conn: &mut PgConnection, n: usize) -> (Vec<Duration>, Duration) {
+async fn pg_cycle_fencemutex_sql(conn: &mut PgConnection, n: usize) -> (Vec<Duration>, Duration) {
     let holder = HolderDescription::of_this_process("rust", None).to_json();
     timed!(n, |i| {
         let owner = owner(i);
@@ -252,7 +252,7 @@ async fn pg_cycle_fencelock_sql(conn: &mut PgConnection, n: usize) -> (Vec<Durat
 /// The same statements, each on a connection checked out of a plain sqlx pool as fencelock
 /// does (4 connections, no test before acquire). sqlx pings every connection returned to its
 /// pool, in a task of its own.
-async fn pg_cycle_fencelock_sql_pooled(pool: &PgPool, n: usize) -> (Vec<Duration>, Duration) {
+async fn pg_cycle_fencemutex_sql_pooled(pool: &PgPool, n: usize) -> (Vec<Duration>, Duration) {
     let holder = HolderDescription::of_this_process("rust", None).to_json();
     timed!(n, |i| {
         let owner = owner(i);
@@ -292,15 +292,15 @@ async fn postgres(url: &str) {
         .connect_lazy_with(connect.clone());
     pg_cycle_advisory(&mut advisory, 100).await;
     pg_cycle_upsert(&mut upsert, 100).await;
-    pg_cycle_fencelock_sql(&mut plain, 100).await;
-    pg_cycle_fencelock_sql_pooled(&pool, 100).await;
+    pg_cycle_fencemutex_sql(&mut plain, 100).await;
+    pg_cycle_fencemutex_sql_pooled(&pool, 100).await;
     cycle_fencelock(&locker, 100).await;
     let mut runs: [Run; 5] = Default::default();
     for _ in 0..ROUNDS {
         runs[0].add(pg_cycle_advisory(&mut advisory, CYCLES / ROUNDS).await);
         runs[1].add(pg_cycle_upsert(&mut upsert, CYCLES / ROUNDS).await);
-        runs[2].add(pg_cycle_fencelock_sql(&mut plain, CYCLES / ROUNDS).await);
-        runs[3].add(pg_cycle_fencelock_sql_pooled(&pool, CYCLES / ROUNDS).await);
+        runs[2].add(pg_cycle_fencemutex_sql(&mut plain, CYCLES / ROUNDS).await);
+        runs[3].add(pg_cycle_fencemutex_sql_pooled(&pool, CYCLES / ROUNDS).await);
         runs[4].add(cycle_fencelock(&locker, CYCLES / ROUNDS).await);
     }
     locker.close().await;
@@ -404,7 +404,7 @@ const LITE_FL_TAKE: &str = "INSERT INTO fencelock_bench_locks (name, owner, toke
     WHERE fencelock_bench_locks.owner IS NULL OR fencelock_bench_locks.expires_at < ?3 RETURNING token";
 const LITE_FL_FREE: &str = "UPDATE fencelock_bench_locks SET owner = NULL, expires_at = NULL, holder = NULL WHERE name = ?1 AND owner = ?2";
 
-async fn lite_cycle_fencelock_sql(
+async fn lite_cycle_fencemutex_sql(
     conn: &mut SqliteConnection,
     n: usize,
 ) -> (Vec<Duration>, Duration) {
@@ -463,12 +463,12 @@ async fn sqlite() {
         path.display()
     ));
     lite_cycle_upsert(&mut raw, 100).await;
-    lite_cycle_fencelock_sql(&mut raw, 100).await;
+    lite_cycle_fencemutex_sql(&mut raw, 100).await;
     cycle_fencelock(&locker, 100).await;
     let (mut auto, mut immediate, mut ours) = (Run::default(), Run::default(), Run::default());
     for _ in 0..ROUNDS {
         auto.add(lite_cycle_upsert(&mut raw, CYCLES / ROUNDS).await);
-        immediate.add(lite_cycle_fencelock_sql(&mut raw, CYCLES / ROUNDS).await);
+        immediate.add(lite_cycle_fencemutex_sql(&mut raw, CYCLES / ROUNDS).await);
         ours.add(cycle_fencelock(&locker, CYCLES / ROUNDS).await);
     }
     locker.close().await;
@@ -533,7 +533,7 @@ async fn my_cycle_get_lock(conn: &mut MySqlConnection, n: usize) -> (Vec<Duratio
     })
 }
 
-// fencelock's own statements, as core/src/backend/sql/lock_sql.rs compiles them for MySQL and
+// fencelock's own statements, as core/src/backend/sql/mutex_sql.rs compiles them for MySQL and
 // MariaDB (table fencelock_bench_locks), on a free row that was taken before: one autocommit
 // UPDATE that takes it and mints the token as its LAST_INSERT_ID; an autocommit UPDATE to free
 // it. (A held, missing or never-taken row goes on to a transaction, not timed here.)
@@ -545,7 +545,10 @@ const MY_FL_TAKE_FREE: &str = "UPDATE fencelock_bench_locks SET owner = ?, \
     WHERE name = ? AND token > 0 AND (owner IS NULL OR expires_at < UTC_TIMESTAMP(6))";
 const MY_FL_FREE: &str = "UPDATE fencelock_bench_locks SET owner = NULL, expires_at = NULL, holder = NULL WHERE name = ? AND owner = ?";
 
-async fn my_cycle_fencelock_sql(conn: &mut MySqlConnection, n: usize) -> (Vec<Duration>, Duration) {
+async fn my_cycle_fencemutex_sql(
+    conn: &mut MySqlConnection,
+    n: usize,
+) -> (Vec<Duration>, Duration) {
     let holder = HolderDescription::of_this_process("rust", None).to_json();
     let name = b"bench-plain".to_vec();
     sqlx::query(MY_FL_SEED)
@@ -599,12 +602,12 @@ async fn mariadb(url: &str) {
         .await
         .unwrap();
     my_cycle_get_lock(&mut raw, 100).await;
-    my_cycle_fencelock_sql(&mut plain, 100).await;
+    my_cycle_fencemutex_sql(&mut plain, 100).await;
     cycle_fencelock(&locker, 100).await;
     let (mut floor, mut sql, mut ours) = (Run::default(), Run::default(), Run::default());
     for _ in 0..ROUNDS {
         floor.add(my_cycle_get_lock(&mut raw, CYCLES / ROUNDS).await);
-        sql.add(my_cycle_fencelock_sql(&mut plain, CYCLES / ROUNDS).await);
+        sql.add(my_cycle_fencemutex_sql(&mut plain, CYCLES / ROUNDS).await);
         ours.add(cycle_fencelock(&locker, CYCLES / ROUNDS).await);
     }
     locker.close().await;

@@ -15,6 +15,8 @@ mod origins;
 mod redis;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub(crate) mod sql_statements;
 
 pub(crate) use origins::RETIRED_KEPT as RETIRED_ORIGINS_KEPT;
 

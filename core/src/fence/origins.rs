@@ -14,7 +14,7 @@
 //!
 //! Stored as text, `CURRENT [RETIRED@TOKEN ...]`: origins in 16 hex digits, tokens in decimal,
 //! the last [`RETIRED_KEPT`] retirements, newest first. The Redis fence's script keeps the same
-//! record by the same rule (`fence::redis::scripts::FENCED_SET`).
+//! record by the same rule (`fence::redis::mutex_scripts::FENCED_SET`).
 
 /// How many replaced origins a fence remembers: a holder that slept through more restarts
 /// than this (of the lock's server, without persistence) gets a warning with its refusal.

@@ -1,6 +1,6 @@
 //! The Lua scripts of the Redis fence (docs/redis.md): [`FENCED_SET`], the check and the write in
 //! one atomic step, and [`FENCE_CHECK`], the check alone. Tokens are compared as decimal strings
-//! with the lock scripts' `gt` ([`crate::backend::redis::scripts::with_gt`]).
+//! with the lock scripts' `gt` ([`crate::backend::redis::mutex_scripts::with_gt`]).
 //!
 //! The fence record, `<prefix>:{ENC}` with ENC the resource's encoded name, is a hash: `token`
 //! (the highest token accepted), `lock` (the lock the tokens are from) and `origins` (see
@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use crate::backend::redis::scripts::with_gt;
+use crate::backend::redis::mutex_scripts::with_gt;
 
 /// The fence (docs/redis.md). KEYS: fence record, data key. ARGV: token, lock key, value, the
 /// token's origin mark ('' when it has none), then the lock's aliases: a record under one of

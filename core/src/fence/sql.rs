@@ -1,6 +1,6 @@
 //! The SQL fence, on SQLite, PostgreSQL and MySQL/MariaDB: a `fencelock_fences` table in the
 //! database the caller writes to, so the token check and the caller's statements commit or
-//! roll back together. The statements come from `backend/sql/fence_sql.rs`.
+//! roll back together. The statements come from [`super::sql_statements`].
 //!
 //! `fenced_execute` runs in one transaction of fencelock's own: lock the resource's row
 //! (`SELECT … FOR UPDATE`; SQLite's `BEGIN IMMEDIATE` already holds the write lock), record
@@ -14,10 +14,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::origins::{Judgement, Origins};
+use super::sql_statements::FenceSql;
 use super::{FenceBackend, FenceToken, LockMatch, SqlValue, Statement};
 use crate::backend::sql::dialect::{Args, P};
 use crate::backend::sql::error::{is_conflict, is_read_only_refusal, map_sqlx_error};
-use crate::backend::sql::fence_sql::FenceSql;
 use crate::backend::sql::retry::{OpError, with_conflict_retries};
 use crate::backend::sql::schema::ensure_tables;
 use crate::backend::sql::session::{Row, Session, SqlPool, int, text};

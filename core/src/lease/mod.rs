@@ -4,6 +4,10 @@
 //! renewal, plus the ttl, minus the drift margin, on CLOCK_BOOTTIME. Past it the lease is lost
 //! whatever else happens: [`Lease::is_lost`] computes it on every read, and the watchdog
 //! thread fires the lost signal at that moment even if the renewal task is stuck.
+//!
+//! `state.rs` and `renewal.rs` are one state machine in two files, and import each other: the
+//! state schedules renewals, and a renewal's outcome moves the state (the one import circle
+//! tests/import-circles.allow accepts).
 
 pub(crate) mod multi;
 pub(crate) mod reentry;

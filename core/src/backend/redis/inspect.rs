@@ -1,6 +1,6 @@
 //! Reading locks without holding them, and clearing them: inspect, list (a SCAN of one server,
 //! or of every master of a Cluster) and an operator's force release, for every kind of a name
-//! (the mutex's key and the shared hash of [`super::shared_scripts`]). Redlock's masters use
+//! (the mutex's key and the shared hash of [`super::semaphore_rwlock_scripts`]). Redlock's masters use
 //! [`scan_keys`] and [`lock_info`] too.
 
 use std::collections::BTreeSet;
@@ -13,8 +13,8 @@ use super::conn::Conn;
 use super::error::map_error;
 use super::keys::{keys, name_of_lock_key, name_of_shared_key, scan_pattern, shared_scan_pattern};
 use super::reply::{as_i64, as_string};
-use super::shared::explain_acl;
-use super::shared_scripts::{FORCE_RELEASE_ANY, INSPECT_ANY};
+use super::semaphore_rwlock::explain_acl;
+use super::semaphore_rwlock_scripts::{FORCE_RELEASE_ANY, INSPECT_ANY};
 use crate::backend::{LeaseInfo, LockInfo, MAX_WAITERS_SHOWN, Waiter};
 use crate::error::{Error, Result};
 use crate::mode::{LockKind, LockMode};

@@ -10,12 +10,12 @@ pub const DEFAULT_PREFIX: &str = "fencelock";
 pub struct Keys {
     pub lock: String,
     pub fence: String,
-    /// The origin mark of the lock's stored data (see `scripts::ACQUIRE`).
+    /// The origin mark of the lock's stored data (see `mutex_scripts::ACQUIRE`).
     pub origin: String,
-    /// The tombstone: the owner ids of the last releases (see `scripts::RELEASE`).
+    /// The tombstone: the owner ids of the last releases (see `mutex_scripts::RELEASE`).
     pub gone: String,
     /// A semaphore's or read-write lock's kind and entries, its leases, its registered waiters
-    /// and the writers among them (see `shared_scripts`).
+    /// and the writers among them (see `semaphore_rwlock_scripts`).
     pub shared: String,
     pub leases: String,
     pub waiters: String,
@@ -24,7 +24,7 @@ pub struct Keys {
 }
 
 impl Keys {
-    /// The tombstone of one shared lease's release (see `shared_scripts::SHARED_RELEASE`).
+    /// The tombstone of one shared lease's release (see `semaphore_rwlock_scripts::SHARED_RELEASE`).
     pub fn gone_of(&self, owner_hex: &str) -> String {
         format!("{}:{owner_hex}", self.gone)
     }

@@ -6,7 +6,7 @@
 //! - release compares the owner, deletes, records the owner in a short-lived tombstone and
 //!   PUBLISHes; extend compares the owner and PEXPIREs, never re-creating an expired lock.
 //! - acquire, renew and release answer a replay (the Cluster client resends a request whose
-//!   connection failed) as they answered the first run ([`scripts`]).
+//!   connection failed) as they answered the first run ([`mutex_scripts`]).
 //! - every script is called by SHA, and loaded again when the server's script cache was
 //!   flushed (redis-rs's `invoke_async` does this; the pipelined replica path does it here).
 //! - waiters share the Locker's one RESP3 connection for pub/sub ([`pubsub`]).
@@ -26,9 +26,9 @@
 //! - semaphores and read-write locks, on one instance and on a Cluster alike, keep their leases
 //!   and registered waiters in one hash and three sorted sets per name, in the name's slot, and
 //!   mint tokens from the mutex's counter; the mutex's acquire and theirs refuse a name in use
-//!   as another kind ([`shared_scripts`]).
+//!   as another kind ([`semaphore_rwlock_scripts`]).
 //!
-//! The operations live by concern: [`lock_ops`] (acquire, renew, release), [`shared`] (the
+//! The operations live by concern: [`mutex`] (acquire, renew, release), [`semaphore_rwlock`] (the
 //! same for semaphores and read-write locks), [`inspect`] (inspect, list, force release),
 //! [`reply`] (reading replies, shared with Redlock) and [`checks`] (what is asked of the
 //! server at connect).
@@ -40,15 +40,16 @@ mod direct;
 pub(crate) mod error;
 pub(super) mod inspect;
 pub(crate) mod keys;
-mod lock_ops;
+mod mutex;
+pub(crate) mod mutex_scripts;
 pub(crate) mod pubsub;
 pub(crate) mod replica;
 pub(super) mod reply;
-pub(crate) mod scripts;
-pub(crate) mod shared;
-pub(crate) mod shared_scripts;
+pub(crate) mod run_script;
+pub(crate) mod semaphore_rwlock;
+pub(crate) mod semaphore_rwlock_scripts;
 
-pub(crate) use self::lock_ops::duplicated_scripts;
+pub(crate) use self::run_script::duplicated_scripts;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,9 +64,9 @@ use self::connect::{RedisSettings, client, cluster_client, manager_config};
 use self::direct::DirectConnections;
 use self::error::map_error;
 use self::keys::keys;
+use self::mutex_scripts::{ACQUIRE, GONE_TTL_MS, RELEASE, RENEW, RENEW_MANY};
 use self::pubsub::WakeHub;
 use self::replica::ReplicaAck;
-use self::scripts::{ACQUIRE, GONE_TTL_MS, RELEASE, RENEW, RENEW_MANY};
 use super::{
     AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, RenewRequest, Renewal,
     renew_in_batches,
@@ -172,7 +173,10 @@ impl RedisBackend {
         };
         if let Conn::Single(_) = conn {
             let mutex_scripts = [&*ACQUIRE, &*RENEW, &*RENEW_MANY, &*RELEASE];
-            for script in mutex_scripts.into_iter().chain(shared_scripts::all()) {
+            for script in mutex_scripts
+                .into_iter()
+                .chain(semaphore_rwlock_scripts::all())
+            {
                 script
                     .load_async(&mut conn)
                     .await

@@ -13,7 +13,7 @@ use crate::backend::redis::inspect::{lease_owners, lock_info};
 use crate::backend::redis::keys::{
     keys, name_of_lock_key, name_of_shared_key, scan_pattern, shared_scan_pattern,
 };
-use crate::backend::redis::shared_scripts::INSPECT_ANY;
+use crate::backend::redis::semaphore_rwlock_scripts::INSPECT_ANY;
 use crate::backend::{LeaseInfo, LockInfo, MAX_WAITERS_SHOWN, Waiter};
 use crate::error::{Error, Result};
 use crate::mode::LockKind;

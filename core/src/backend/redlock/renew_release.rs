@@ -1,7 +1,7 @@
 //! Keeping and giving back a lock on the masters: renew, the owner's release, the giving back
 //! of a failed attempt's grants, a waiter's leaving, an operator's force release, and what the
 //! masters' answers to a removal add up to. A mutex runs the one-instance lock's scripts on
-//! each master, a read or write lease the shared kinds' ([`crate::backend::redis::shared_scripts`]).
+//! each master, a read or write lease the shared kinds' ([`crate::backend::redis::semaphore_rwlock_scripts`]).
 
 use std::time::Duration;
 
@@ -10,9 +10,9 @@ use redis::Script;
 use super::fanout::{error_summary, fan_out_until, fatal_error};
 use super::{RedlockBackend, SLACK, ok_count};
 use crate::backend::redis::keys::keys;
+use crate::backend::redis::mutex_scripts::GONE_TTL_MS;
 use crate::backend::redis::reply::as_i64;
-use crate::backend::redis::scripts::GONE_TTL_MS;
-use crate::backend::redis::shared_scripts::{
+use crate::backend::redis::semaphore_rwlock_scripts::{
     FORCE_RELEASE_ANY, SHARED_ABANDON, SHARED_RELEASE, SHARED_RENEW, SHARED_STEP_BACK,
 };
 use crate::backend::redis::{ms, owner_hex};

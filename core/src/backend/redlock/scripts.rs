@@ -1,11 +1,11 @@
 //! The two scripts Redlock adds to the Redis lock's (acquire, renew and release are
-//! [`crate::backend::redis::scripts`]'s, unchanged, so a key written by one is read by the other).
+//! [`crate::backend::redis::mutex_scripts`]'s, unchanged, so a key written by one is read by the other).
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-use crate::backend::redis::scripts::with_gt;
+use crate::backend::redis::mutex_scripts::with_gt;
 
 /// Fencing phase 2 (docs/design.md §3.3).
 /// KEYS: lock, fence counter. ARGV: owner, T, counter ttl ms.

@@ -1,15 +1,15 @@
 //! Inspect, list and force release on the SQL lease table: the operations that see a name
-//! whatever it is used as. A name's row says which (`lock_sql.rs`: held by a mutex, or marked
+//! whatever it is used as. A name's row says which (`mutex_sql.rs`: held by a mutex, or marked
 //! as a semaphore or read-write lock in use); the leases and registered waiters of the latter
-//! are read here from `<table>_leases` (`shared.rs` writes them).
+//! are read here from `<table>_leases` (`semaphore_rwlock.rs` writes them).
 
 use std::collections::HashMap;
 
 use super::dialect::{Args, P};
 use super::retry::OpError;
+use super::semaphore_rwlock::{self, left, name_args};
+use super::semaphore_rwlock_sql::SharedSql;
 use super::session::{Row, Session, int, text};
-use super::shared::{self, left, name_args};
-use super::shared_sql::SharedSql;
 use super::table::{SqlBackend, duration_from_micros};
 use crate::backend::{LeaseInfo, LockInfo, Waiter};
 use crate::clock::unix_micros;
@@ -135,7 +135,7 @@ impl SqlBackend {
             .with(P::Upper, SqlValue::Bytes(upper))
             .with(
                 P::Shared,
-                SqlValue::Bytes(super::shared_sql::SHARED_OWNER.to_vec()),
+                SqlValue::Bytes(super::semaphore_rwlock_sql::SHARED_OWNER.to_vec()),
             )
             .with(P::Now, SqlValue::Int(unix_micros()));
         let stmt = &store.sql.list;
@@ -202,7 +202,9 @@ impl SqlBackend {
             return Ok(true);
         }
         match store.shared() {
-            Ok(shared_sql) => shared::force_release(pool, shared_sql, name, channel).await,
+            Ok(statements) => {
+                semaphore_rwlock::force_release(pool, statements, name, channel).await
+            }
             Err(_) => Ok(false),
         }
     }

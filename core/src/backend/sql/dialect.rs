@@ -1,8 +1,8 @@
 //! Every difference between SQLite, PostgreSQL and MySQL/MariaDB that fencelock's SQL code
 //! meets, in one place: the table below, and the words and placeholders that spell it. The
 //! algorithm (`table.rs`, `fence/sql.rs`) never spells SQL itself: it runs the statements
-//! built from these, the lease table's in `lock_sql.rs` and the fence table's in
-//! `fence_sql.rs`.
+//! built from these, the lease table's in `mutex_sql.rs` and the fence table's in
+//! `fence/sql_statements.rs`.
 //!
 //! | | SQLite | PostgreSQL | MySQL / MariaDB |
 //! |---|---|---|---|
@@ -67,7 +67,7 @@ pub(crate) enum P {
     /// The exclusive upper bound of a range of names (`list`).
     Upper,
     /// The mark a name's row carries in `owner` while it is a semaphore or read-write lock in
-    /// use (`shared_sql::SHARED_OWNER`).
+    /// use (`semaphore_rwlock_sql::SHARED_OWNER`).
     Shared,
     /// What a name is used as (`LockKind::as_str`).
     Kind,
@@ -153,7 +153,7 @@ impl Stmt {
 /// Compiles `template`'s `:name` parameters into `flavor`'s placeholders. A `:` followed by a
 /// lowercase letter and not preceded by `:` starts a parameter (so `$1::bigint` casts and
 /// `'00:00:00'` literals are left alone).
-pub(super) fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<Stmt> {
+pub(crate) fn compile(flavor: Flavor, template: &str, cols: &[Col]) -> Result<Stmt> {
     let bytes = template.as_bytes();
     let mut sql = String::with_capacity(template.len());
     let mut params: Vec<P> = Vec::new();
@@ -266,31 +266,31 @@ pub(super) fn compile_rows(
 }
 
 /// The pieces of SQL text that differ by database.
-pub(super) struct Words {
+pub(crate) struct Words {
     /// The database clock, as a value comparable with `expires_at`.
-    pub(super) now: &'static str,
+    pub(crate) now: &'static str,
     /// The database clock in microseconds since the epoch (the token's time floor).
-    pub(super) now_us: &'static str,
+    pub(crate) now_us: &'static str,
     /// The expiry of a lease taken or renewed now: now + :ttl (µs).
-    pub(super) expiry: &'static str,
+    pub(crate) expiry: &'static str,
     /// Microseconds from now until `expires_at`.
-    pub(super) left_us: &'static str,
-    pub(super) for_update: &'static str,
+    pub(crate) left_us: &'static str,
+    pub(crate) for_update: &'static str,
     /// An `INSERT` that does nothing when the key exists is `{insert_ignore} t (…) VALUES (…){on_conflict_nothing}`.
-    pub(super) insert_ignore: &'static str,
-    pub(super) on_conflict_nothing: &'static str,
+    pub(crate) insert_ignore: &'static str,
+    pub(crate) on_conflict_nothing: &'static str,
     /// The meta table's key column (a reserved word in MySQL).
-    pub(super) key: &'static str,
-    pub(super) bin_name: &'static str,
-    pub(super) bin_owner: &'static str,
-    pub(super) int: &'static str,
-    pub(super) time: &'static str,
-    pub(super) text: &'static str,
-    pub(super) short_text: &'static str,
-    pub(super) table_options: &'static str,
+    pub(crate) key: &'static str,
+    pub(crate) bin_name: &'static str,
+    pub(crate) bin_owner: &'static str,
+    pub(crate) int: &'static str,
+    pub(crate) time: &'static str,
+    pub(crate) text: &'static str,
+    pub(crate) short_text: &'static str,
+    pub(crate) table_options: &'static str,
 }
 
-pub(super) fn words(flavor: Flavor) -> Words {
+pub(crate) fn words(flavor: Flavor) -> Words {
     match flavor {
         Flavor::Sqlite => Words {
             now: ":now",
@@ -365,7 +365,7 @@ pub(crate) struct SchemaSql {
     pub create: Vec<Stmt>,
 }
 
-pub(super) fn schema(
+pub(crate) fn schema(
     flavor: Flavor,
     tables: Vec<String>,
     create: Vec<Stmt>,
@@ -448,9 +448,9 @@ fn mysql_lock_name(table: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sql::fence_sql::FenceSql;
-    use crate::backend::sql::lock_sql::{AcquireSql, LockSql};
-    use crate::backend::sql::shared_sql::SharedSql;
+    use crate::backend::sql::mutex_sql::{AcquireSql, LockSql};
+    use crate::backend::sql::semaphore_rwlock_sql::SharedSql;
+    use crate::fence::sql_statements::FenceSql;
 
     #[test]
     fn named_parameters_compile_to_each_databases_placeholders() {

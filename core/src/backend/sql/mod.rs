@@ -1,7 +1,7 @@
 //! The SQL lease table on SQLite, PostgreSQL and MySQL/MariaDB: one algorithm
 //! ([`table`] for locks, `fence/sql.rs` for fences), with every difference between the
 //! databases written down once, in [`dialect`], and the statements built from it in
-//! [`lock_sql`] and [`fence_sql`].
+//! [`mutex_sql`] and [`semaphore_rwlock_sql`] (the fence's in `fence/sql_statements.rs`).
 //!
 //! The table (docs/design.md §3.5), one row per lock name, kept after release so the token counter
 //! survives (the time floor covers a row deleted by an operator):
@@ -19,7 +19,7 @@
 //!
 //! and a `<table>_meta` table holding `schema_version` and `deployment_id` rows. Semaphores
 //! and read-write locks keep their leases and registered waiters in `<table>_leases`
-//! ([`shared`] explains the design; [`shared_sql`] has its statements, [`shared_schema`]
+//! ([`semaphore_rwlock`] explains the design; [`semaphore_rwlock_sql`] has its statements, [`semaphore_rwlock_schema`]
 //! makes the table and adds the two columns to older tables); [`admin`] inspects, lists and
 //! force-releases names of every kind.
 //!
@@ -36,11 +36,10 @@ mod admin;
 pub(crate) mod conn_pool;
 pub(crate) mod dialect;
 pub(crate) mod error;
-pub(crate) mod fence_sql;
 #[cfg(target_os = "linux")]
 mod file_watch;
 mod in_flight;
-mod lock_sql;
+mod mutex_sql;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
@@ -48,10 +47,10 @@ pub(crate) mod postgres;
 mod renew_batch;
 pub(crate) mod retry;
 pub(crate) mod schema;
+mod semaphore_rwlock;
+mod semaphore_rwlock_schema;
+pub(crate) mod semaphore_rwlock_sql;
 pub(crate) mod session;
-mod shared;
-mod shared_schema;
-pub(crate) mod shared_sql;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 pub(crate) mod table;

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::dialect::{Args, Flavor, P, RowsStmt, compile_rows, words};
-use super::lock_sql::LockSql;
+use super::mutex_sql::LockSql;
 use super::retry::OpError;
 use super::session::SqlPool;
 use super::session::{Col, text};

@@ -5,7 +5,7 @@
 use super::conflict_pause;
 use super::dialect::{Args, P, SchemaSql};
 use super::error::{is_duplicate_create, is_missing_table, map_sqlx_error};
-use super::lock_sql::LockSql;
+use super::mutex_sql::LockSql;
 use super::session::{SqlPool, int, text};
 use crate::error::{Error, Result};
 use crate::sql_value::SqlValue;

@@ -1,5 +1,5 @@
 //! The lease table algorithm (docs/design.md §3.5), written once for SQLite, PostgreSQL and
-//! MySQL/MariaDB; the statements it runs come from [`super::lock_sql`].
+//! MySQL/MariaDB; the statements it runs come from [`super::mutex_sql`].
 //!
 //! - acquire takes the row only if `owner IS NULL OR expires_at < now` (the database's
 //!   clock), sets the owner, mints `token = max(counter + 1, now in µs)`, sets the expiry;
@@ -11,7 +11,7 @@
 //!   elsewhere by a watcher that reads the waited rows when the database's files change
 //!   (SQLite) or every few milliseconds (MySQL/MariaDB) ([`super::wake`]).
 //!
-//! That is the mutex; semaphores and read-write locks are in [`super::shared`], on the same
+//! That is the mutex; semaphores and read-write locks are in [`super::semaphore_rwlock`], on the same
 //! rows, and this file sends each operation to one or the other by its mode. Inspect, list
 //! and force release, which see every kind, are in [`super::admin`].
 //!
@@ -27,12 +27,12 @@ use async_trait::async_trait;
 use super::SqlSettings;
 use super::dialect::{Args, Flavor, P};
 use super::in_flight::InFlight;
-use super::lock_sql::{AcquireSql, LockSql};
+use super::mutex_sql::{AcquireSql, LockSql};
 use super::schema::read_meta;
+use super::semaphore_rwlock;
+use super::semaphore_rwlock_schema::{SharedSchema, prepare};
+use super::semaphore_rwlock_sql::{SHARED_OWNER, SharedSql};
 use super::session::{SqlPool, int, text};
-use super::shared;
-use super::shared_schema::{SharedSchema, prepare};
-use super::shared_sql::{SHARED_OWNER, SharedSql};
 use crate::backend::{
     AcquireRequest, Attempt, Backend, LockInfo, ReleaseWatch, RenewRequest, Renewal,
     renew_in_batches,
@@ -72,13 +72,13 @@ pub(super) struct Store {
     pub pool: Arc<dyn SqlPool>,
     pub sql: LockSql,
     pub shared: SharedSql,
-    pub shared_schema: SharedSchema,
+    pub semaphore_rwlock_schema: SharedSchema,
 }
 
 impl Store {
     /// The statements of semaphores and read-write locks, if this table can hold them.
     pub fn shared(&self) -> Result<&SharedSql> {
-        self.shared_schema.check()?;
+        self.semaphore_rwlock_schema.check()?;
         Ok(&self.shared)
     }
 }
@@ -130,23 +130,23 @@ impl SqlBackend {
             .await?;
             let deployment_id =
                 read_meta(pool.as_ref(), &sql, settings.create_table.then_some(&seed)).await?;
-            let shared_schema = prepare(
+            let semaphore_rwlock_schema = prepare(
                 pool.as_ref(),
                 &shared,
                 &settings.table,
                 settings.create_table,
             )
             .await?;
-            Ok::<_, Error>((deployment_id, shared_schema))
+            Ok::<_, Error>((deployment_id, semaphore_rwlock_schema))
         };
-        let (deployment_id, shared_schema) = match prepared.await {
+        let (deployment_id, semaphore_rwlock_schema) = match prepared.await {
             Ok(prepared) => prepared,
             Err(e) => {
                 pool.close().await;
                 return Err(e);
             }
         };
-        let sql = if shared_schema.columns {
+        let sql = if semaphore_rwlock_schema.columns {
             sql
         } else {
             LockSql::new(flavor, &settings.table, timeout, false)?
@@ -172,7 +172,7 @@ impl SqlBackend {
             Flavor::Sqlite => None,
         }
         .map(|trigger| {
-            let state = sql.watch_state(shared_schema.unavailable.is_none())?;
+            let state = sql.watch_state(semaphore_rwlock_schema.unavailable.is_none())?;
             Ok::<_, Error>(super::wake::Waker::new(
                 pool.clone(),
                 state,
@@ -187,7 +187,7 @@ impl SqlBackend {
                 pool,
                 sql,
                 shared,
-                shared_schema,
+                semaphore_rwlock_schema,
             }),
             waker,
             attempts: Arc::default(),
@@ -226,8 +226,15 @@ impl SqlBackend {
     ) -> std::result::Result<Renewal, OpError> {
         let store = self.store.as_ref();
         if mode != LockMode::Exclusive {
-            return shared::renew(store.pool.as_ref(), store.shared()?, name, mode, owner, ttl)
-                .await;
+            return semaphore_rwlock::renew(
+                store.pool.as_ref(),
+                store.shared()?,
+                name,
+                mode,
+                owner,
+                ttl,
+            )
+            .await;
         }
         let mut s = if store.sql.writes_in_tx {
             store.pool.begin().await?
@@ -260,7 +267,7 @@ async fn release_once(
     let (pool, sql) = (store.pool.as_ref(), &store.sql);
     let channel = sql.channel(name.as_str());
     if mode != LockMode::Exclusive {
-        return shared::release(pool, store.shared()?, name, mode, owner, channel).await;
+        return semaphore_rwlock::release(pool, store.shared()?, name, mode, owner, channel).await;
     }
     let mut s = if sql.writes_in_tx {
         pool.begin().await?
@@ -336,7 +343,7 @@ async fn acquire_once(
 ) -> std::result::Result<Attempt, OpError> {
     let (pool, sql) = (store.pool.as_ref(), &store.sql);
     if req.mode != LockMode::Exclusive {
-        return shared::acquire(pool, store.shared()?, req).await;
+        return semaphore_rwlock::acquire(pool, store.shared()?, req).await;
     }
     let mut args = SqlBackend::lock_args(req.name, req.owner)
         .with(P::Ttl, SqlValue::Int(micros(req.ttl)))
@@ -591,7 +598,7 @@ impl Backend for SqlBackend {
         let channel = store.sql.channel(name.as_str());
         with_conflict_retries(&self.context("abandon"), &store.sql.table, || async {
             let shared = store.shared()?;
-            shared::abandon(
+            semaphore_rwlock::abandon(
                 store.pool.as_ref(),
                 shared,
                 name,

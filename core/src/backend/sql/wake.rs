@@ -4,7 +4,7 @@
 //! while its waiter sleeps stays free for half an interval on average. Here one watcher task
 //! per Locker reads, for every name its waiters wait on, what the name's row says (the last
 //! token, whether it is free or expired, how many shared leases and registered waiters it has:
-//! [`super::lock_sql::LockSql::watch_state`]), on a connection of its own, and wakes a name's
+//! [`super::mutex_sql::LockSql::watch_state`]), on a connection of its own, and wakes a name's
 //! waiters when that changes. It reads:
 //! - on SQLite on Linux, when the database's write-ahead log changes (inotify,
 //!   [`super::file_watch`]): a commit by any process is seen as it happens, and nothing is
@@ -95,7 +95,7 @@ pub(super) struct Waker {
 }
 
 impl Waker {
-    /// `state` is the lease table's [`super::lock_sql::LockSql::watch_state`].
+    /// `state` is the lease table's [`super::mutex_sql::LockSql::watch_state`].
     pub fn new(pool: Arc<dyn SqlPool>, state: Stmt, trigger: Trigger, runtime: Handle) -> Self {
         Waker {
             shared: Arc::new(Shared {

@@ -2,8 +2,8 @@
 //! names, the way the three Curator recipes lay them out in the one folder of a name:
 //!
 //! - a mutex: `_c_<uuid>-lock-<seq>` nodes ([`layout`]);
-//! - a read-write lock: `_c_<uuid>-__READ__<seq>` / `-__WRIT__<seq>` nodes ([`rwlock`]);
-//! - a semaphore: the `locks` and `leases` folders ([`semaphore`]), in use
+//! - a read-write lock: `_c_<uuid>-__READ__<seq>` / `-__WRIT__<seq>` nodes ([`rwlock`](super::rwlock));
+//! - a semaphore: the `locks` and `leases` folders ([`semaphore`](super::semaphore)), in use
 //!   while either has a child (they are containers, and linger a while once empty; Curator may
 //!   make them persistent).
 //!
@@ -17,7 +17,7 @@
 
 use super::error::{CONNECTION_KEPT_DROPPING, Retry, ZkError, retry};
 use super::session::Session;
-use super::{Inner, layout, rwlock, semaphore};
+use super::{Inner, layout};
 use crate::backend::LockInfo;
 use crate::error::Result;
 use crate::mode::{LockKind, kind_conflict};
@@ -36,8 +36,8 @@ impl FolderUse {
     pub(super) fn of(children: &[String]) -> Self {
         FolderUse {
             mutex: children.iter().any(|c| layout::sequence(c).is_some()),
-            read_write: rwlock::has_rw_nodes(children),
-            semaphore_folders: children.iter().any(|c| semaphore::is_semaphore_folder(c)),
+            read_write: layout::has_rw_nodes(children),
+            semaphore_folders: children.iter().any(|c| layout::is_semaphore_folder(c)),
         }
     }
 }
@@ -152,10 +152,7 @@ impl Inner {
     /// Whether the semaphore folders under `folder` have any child (a lease, or a participant
     /// queued on the internal mutex), both listed in one round trip.
     pub(super) async fn semaphore_in_use(&self, session: &Session, folder: &str) -> Result<bool> {
-        let (locks, leases) = (
-            semaphore::locks_folder(folder),
-            semaphore::leases_folder(folder),
-        );
+        let (locks, leases) = (layout::locks_folder(folder), layout::leases_folder(folder));
         retry(
             "listing the semaphore's folders",
             CONNECTION_KEPT_DROPPING,

@@ -1,7 +1,10 @@
 //! Where locks live in the tree, and what their nodes hold: Apache Curator's protected
 //! `InterProcessMutex` layout, so Curator clients queue with fencelock's. The read-write lock's
 //! and the semaphore's nodes live in the same folder of the name ([`rwlock`](super::rwlock),
-//! [`semaphore`](super::semaphore)), named and filled the same way.
+//! [`semaphore`](super::semaphore)), named and filled the same way; their names and folders are
+//! read and made here too, so that the queue ([`queue`](super::queue)) and the kind check
+//! ([`kinds`](super::kinds)) need no kind's file, and each kind's file needs only this one and
+//! the queue: a fourth kind adds its names here and its protocol in a file of its own.
 //!
 //! ```text
 //! [/chroot]/fencelock/<encoded name>/_c_<owner id as a UUID>-lock-<10-digit sequence>
@@ -14,6 +17,7 @@
 use serde_json::Value;
 
 use crate::ids::OwnerId;
+use crate::mode::LockMode;
 use crate::name::LockName;
 
 /// The version written into node data.
@@ -88,6 +92,105 @@ pub fn holder_from_data(data: &[u8]) -> Option<String> {
         return None;
     }
     Some(serde_json::json!({ "curator": String::from_utf8_lossy(data) }).to_string())
+}
+
+// The read-write lock's nodes (Curator's `InterProcessReadWriteLock`, [`rwlock`](super::rwlock)).
+
+/// Curator's `InterProcessReadWriteLock.READ_LOCK_NAME`.
+pub const READ_MARK: &str = "__READ__";
+/// Curator's `InterProcessReadWriteLock.WRITE_LOCK_NAME`.
+pub const WRITE_MARK: &str = "__WRIT__";
+
+/// One read or write node of a folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RwNode {
+    pub sequence: i64,
+    pub write: bool,
+    pub name: String,
+}
+
+impl RwNode {
+    pub fn mode(&self) -> LockMode {
+        if self.write {
+            LockMode::Write
+        } else {
+            LockMode::Read
+        }
+    }
+}
+
+/// The marker a node of `mode` carries before its sequence (`None` for the other kinds).
+pub fn mark_of(mode: LockMode) -> Option<&'static str> {
+    match mode {
+        LockMode::Read => Some(READ_MARK),
+        LockMode::Write => Some(WRITE_MARK),
+        LockMode::Exclusive | LockMode::Permit { .. } => None,
+    }
+}
+
+/// Reads a child's name as a read or write node: the marker that comes last in it, followed by
+/// the sequence and nothing else. `None` for other children, and for a sequence that wrapped
+/// past 2^31 (ZooKeeper's per-folder counter is a signed int), which no protocol counts.
+pub fn rw_node(child: &str) -> Option<RwNode> {
+    let read = child.rfind(READ_MARK);
+    let write = child.rfind(WRITE_MARK);
+    let (at, is_write) = match (read, write) {
+        (Some(r), Some(w)) if w > r => (w, true),
+        (Some(r), _) => (r, false),
+        (None, Some(w)) => (w, true),
+        (None, None) => return None,
+    };
+    let digits = &child[at + READ_MARK.len()..];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(RwNode {
+        sequence: digits.parse().ok()?,
+        write: is_write,
+        name: child.to_string(),
+    })
+}
+
+/// Whether any child is a read or write node.
+pub fn has_rw_nodes(children: &[String]) -> bool {
+    children.iter().any(|c| rw_node(c).is_some())
+}
+
+/// The read and write nodes among `children`, in lock order (by sequence).
+pub fn rw_queue(children: &[String]) -> Vec<RwNode> {
+    let mut nodes: Vec<RwNode> = children.iter().filter_map(|c| rw_node(c)).collect();
+    nodes.sort_by_key(|n| n.sequence);
+    nodes
+}
+
+// The semaphore's two folders (Curator's `InterProcessSemaphoreV2`, [`semaphore`](super::semaphore)).
+
+/// Curator's `InterProcessSemaphoreV2.LOCK_PARENT`.
+pub const LOCKS: &str = "locks";
+/// Curator's `InterProcessSemaphoreV2.LEASE_PARENT`.
+pub const LEASES: &str = "leases";
+pub fn locks_folder(folder: &str) -> String {
+    format!("{folder}/{LOCKS}")
+}
+
+pub fn leases_folder(folder: &str) -> String {
+    format!("{folder}/{LEASES}")
+}
+
+/// Whether a child of a lock folder is one of a semaphore's two folders.
+pub fn is_semaphore_folder(child: &str) -> bool {
+    child == LOCKS || child == LEASES
+}
+
+/// Where a node stands in the queue of its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Position {
+    /// It holds.
+    First,
+    /// It waits; the path is the node it watches.
+    Behind(String),
+    /// Our node is not in the queue (deleted by somebody while we waited).
+    Missing,
 }
 
 #[cfg(test)]

@@ -12,8 +12,9 @@ use super::error::{
     CONNECTION_KEPT_DROPPING, QUEUE_KEPT_CHANGING, Retry, ZkError, is_connection_loss,
     is_session_gone, retry,
 };
+use super::layout::{Position, leases_folder, locks_folder};
 use super::session::Session;
-use super::{Inner, Node, WatchTarget, layout, rwlock, semaphore};
+use super::{Inner, Node, WatchTarget, layout, rwlock};
 use crate::backend::{AcquireRequest, Attempt, LockInfo};
 use crate::clock::{BootInstant, drift_margin};
 use crate::error::{Error, Result};
@@ -21,16 +22,6 @@ use crate::ids::OwnerId;
 use crate::mode::LockMode;
 use crate::name::LockName;
 use crate::sync::unpoisoned;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Position {
-    /// It holds.
-    First,
-    /// It waits; the path is the node it watches.
-    Behind(String),
-    /// Our node is not in the queue (deleted by somebody while we waited).
-    Missing,
-}
 
 /// Where `path` stands in the mutex queue that `children` (its folder's listing) make.
 pub(super) fn position_in(children: Vec<String>, folder: &str, path: &str) -> Position {
@@ -45,7 +36,7 @@ pub(super) fn position_in(children: Vec<String>, folder: &str, path: &str) -> Po
 
 /// The label of a node of `mode` in the name's folder (before the sequence).
 fn label_of(mode: LockMode) -> &'static str {
-    rwlock::mark_of(mode).unwrap_or(layout::LOCK_LABEL)
+    layout::mark_of(mode).unwrap_or(layout::LOCK_LABEL)
 }
 
 /// Where `path` stands among its folder's nodes of `mode`'s kind.
@@ -94,7 +85,7 @@ impl Inner {
                     }
                     let sequence = match req.mode {
                         LockMode::Read | LockMode::Write => {
-                            rwlock::parse(&path).map(|n| n.sequence)
+                            layout::rw_node(&path).map(|n| n.sequence)
                         }
                         _ => layout::sequence(&path),
                     };
@@ -467,7 +458,7 @@ impl Inner {
                     // take a permit for as long as the session lives. The session answers in
                     // order, so a create sent before this listing is found by it.
                     let folder = layout::lock_folder(&self.settings.root, name);
-                    let leases = semaphore::leases_folder(&folder);
+                    let leases = leases_folder(&folder);
                     if let Ok(Some((orphan, _))) = self.find_own(&session, &leases, owner).await {
                         let _ = self.delete_own(&session, &orphan).await;
                     }
@@ -477,10 +468,7 @@ impl Inner {
             None => {
                 let folder = layout::lock_folder(&self.settings.root, name);
                 let folders = match mode {
-                    LockMode::Permit { .. } => vec![
-                        semaphore::leases_folder(&folder),
-                        semaphore::locks_folder(&folder),
-                    ],
+                    LockMode::Permit { .. } => vec![leases_folder(&folder), locks_folder(&folder)],
                     LockMode::Exclusive | LockMode::Read | LockMode::Write => vec![folder],
                 };
                 let mut deleted = Ok(false);

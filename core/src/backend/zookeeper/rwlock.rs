@@ -31,81 +31,14 @@
 
 use zookeeper_client::Stat;
 
+use super::Inner;
 use super::error::{QUEUE_KEPT_CHANGING, Retry, ZkError, retry};
-use super::queue::Position;
+use super::layout::{self, Position, RwNode, rw_queue};
 use super::session::Session;
-use super::{Inner, layout};
 use crate::backend::{LeaseInfo, LockInfo, MAX_WAITERS_SHOWN, Waiter};
 use crate::error::Result;
-use crate::mode::{LockKind, LockMode};
+use crate::mode::LockKind;
 use crate::name::LockName;
-
-/// Curator's `InterProcessReadWriteLock.READ_LOCK_NAME`.
-pub(super) const READ_MARK: &str = "__READ__";
-/// Curator's `InterProcessReadWriteLock.WRITE_LOCK_NAME`.
-pub(super) const WRITE_MARK: &str = "__WRIT__";
-
-/// One read or write node of a folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct RwNode {
-    pub(super) sequence: i64,
-    pub(super) write: bool,
-    pub(super) name: String,
-}
-
-impl RwNode {
-    fn mode(&self) -> LockMode {
-        if self.write {
-            LockMode::Write
-        } else {
-            LockMode::Read
-        }
-    }
-}
-
-/// The marker a node of `mode` carries before its sequence (`None` for the other kinds).
-pub(super) fn mark_of(mode: LockMode) -> Option<&'static str> {
-    match mode {
-        LockMode::Read => Some(READ_MARK),
-        LockMode::Write => Some(WRITE_MARK),
-        LockMode::Exclusive | LockMode::Permit { .. } => None,
-    }
-}
-
-/// Reads a child's name as a read or write node: the marker that comes last in it, followed by
-/// the sequence and nothing else. `None` for other children, and for a sequence that wrapped
-/// past 2^31 (ZooKeeper's per-folder counter is a signed int), which no protocol counts.
-pub(super) fn parse(child: &str) -> Option<RwNode> {
-    let read = child.rfind(READ_MARK);
-    let write = child.rfind(WRITE_MARK);
-    let (at, is_write) = match (read, write) {
-        (Some(r), Some(w)) if w > r => (w, true),
-        (Some(r), _) => (r, false),
-        (None, Some(w)) => (w, true),
-        (None, None) => return None,
-    };
-    let digits = &child[at + READ_MARK.len()..];
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some(RwNode {
-        sequence: digits.parse().ok()?,
-        write: is_write,
-        name: child.to_string(),
-    })
-}
-
-/// Whether any child is a read or write node.
-pub(super) fn has_rw_nodes(children: &[String]) -> bool {
-    children.iter().any(|c| parse(c).is_some())
-}
-
-/// The read and write nodes among `children`, in lock order (by sequence).
-pub(super) fn rw_queue(children: &[String]) -> Vec<RwNode> {
-    let mut nodes: Vec<RwNode> = children.iter().filter_map(|c| parse(c)).collect();
-    nodes.sort_by_key(|n| n.sequence);
-    nodes
-}
 
 /// How many nodes at the front of `queue` hold: the first write node alone, or every read node
 /// before the first write node.
@@ -241,6 +174,7 @@ pub(super) async fn read_node(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mode::LockMode;
 
     fn names(children: &[&str]) -> Vec<String> {
         children.iter().map(|c| c.to_string()).collect()
@@ -267,11 +201,14 @@ mod tests {
                 ("_c_b-__WRIT__0000000004", true),
             ]
         );
-        assert!(has_rw_nodes(&children));
-        assert!(!has_rw_nodes(&names(&["_c_a-lock-0000000001", "locks"])));
-        assert_eq!(parse("_c_x-__WRIT__"), None);
-        assert_eq!(mark_of(LockMode::Write), Some("__WRIT__"));
-        assert_eq!(mark_of(LockMode::Exclusive), None);
+        assert!(layout::has_rw_nodes(&children));
+        assert!(!layout::has_rw_nodes(&names(&[
+            "_c_a-lock-0000000001",
+            "locks"
+        ])));
+        assert_eq!(layout::rw_node("_c_x-__WRIT__"), None);
+        assert_eq!(layout::mark_of(LockMode::Write), Some("__WRIT__"));
+        assert_eq!(layout::mark_of(LockMode::Exclusive), None);
     }
 
     #[test]

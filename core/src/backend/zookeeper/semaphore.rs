@@ -46,7 +46,8 @@ use serde_json::Value;
 
 use super::cleanup::DeleteOnDrop;
 use super::error::{CONNECTION_KEPT_DROPPING, QUEUE_KEPT_CHANGING, Retry, ZkError, retry};
-use super::queue::{Position, position_in, wait_for_fresh_proof};
+use super::layout::{Position, leases_folder, locks_folder};
+use super::queue::{position_in, wait_for_fresh_proof};
 use super::rwlock::read_node;
 use super::session::Session;
 use super::{Inner, WatchTarget, layout};
@@ -56,25 +57,8 @@ use crate::mode::{LockKind, LockMode};
 use crate::name::LockName;
 use crate::sync::unpoisoned;
 
-/// Curator's `InterProcessSemaphoreV2.LOCK_PARENT`.
-const LOCKS: &str = "locks";
-/// Curator's `InterProcessSemaphoreV2.LEASE_PARENT`.
-const LEASES: &str = "leases";
 /// Curator's `InterProcessSemaphoreV2.LEASE_BASE_NAME`.
 pub(super) const LEASE_LABEL: &str = "lease-";
-
-pub(super) fn locks_folder(folder: &str) -> String {
-    format!("{folder}/{LOCKS}")
-}
-
-pub(super) fn leases_folder(folder: &str) -> String {
-    format!("{folder}/{LEASES}")
-}
-
-/// Whether a child of a lock folder is one of a semaphore's two folders.
-pub(super) fn is_semaphore_folder(child: &str) -> bool {
-    child == LOCKS || child == LEASES
-}
 
 /// The data of the `locks` folder: the layout version and N.
 pub(super) fn permits_data(permits: u32) -> Vec<u8> {
@@ -439,8 +423,11 @@ mod tests {
     fn curator_folders_and_lease_names() {
         assert_eq!(locks_folder("/fencelock/a"), "/fencelock/a/locks");
         assert_eq!(leases_folder("/fencelock/a"), "/fencelock/a/leases");
-        assert!(is_semaphore_folder("locks") && is_semaphore_folder("leases"));
-        assert!(!is_semaphore_folder("_c_x-lock-0000000001"));
+        assert!(
+            super::layout::is_semaphore_folder("locks")
+                && super::layout::is_semaphore_folder("leases")
+        );
+        assert!(!super::layout::is_semaphore_folder("_c_x-lock-0000000001"));
         let children: Vec<String> = [
             "_c_b-lease-0000000012",
             "junk",

@@ -6,7 +6,8 @@ use zookeeper_client::{Acls, CreateMode, MultiWriteResult, Stat};
 use super::error::{
     CONNECTION_KEPT_DROPPING, Retry, ZkError, is_connection_loss, map_error, retry,
 };
-use super::semaphore::{leases_folder, locks_folder, permits_data, stored_permits};
+use super::layout::{leases_folder, locks_folder};
+use super::semaphore::{permits_data, stored_permits};
 use super::session::Session;
 use super::{Inner, layout};
 use crate::backend::AcquireRequest;

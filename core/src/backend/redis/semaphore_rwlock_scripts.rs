@@ -42,13 +42,13 @@
 //! release finds its tombstone.
 //!
 //! One name, one kind: these scripts refuse while the name's mutex key exists, and the mutex's
-//! acquire refuses while the shared hash exists ([`super::scripts::ACQUIRE`]).
+//! acquire refuses while the shared hash exists ([`super::mutex_scripts::ACQUIRE`]).
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::scripts::LUA_GT;
+use super::mutex_scripts::LUA_GT;
 
 /// The `v` of the shared hash. A hash with a larger `v` was written by a newer fencelock and is
 /// refused, not misread.
@@ -113,7 +113,7 @@ fn with_prelude(body: &str) -> String {
 /// KEYS: shared hash, leases, waiters, writers, counter, origin mark, the mutex's lock key.
 /// ARGV: owner, mode, kind, permits (0 for a read-write lock), ttl ms, holder, layout version,
 /// counter ttl ms, a new origin mark, and from Redlock a proposed token and its cap in µs (the
-/// rule of `scripts::LUA_GT`'s `adopt`).
+/// rule of `mutex_scripts::LUA_GT`'s `adopt`).
 ///
 /// Answers `{1, token, origin}` taken, `{0, ms}` held (the soonest expiry among what blocks
 /// the request: the moment to retry at the latest), or one of the refusals above. An attempt
@@ -232,7 +232,7 @@ if writer then redis.call(ARGV[3], ARGV[2], 'released') end
 return 1
 "#;
 
-/// Redlock's fencing phase 2 for a shared lease (the mutex's is `redlock::scripts::RAISE`).
+/// Redlock's fencing phase 2 for a shared lease (the mutex's is `redlock::mutex_scripts::RAISE`).
 /// KEYS: shared hash, leases, waiters, writers, counter. ARGV: owner, T, counter ttl ms. If the
 /// owner's lease is live, raises the counter to at least T and records T as the lease's token;
 /// answers 1. Answers 0 (and writes nothing) when it is not.

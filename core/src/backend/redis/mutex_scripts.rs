@@ -14,7 +14,7 @@
 //!   see below). Added without a layout change: a client that does not know it ignores it.
 //! - channel `<prefix>:{ENC}:released`: a message on every release
 //! - `<prefix>:{ENC}:shared` hash, with the `:leases`, `:waiters` and `:writers` sorted sets and
-//!   `:gone:<owner>` tombstones: a semaphore or read-write lock ([`super::shared_scripts`]); the
+//!   `:gone:<owner>` tombstones: a semaphore or read-write lock ([`super::semaphore_rwlock_scripts`]); the
 //!   mutex's acquire refuses while the hash exists (one name, one kind). Added without a change
 //!   to the mutex's layout: an earlier client does not read it, so every client of a name is
 //!   upgraded before the name is used as another kind.
@@ -41,7 +41,7 @@ use redis::Script;
 pub const LAYOUT_VERSION: &str = "1";
 
 /// [`ACQUIRE`]'s answer to an owner id whose lock was released already: a replayed acquire.
-/// Distinct from the shared kinds' codes (`super::shared_scripts`), whose replies the same
+/// Distinct from the shared kinds' codes (`super::semaphore_rwlock_scripts`), whose replies the same
 /// parser reads.
 pub const RELEASED_BEFORE: i64 = 5;
 
@@ -101,7 +101,7 @@ pub const FENCE_COUNTER_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
 /// was released already (a replay: the tombstone `<lock>:gone`, one GET when the lock is free),
 /// `{2, kind}` when the name is in use as a semaphore
 /// or read-write lock (the shared hash exists exactly while it has a live lease or waiter:
-/// [`super::shared_scripts`]; one HGET, which every ACL that ran earlier versions grants).
+/// [`super::semaphore_rwlock_scripts`]; one HGET, which every ACL that ran earlier versions grants).
 /// The token is `max(counter + 1, the server's TIME in µs)`. A lock that is already this
 /// owner's (a replay) is taken with its stored token, and its ttl applied again: the caller's
 /// deadline counts from before this run, so the key outlives it.

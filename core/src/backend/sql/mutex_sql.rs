@@ -1,9 +1,9 @@
 //! The lease table's statements ([`LockSql`]) for each database, built from the words and
 //! placeholders of `dialect.rs`, whose table says why they differ (MySQL/MariaDB's acquire is
-//! explained there). Apart from the fence table's (`fence_sql.rs`): the two tables share only
+//! explained there). Apart from the fence table's (`fence/sql_statements.rs`): the two tables share only
 //! how they are created.
 //!
-//! These are the mutex's. A name in use as a semaphore or read-write lock (`shared.rs`) has
+//! These are the mutex's. A name in use as a semaphore or read-write lock (`semaphore_rwlock.rs`) has
 //! the mark `:shared` in `owner` and its latest lease's expiry in `expires_at`, so the mutex's
 //! acquire never takes it; where it takes nothing, it also reads the name's `kind` to answer
 //! INVALID_ARGUMENT rather than `Held`. A table made before the `kind` column existed, which
@@ -190,7 +190,7 @@ impl LockSql {
             _ => free_row,
         };
         // The token column is left alone: the next holder's token still exceeds it. A name in
-        // shared use is freed by `shared.rs`, with its leases.
+        // shared use is freed by `semaphore_rwlock.rs`, with its leases.
         let force_row = format!(
             "UPDATE {t} SET owner = NULL, expires_at = NULL, holder = NULL \
              WHERE name = :name AND owner IS NOT NULL AND owner <> :shared AND expires_at >= {now}"

@@ -1,6 +1,6 @@
 //! Semaphores and read-write locks on one Redis instance or a Cluster: acquire, renew, release
-//! and abandon, each one script of [`super::shared_scripts`] (the layout and its reasons are
-//! there), run the way the mutex's scripts are run ([`super::lock_ops`]): on the shared
+//! and abandon, each one script of [`super::semaphore_rwlock_scripts`] (the layout and its reasons are
+//! there), run the way the mutex's scripts are run ([`super::mutex`]): on the shared
 //! connection (a Cluster routes each by its first key to the master of the name's slot), twice
 //! in the `fault-injection-duplicate-scripts` build, and pipelined with `WAIT 1` on the
 //! acknowledgement connection while one instance's master reports replicas. Also the reading of
@@ -12,27 +12,17 @@ use redis::{Script, Value};
 
 use super::conn::Conn;
 use super::keys::keys;
-use super::lock_ops::{run_lock_script, wait_timeout};
-use super::reply::{as_i64, as_string, parse_attempt};
-use super::scripts::FENCE_COUNTER_TTL_MS;
-use super::shared_scripts::{
-    KIND_CONFLICT, NEWER_LAYOUT, PERMITS_CONFLICT, SHARED_ABANDON, SHARED_ACQUIRE,
-    SHARED_LAYOUT_VERSION, SHARED_RELEASE, SHARED_RENEW,
+use super::mutex_scripts::FENCE_COUNTER_TTL_MS;
+use super::reply::{as_i64, parse_acquire_reply};
+use super::run_script::{run_lock_script, wait_timeout};
+use super::semaphore_rwlock_scripts::{
+    SHARED_ABANDON, SHARED_ACQUIRE, SHARED_LAYOUT_VERSION, SHARED_RELEASE, SHARED_RENEW,
 };
 use super::{RedisBackend, ms, owner_hex};
 use crate::backend::{AcquireRequest, Attempt, Renewal};
 use crate::error::{Error, ErrorCode, Result};
 use crate::ids::OwnerId;
-use crate::mode::{LockKind, LockMode, kind_conflict, permits_conflict};
 use crate::name::LockName;
-
-/// The `permits` argument of the shared scripts: N for a semaphore, 0 for a read-write lock.
-fn permits_of(mode: LockMode) -> u32 {
-    match mode {
-        LockMode::Permit { permits } => permits,
-        _ => 0,
-    }
-}
 
 /// The ARGV of [`SHARED_ACQUIRE`] for `req` (one instance, a Cluster, each Redlock master).
 pub(crate) fn shared_acquire_args(req: &AcquireRequest<'_>) -> Result<Vec<String>> {
@@ -40,7 +30,7 @@ pub(crate) fn shared_acquire_args(req: &AcquireRequest<'_>) -> Result<Vec<String
         owner_hex(req.owner),
         req.mode.as_str().to_string(),
         req.mode.kind().as_str().to_string(),
-        permits_of(req.mode).to_string(),
+        req.mode.permits().to_string(),
         ms(req.ttl).to_string(),
         req.holder.to_string(),
         SHARED_LAYOUT_VERSION.to_string(),
@@ -62,40 +52,6 @@ pub(crate) fn explain_acl(err: Error) -> Error {
         .with_cause_of(&err);
     }
     err
-}
-
-/// An acquire script's answer (the mutex's or a shared one) as an [`Attempt`], or the typed
-/// error of its refusal: the name is in use as another kind, a semaphore is in use with
-/// another N, or the stored layout is newer than this fencelock reads.
-pub(crate) fn parse_acquire_reply(reply: &Value, req: &AcquireRequest<'_>) -> Result<Attempt> {
-    let name = req.name.as_str();
-    let Value::Array(items) = reply else {
-        return parse_attempt(reply);
-    };
-    let detail = items.get(1);
-    let bad = || Error::internal(format!("unexpected reply to the acquire script: {reply:?}"));
-    match items.first().and_then(as_i64) {
-        Some(KIND_CONFLICT) => {
-            let found = detail
-                .and_then(as_string)
-                .and_then(|kind| LockKind::parse(&kind))
-                .ok_or_else(bad)?;
-            Err(kind_conflict(name, req.mode.kind(), found))
-        }
-        Some(PERMITS_CONFLICT) => {
-            let stored = detail
-                .and_then(as_i64)
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(bad)?;
-            Err(permits_conflict(name, permits_of(req.mode), stored))
-        }
-        Some(NEWER_LAYOUT) => Err(Error::backend(format!(
-            "lock {name:?} is stored in layout version {}, made by a newer fencelock; this one \
-             reads version {SHARED_LAYOUT_VERSION}: upgrade fencelock",
-            detail.and_then(as_string).unwrap_or_default()
-        ))),
-        _ => parse_attempt(reply),
-    }
 }
 
 impl RedisBackend {
@@ -283,54 +239,6 @@ impl RedisBackend {
 mod tests {
     use super::*;
 
-    fn reply(code: i64, detail: Value) -> Value {
-        Value::Array(vec![Value::Int(code), detail])
-    }
-
-    fn text(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
-    }
-
-    fn answer(mode: LockMode, reply: &Value) -> Result<Attempt> {
-        let name = LockName::new("jobs").unwrap();
-        let req = AcquireRequest {
-            name: &name,
-            mode,
-            owner: OwnerId::random().unwrap(),
-            ttl: Duration::from_secs(1),
-            holder: "{}",
-        };
-        parse_acquire_reply(reply, &req)
-    }
-
-    #[test]
-    fn refusals_become_typed_errors_naming_both_sides() {
-        let err = answer(
-            LockMode::Exclusive,
-            &reply(KIND_CONFLICT, text("semaphore")),
-        );
-        let err = err.unwrap_err();
-        assert_eq!(err.code(), ErrorCode::InvalidArgument);
-        for word in ["\"jobs\"", "semaphore", "mutex"] {
-            assert!(err.message().contains(word), "{err}");
-        }
-        let err = answer(LockMode::Read, &reply(KIND_CONFLICT, text("mutex"))).unwrap_err();
-        assert!(err.message().contains("read-write lock"), "{err}");
-        assert!(err.message().contains("mutex"), "{err}");
-
-        let permits = LockMode::Permit { permits: 3 };
-        let err = answer(permits, &reply(PERMITS_CONFLICT, Value::Int(2))).unwrap_err();
-        assert_eq!(err.code(), ErrorCode::InvalidArgument);
-        assert!(err.message().contains("has 2 permits") && err.message().contains("not 3"));
-
-        let err = answer(LockMode::Write, &reply(NEWER_LAYOUT, text("2"))).unwrap_err();
-        assert_eq!(err.code(), ErrorCode::Backend);
-        assert!(err.message().contains("layout version 2"), "{err}");
-
-        let unknown = answer(LockMode::Write, &reply(KIND_CONFLICT, text("queue")));
-        assert_eq!(unknown.unwrap_err().code(), ErrorCode::Internal);
-    }
-
     #[test]
     fn a_command_the_acl_does_not_grant_is_auth_and_says_what_to_grant() {
         let refused = Error::backend(
@@ -342,25 +250,5 @@ mod tests {
         assert!(err.message().contains("docs/redis.md"), "{err}");
         let other = explain_acl(Error::backend("redis acquire: something else"));
         assert_eq!(other.code(), ErrorCode::Backend);
-    }
-
-    #[test]
-    fn grants_and_held_answers_read_as_the_mutex_s() {
-        let taken = Value::Array(vec![Value::Int(1), text("1764000000000001"), text("00ff")]);
-        assert_eq!(
-            answer(LockMode::Read, &taken).unwrap(),
-            Attempt::Acquired {
-                token: 1764000000000001,
-                origin: Some(0xff)
-            }
-        );
-        assert_eq!(
-            answer(LockMode::Write, &reply(0, Value::Int(250))).unwrap(),
-            Attempt::Held {
-                expires_in: Some(Duration::from_millis(250))
-            }
-        );
-        assert_eq!(permits_of(LockMode::Permit { permits: 7 }), 7);
-        assert_eq!(permits_of(LockMode::Write), 0);
     }
 }

@@ -1,4 +1,4 @@
-//! What connecting does for semaphores and read-write locks (`shared.rs`): make the table of
+//! What connecting does for semaphores and read-write locks (`semaphore_rwlock.rs`): make the table of
 //! shared leases, and add the `kind` and `permits` columns to a lease table made before they
 //! existed (as the fence adds its `origins` column). Neither may stop a Locker from connecting:
 //! a role that may not create tables, a read-only database or `create_table=false` on tables
@@ -8,8 +8,8 @@
 use super::dialect::Args;
 use super::error::{is_missing_column, map_sqlx_error};
 use super::schema::ensure_tables;
+use super::semaphore_rwlock_sql::SharedSql;
 use super::session::SqlPool;
-use super::shared_sql::SharedSql;
 use crate::error::{Error, Result};
 
 /// What connecting found.

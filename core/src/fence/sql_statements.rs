@@ -1,11 +1,11 @@
-//! The fence table's statements ([`FenceSql`]) for each database, run by `fence/sql.rs`;
-//! built, like the lease table's (`lock_sql.rs`), from the words and placeholders of
+//! The fence table's statements ([`FenceSql`]) for each database, run by [`super::sql`];
+//! built, like the lease table's (`mutex_sql.rs`), from the words and placeholders of
 //! `dialect.rs`.
 
 use std::time::Duration;
 
-use super::dialect::{Flavor, SchemaSql, Stmt, compile, schema, words};
-use super::session::Col;
+use crate::backend::sql::dialect::{Flavor, SchemaSql, Stmt, compile, schema, words};
+use crate::backend::sql::session::Col;
 use crate::error::Result;
 
 /// The fence table's statements for one database and table name.

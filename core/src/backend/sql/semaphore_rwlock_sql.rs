@@ -1,6 +1,6 @@
 //! The statements of semaphores and read-write locks ([`SharedSql`]) for each database, built
-//! like the mutex's (`lock_sql.rs`) from the words and placeholders of `dialect.rs`, and run by
-//! `shared.rs`, whose header explains the design.
+//! like the mutex's (`mutex_sql.rs`) from the words and placeholders of `dialect.rs`, and run by
+//! `semaphore_rwlock.rs`, whose header explains the design.
 //!
 //! `{t}` is the lease table (one row per name), `{t}_leases` the table of shared leases and
 //! registered waiters, one row per (name, owner). Every statement that writes `{t}_leases`
@@ -37,7 +37,7 @@ pub(crate) struct SharedSql {
     pub seed: Stmt,
     /// Locks the name's row for the transaction: (held by a mutex, marked as shared).
     pub lock: Stmt,
-    /// What the name's rows of `{t}_leases` say ([`Tally`](super::shared::Tally)).
+    /// What the name's rows of `{t}_leases` say ([`Tally`](super::semaphore_rwlock::Tally)).
     pub tally: Stmt,
     /// Deletes the name's expired leases and registrations.
     pub purge: Stmt,

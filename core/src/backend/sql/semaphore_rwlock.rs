@@ -1,5 +1,5 @@
 //! Semaphores and read-write locks on the SQL lease table (issue 28), written once for SQLite,
-//! PostgreSQL and MySQL/MariaDB; the statements come from [`super::shared_sql`].
+//! PostgreSQL and MySQL/MariaDB; the statements come from [`super::semaphore_rwlock_sql`].
 //!
 //! **Layout.** A second table, `<table>_leases`, one row per (name, owner): `mode` (`permit`,
 //! `read`, `write`), `permits` (a semaphore's N), `waiting` (0: a lease; 1: a registered
@@ -40,8 +40,8 @@ use std::time::Duration;
 
 use super::dialect::{Args, P};
 use super::retry::OpError;
+use super::semaphore_rwlock_sql::{LEASE_LAYOUT, SHARED_OWNER, SharedSql};
 use super::session::{Row, Session, SqlPool, int};
-use super::shared_sql::{LEASE_LAYOUT, SHARED_OWNER, SharedSql};
 use crate::backend::{AcquireRequest, Attempt, Renewal};
 use crate::clock::unix_micros;
 use crate::error::{Error, Result};
