@@ -41,6 +41,7 @@ pub mod contract;
 mod delivery;
 mod deployment;
 mod due;
+mod duration;
 mod election;
 mod error;
 pub mod event_loop;
@@ -93,6 +94,7 @@ pub mod internals {
 
 pub use backend::{LIST_LIMIT, LeaseInfo, LockInfo, LockList, MAX_WAITERS_SHOWN, Waiter};
 pub use clock::BootInstant;
+pub use duration::parse_duration;
 pub use election::{Leader, Leadership};
 pub use error::{DriverCause, Error, ErrorCode, Result};
 pub use events::{EventSubscription, LockEvent, LockEventKind};

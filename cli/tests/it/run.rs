@@ -374,6 +374,17 @@ fn bad_inputs_get_clear_messages_and_documented_exit_codes() {
     // A NUL cannot be passed through argv; a read-only database can.
     let out = sandbox.run(&["run", "job", "--", "true"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Durations take the core's units everywhere: flags, and `*_ms` URL options besides
+    // their whole milliseconds.
+    let busy = format!("{}?busy_timeout_ms=2s", sandbox.url());
+    let out = sandbox.run(&[
+        "run", "--ttl", "1min", "--grace", "1.5sec", "--url", &busy, "job", "--", "true",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let busy = format!("{}?busy_timeout_ms=2parsecs", sandbox.url());
+    let out = sandbox.run(&["run", "--url", &busy, "job", "--", "true"]);
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("busy_timeout_ms"), "{}", stderr(&out));
     let ro = format!("{}?mode=ro", sandbox.url());
     let out = sandbox.run(&["run", "--url", &ro, "job", "--", "true"]);
     assert_eq!(code(&out), 125);

@@ -26,10 +26,6 @@ mod redlock;
 
 pub use host::HostPort;
 pub use kind::BackendKind;
-// Only tests name `crate::url::parse_duration`; other code reads durations through
-// `LockerUrl::duration_option`, so a build without tests leaves this import unused.
-#[cfg_attr(not(test), allow(unused_imports))]
-pub use query::parse_duration;
 pub use redact::redact_secrets;
 
 /// A parsed backend URL. The password is kept private and never formatted.

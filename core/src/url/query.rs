@@ -7,14 +7,37 @@ use std::time::Duration;
 use super::LockerUrl;
 use super::percent::percent_decode;
 use super::redact::unparsed;
+use crate::duration::{parse_duration, parse_millis_or_duration};
 use crate::error::{Error, Result};
 
 impl LockerUrl {
     /// The query option `key` as a duration (`30s`, `500ms`, `2m`: docs/design.md §4.4), or `default` without it.
     pub fn duration_option(&self, key: &str, default: Duration) -> Result<Duration> {
-        self.query
-            .get(key)
-            .map_or(Ok(default), |v| parse_duration(key, v))
+        self.query.get(key).map_or(Ok(default), |v| {
+            parse_duration(v).map_err(|e| Error::invalid(format!("{key}: {}", e.message())))
+        })
+    }
+
+    /// The query option `key`, named for milliseconds (`tick_ms`), within `range`: a whole
+    /// number of milliseconds or a duration with its unit (`10s`); `None` without it.
+    pub fn millis_option(
+        &self,
+        key: &str,
+        range: std::ops::RangeInclusive<Duration>,
+    ) -> Result<Option<Duration>> {
+        let Some(text) = self.query.get(key) else {
+            return Ok(None);
+        };
+        let value = parse_millis_or_duration(text)
+            .map_err(|e| Error::invalid(format!("{key}: {}", e.message())))?;
+        if !range.contains(&value) {
+            return Err(Error::invalid(format!(
+                "{key} must be {}-{} ms (or a duration with its unit), not {text:?}",
+                range.start().as_millis(),
+                range.end().as_millis()
+            )));
+        }
+        Ok(Some(value))
     }
 
     /// The query option `key` as a boolean (`true`, `1` or `yes`; `false`, `0` or `no`; in any
@@ -66,33 +89,6 @@ pub(super) fn parse_query(query: &str, url: &str) -> Result<BTreeMap<String, Str
         }
     }
     Ok(out)
-}
-
-/// `60s`, `500ms`, `2m`, or a bare number of seconds (fractions allowed).
-pub fn parse_duration(key: &str, text: &str) -> Result<Duration> {
-    let bad = || {
-        Error::invalid(format!(
-            "{key} must be a duration like 60s, 500ms or 2m, not {text:?}"
-        ))
-    };
-    let t = text.trim();
-    let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(at) => (&t[..at], &t[at..]),
-        None => (t, "s"),
-    };
-    let n: f64 = number.trim().parse().map_err(|_| bad())?;
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(bad()),
-    };
-    let secs = n * scale;
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// A flag option's value: `true`/`1`/`yes` or `false`/`0`/`no`, in any case.

@@ -121,23 +121,23 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(
-            crate::url::parse_duration("x", "60s").unwrap(),
+            crate::parse_duration("60s").unwrap(),
             Duration::from_secs(60)
         );
         assert_eq!(
-            crate::url::parse_duration("x", "500ms").unwrap(),
+            crate::parse_duration("500ms").unwrap(),
             Duration::from_millis(500)
         );
         assert_eq!(
-            crate::url::parse_duration("x", "2m").unwrap(),
+            crate::parse_duration("2m").unwrap(),
             Duration::from_secs(120)
         );
         assert_eq!(
-            crate::url::parse_duration("x", "1.5").unwrap(),
+            crate::parse_duration("1.5").unwrap(),
             Duration::from_millis(1500)
         );
         for bad in ["", "-1s", "1d", "abc", "nan"] {
-            assert!(crate::url::parse_duration("x", bad).is_err(), "{bad}");
+            assert!(crate::parse_duration(bad).is_err(), "{bad}");
         }
     }
 

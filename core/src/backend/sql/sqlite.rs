@@ -43,17 +43,9 @@ pub(crate) async fn open_pool(
             )));
         }
     };
-    let busy_timeout = match url.query.get("busy_timeout_ms") {
-        None => Duration::from_secs(5),
-        Some(ms) => Duration::from_millis(
-            ms.parse::<u64>()
-                .ok()
-                .filter(|ms| *ms <= 600_000)
-                .ok_or_else(|| {
-                    Error::invalid(format!("busy_timeout_ms must be 0-600000, not {ms:?}"))
-                })?,
-        ),
-    };
+    let busy_timeout = url
+        .millis_option("busy_timeout_ms", Duration::ZERO..=Duration::from_secs(600))?
+        .unwrap_or(Duration::from_secs(5));
     check_folder(&path)?;
     if read_only && !path.exists() {
         return Err(Error::invalid(format!(

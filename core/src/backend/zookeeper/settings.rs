@@ -60,29 +60,16 @@ impl ZkSettings {
                 "TLS to ZooKeeper is not supported by this version of fencelock",
             ));
         }
-        let session_timeout = match url.query.get("session_timeout_ms") {
-            None => DEFAULT_SESSION_TIMEOUT,
-            Some(ms) => ms
-                .parse::<u64>()
-                .ok()
-                .filter(|ms| (100..=600_000).contains(ms))
-                .map(Duration::from_millis)
-                .ok_or_else(|| {
-                    Error::invalid(format!("session_timeout_ms must be 100-600000, not {ms:?}"))
-                })?,
-        };
-        let tick = match url.query.get("tick_ms") {
-            None => None,
-            Some(ms) => Some(
-                ms.parse::<u64>()
-                    .ok()
-                    .filter(|ms| (1..=60_000).contains(ms))
-                    .map(Duration::from_millis)
-                    .ok_or_else(|| {
-                        Error::invalid(format!("tick_ms must be 1-60000, not {ms:?}"))
-                    })?,
-            ),
-        };
+        let session_timeout = url
+            .millis_option(
+                "session_timeout_ms",
+                Duration::from_millis(100)..=Duration::from_secs(600),
+            )?
+            .unwrap_or(DEFAULT_SESSION_TIMEOUT);
+        let tick = url.millis_option(
+            "tick_ms",
+            Duration::from_millis(1)..=Duration::from_secs(60),
+        )?;
         let chroot = match url.path.trim_end_matches('/') {
             "" => String::new(),
             path => {
@@ -233,6 +220,12 @@ mod tests {
             given.tick(Duration::from_secs(10)),
             Duration::from_millis(500)
         );
+        let with_unit = settings("zk://h?tick_ms=1.5s&session_timeout_ms=1min").unwrap();
+        assert_eq!(
+            with_unit.tick(Duration::from_secs(60)),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(with_unit.session_timeout, Duration::from_secs(60));
         let assumed = settings("zk://h").unwrap();
         assert_eq!(assumed.tick(Duration::from_secs(10)), DEFAULT_TICK);
         assert_eq!(assumed.tick(Duration::from_secs(2)), Duration::from_secs(1));
@@ -245,7 +238,9 @@ mod tests {
             "zk://h?session_timeout_ms=abc",
             "zk://h?session_timeout_ms=5",
             "zk://h?tick_ms=0",
-            "zk://h?tick_ms=2s",
+            "zk://h?tick_ms=2x",
+            "zk://h?tick_ms=1.5",
+            "zk://h?tick_ms=61s",
             "zk://h?root=relative",
             "zk://h?root=/a/",
             "zk://h?root=/a/../b",
