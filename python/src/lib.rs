@@ -27,6 +27,7 @@ mod metrics;
 mod multi;
 mod observe;
 mod options;
+mod process_locker;
 mod runtime;
 mod scope;
 mod signal;

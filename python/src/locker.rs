@@ -2,6 +2,7 @@
 //! `read_lock(...)`, `write_lock(...)` and `leadership(...)`, `LockInfo`, and `connect`; the
 //! re-entry scopes of those context managers, which `lock_many(...)`'s (`multi.rs`) shares.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fencelock::{
@@ -13,15 +14,16 @@ use pyo3::types::PyDict;
 
 use crate::awaitable::awaitable;
 use crate::election::{PyLeader, PyLeadership};
-use crate::error::{closed, guard, invalid, to_py};
+use crate::error::{guard, invalid, to_py};
 use crate::holder::holder_dict;
 use crate::lease::{PyLease, exit_async, exit_blocking};
 use crate::multi::{PyMultiLease, PyMultiLock, lock_names};
 use crate::observe::{PyEventSubscription, ensure_log_bridge};
 use crate::options::{
-    LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, lock_options,
+    LEADERSHIP_OPTIONS, LOCK_OPTIONS, LOCKER_OPTIONS, Options, TRY_LOCK_OPTIONS, acquire_options,
     locker_options, text,
 };
+use crate::process_locker::ProcessLocker;
 use crate::runtime::{OnInterrupt, refuse_waiting_inside_event_loop, wait};
 use crate::scope::{
     Claim, Entering, Scopes, claim, current_scope, drop_scopes, new_scopes, received, take,
@@ -35,30 +37,18 @@ use crate::scope::{
 /// awaitable; `lock()` works with both `with` and `async with`.
 #[pyclass(name = "Locker", module = "fencelock", frozen)]
 pub struct PyLocker {
-    /// `None` only while being dropped in a forked child.
-    locker: Option<Locker>,
-    pid: u32,
-}
-
-impl Drop for PyLocker {
-    fn drop(&mut self) {
-        if self.pid != fencelock::runtime::process_id() {
-            // Made before fork(): its connections belong to the parent. Leave them alone.
-            std::mem::forget(self.locker.take());
-        }
-    }
+    inner: Arc<ProcessLocker>,
 }
 
 impl PyLocker {
     pub(crate) fn new(locker: Locker) -> Self {
         PyLocker {
-            locker: Some(locker),
-            pid: fencelock::runtime::process_id(),
+            inner: ProcessLocker::new(locker),
         }
     }
 
     pub(crate) fn forked(&self) -> bool {
-        self.pid != fencelock::runtime::process_id()
+        self.inner.forked()
     }
 
     /// Closes on the runtime (finishing even if the awaiting task is cancelled), then answers `done`.
@@ -85,25 +75,8 @@ impl PyLocker {
 
     /// The core Locker, or CLOSED in a forked child.
     pub(crate) fn core(&self) -> PyResult<&Locker> {
-        if self.forked() {
-            return Err(closed(format!(
-                "this Locker was connected in process {} before fork(); connect a new one in this process",
-                self.pid
-            )));
-        }
-        match &self.locker {
-            Some(locker) => Ok(locker),
-            None => Err(closed("the locker was closed")),
-        }
+        self.inner.core()
     }
-}
-
-pub(crate) fn acquire_options(
-    options: Option<&Bound<'_, PyDict>>,
-    known: &[&str],
-    call: &str,
-) -> PyResult<LockOptions> {
-    lock_options(&Options::check(options, known, call)?)
 }
 
 #[pymethods]
@@ -432,7 +405,7 @@ impl PyLocker {
         names: Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyMultiLock> {
-        guard(|| PyMultiLock::new(slf, &names, options))
+        guard(|| PyMultiLock::new(&slf.get().inner, &names, options))
     }
 
     /// Acquires every name in `names` (an iterable of str) and returns their
@@ -662,13 +635,13 @@ impl PyLocker {
     /// Whether `close()` was called (True in a forked child, where this Locker cannot be used).
     #[getter]
     fn closed(&self) -> bool {
-        self.forked() || self.locker.as_ref().is_none_or(|l| l.is_closed())
+        self.inner.is_closed()
     }
 
     /// The URL, with any password redacted.
     #[getter]
     fn url(&self) -> String {
-        self.locker.as_ref().map(|l| l.url()).unwrap_or_default()
+        self.inner.url()
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -731,7 +704,7 @@ fn try_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<LockOptions> {
 /// raises `fencelock.Deadlock` without it, since that would wait forever.
 #[pyclass(name = "Lock", module = "fencelock", frozen)]
 pub struct PyLock {
-    locker: Py<PyLocker>,
+    locker: Arc<ProcessLocker>,
     /// The name in its mode (an election's is its mutex): every kind enters through it.
     lock: Lock,
     options: LockOptions,
@@ -742,7 +715,7 @@ pub struct PyLock {
 
 impl Drop for PyLock {
     fn drop(&mut self) {
-        drop_scopes(&self.scopes, &self.locker);
+        drop_scopes(&self.scopes, self.locker.forked());
     }
 }
 
@@ -774,7 +747,7 @@ impl PyLock {
         let options = acquire_options(options, known, call)?;
         let lock = locker.get().core()?.lock(&name, mode).map_err(to_py)?;
         Ok(PyLock {
-            locker: locker.clone().unbind(),
+            locker: locker.get().inner.clone(),
             lock,
             options,
             scopes: new_scopes(),
@@ -794,7 +767,7 @@ impl PyLock {
 
     /// The lock to acquire (CLOSED in a forked child), the caller's scope, and its claim.
     fn enter(&self, py: Python<'_>) -> PyResult<(Lock, Scope, Claim<fencelock::Lease>)> {
-        self.locker.get().core()?;
+        self.locker.core()?;
         let scope = current_scope(py)?;
         Ok((self.lock.clone(), scope, claim(&self.scopes, scope)))
     }

@@ -6,6 +6,7 @@
 //! (`locker.rs`).
 
 use std::mem::ManuallyDrop;
+use std::sync::Arc;
 
 use fencelock::{LockOptions, Locker, MultiLease, Scope};
 use pyo3::prelude::*;
@@ -14,8 +15,8 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 use crate::awaitable::awaitable;
 use crate::error::{guard, invalid_type, to_py};
 use crate::lease::{PyLease, in_background, settle_exit, utc_datetime};
-use crate::locker::{PyLocker, acquire_options};
-use crate::options::{LOCK_OPTIONS, optional_duration, text};
+use crate::options::{LOCK_OPTIONS, acquire_options, optional_duration, text};
+use crate::process_locker::ProcessLocker;
 use crate::runtime::{OnInterrupt, block, refuse_waiting_inside_event_loop, wait};
 use crate::scope::{
     Claim, Entering, Scopes, claim, current_scope, drop_scopes, new_scopes, received, take,
@@ -331,7 +332,7 @@ impl PyMultiLease {
 /// `fencelock.Deadlock` without it.
 #[pyclass(name = "MultiLock", module = "fencelock", frozen)]
 pub struct PyMultiLock {
-    locker: Py<PyLocker>,
+    locker: Arc<ProcessLocker>,
     /// As given; the core checks and orders them on every entry.
     names: Vec<String>,
     options: LockOptions,
@@ -340,22 +341,22 @@ pub struct PyMultiLock {
 
 impl Drop for PyMultiLock {
     fn drop(&mut self) {
-        drop_scopes(&self.scopes, &self.locker);
+        drop_scopes(&self.scopes, self.locker.forked());
     }
 }
 
 impl PyMultiLock {
     /// The object `locker.lock_many(names, **options)` returns.
     pub(crate) fn new(
-        locker: &Bound<'_, PyLocker>,
+        locker: &Arc<ProcessLocker>,
         names: &Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyMultiLock> {
         let names = lock_names(names)?;
         let options = acquire_options(options, LOCK_OPTIONS, "lock_many")?;
-        locker.get().core()?;
+        locker.core()?;
         Ok(PyMultiLock {
-            locker: locker.clone().unbind(),
+            locker: Arc::clone(locker),
             names,
             options,
             scopes: new_scopes(),
@@ -364,7 +365,7 @@ impl PyMultiLock {
 
     /// The Locker (CLOSED in a forked child), the caller's scope, and its claim.
     fn enter(&self, py: Python<'_>) -> PyResult<(Locker, Scope, Claim<MultiLease>)> {
-        let locker = self.locker.get().core()?.clone();
+        let locker = self.locker.core()?.clone();
         let scope = current_scope(py)?;
         Ok((locker, scope, claim(&self.scopes, scope)))
     }

@@ -293,3 +293,13 @@ pub(crate) fn locker_options(py: Python<'_>, options: &Options<'_, '_>) -> PyRes
         _ => Ok(with_metrics),
     }
 }
+
+/// A lock's options as given to `lock(...)`, `acquire(...)` and their kin: only `known` ones,
+/// each checked, named after `call` in errors.
+pub(crate) fn acquire_options(
+    options: Option<&Bound<'_, PyDict>>,
+    known: &[&str],
+    call: &str,
+) -> PyResult<LockOptions> {
+    lock_options(&Options::check(options, known, call)?)
+}

@@ -9,8 +9,6 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-use crate::locker::PyLocker;
-
 /// The caller's execution scope for re-entry: its asyncio task, else its thread
 /// (`fencelock._scope.current_scope`, where the reasons are written down).
 pub(crate) fn current_scope(py: Python<'_>) -> PyResult<Scope> {
@@ -86,9 +84,9 @@ pub(crate) fn take<L>(scopes: &Scopes<L>, scope: Scope) -> PyResult<Option<L>> {
 }
 
 /// In a forked child, the parent's leases of open blocks are forgotten, never dropped.
-pub(crate) fn drop_scopes<L>(scopes: &Scopes<L>, locker: &Py<PyLocker>) {
+pub(crate) fn drop_scopes<L>(scopes: &Scopes<L>, forked: bool) {
     let scopes = std::mem::take(&mut *scopes_lock(scopes));
-    if !scopes.is_empty() && locker.get().forked() {
+    if !scopes.is_empty() && forked {
         std::mem::forget(scopes);
     }
 }
