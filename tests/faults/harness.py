@@ -325,6 +325,10 @@ async def main_soak(args: argparse.Namespace) -> int:
     return 1 if any(s["violations"] or s["failed_expectations"] for s in summaries) else 0
 
 
+# The longest one soak step may take: each language's suite on every backend takes 2-5 minutes.
+STEP_LIMIT_S = 45 * 60
+
+
 def main_step(args: argparse.Namespace) -> int:
     """Runs one of the soak's steps (a command, such as a language suite on every backend) and
     appends its outcome as a run of the soak's invocation, so that the soak's record
@@ -334,7 +338,13 @@ def main_step(args: argparse.Namespace) -> int:
         raise SystemExit("faults: step: no command given")
     print(f"== faults: soak step {args.name}: {shlex.join(command)}", flush=True)
     t0 = time.monotonic()
-    code = subprocess.run(command, cwd=ROOT).returncode
+    # Through tests/step.sh, as CI runs its steps: SIGINT and SIGQUIT at their defaults (a soak
+    # started as a background job of a shell without job control has them ignored, and every
+    # process of the step would inherit that: the Ctrl-C tests hung), and a step that hangs
+    # ends after STEP_LIMIT_S with what was running, instead of holding the soak for good.
+    code = subprocess.run(
+        ["bash", str(ROOT / "tests" / "step.sh"), str(STEP_LIMIT_S), *command], cwd=ROOT
+    ).returncode
     summary = {
         "run": time.strftime(f"step-{args.name}-%Y%m%dT%H%M%S-0", time.gmtime()),
         "profile": f"soak-{args.minutes:g}min",

@@ -99,7 +99,7 @@ case $cmd in
     # Our servers stop at the end, pass or fail (unless asked to keep them for a rerun).
     [[ ${FENCELOCK_FAULTS_KEEP_SERVERS:-} == 1 ]] || trap stop_servers EXIT
     echo "== faults: the checker's own tests, the record's, and the release's check of it"
-    (cd "$here" && "$py" -m unittest -q test_checker test_summary test_release_gate)
+    (cd "$here" && "$py" -m unittest -q test_checker test_summary test_release_gate test_soak_step)
     rc=0
     rm -f "$state/short-summary.txt"
     "$py" "$here/harness.py" "${results[@]}" short "$@" || rc=$?
