@@ -120,11 +120,12 @@ def report() -> int:
         "",
         "## Milestones",
         "",
-        _row(["issue", "target", "what"]),
-        _row(["---:", "---:", "---"]),
+        _row(["issue", "target", "measured", "what"]),
+        _row(["---:", "---:", "---:", "---"]),
     ]
     for m in ledger.get("milestone", []):
-        lines.append(_row([m["issue"], f"{m['target_s']} s", m["what"]]))
+        measured = f"{m['measured_s']} s" if "measured_s" in m else "-"
+        lines.append(_row([m["issue"], f"{m['target_s']} s", measured, m["what"]]))
     lines += [
         "",
         "## The ledger",
@@ -152,12 +153,21 @@ def report() -> int:
             )
         )
     total_share = sum(s["share_s"] for s in shares)
-    last = ledger.get("milestone", [])[-1]["target_s"] if ledger.get("milestone") else None
+    last = ledger.get("milestone", [])[-1] if ledger.get("milestone") else None
     lines += ["", f"Shares in all: {total_share} s."]
-    if last is not None:
+    if last is not None and "measured_s" in last:
+        # A measured milestone includes what the landed shares spent (a share's spend is
+        # written when its issue lands, and is final): only the open shares are still to come.
+        unspent = sum(s["share_s"] for s in shares if "spent_s" not in s)
         lines.append(
-            f"With CI at its last milestone ({last} s) and every share spent: "
-            f"{last + total_share} s of the {budget} s."
+            f"With CI as measured at the last milestone ({last['measured_s']} s, the spends "
+            f"before it included) and the rest of every share spent: "
+            f"{last['measured_s'] + unspent} s of the {budget} s."
+        )
+    elif last is not None:
+        lines.append(
+            f"With CI at its last milestone ({last['target_s']} s) and every share spent: "
+            f"{last['target_s'] + total_share} s of the {budget} s."
         )
     runs = _runs()
     lines += ["", "## Recorded runs", ""]
